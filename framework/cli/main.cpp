@@ -1,0 +1,366 @@
+// The `amphora` command line: inspect and move artifacts without writing code.
+
+#include <amphora/amphora.hpp>
+#include <amphora/builtins.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using amphora::Store;
+
+constexpr const char* kUsage = R"(usage: amphora [--store DIR] COMMAND [ARGS]
+
+Commands:
+  init                                   create the store
+  ls [NAME] [--json]                     list names (latest versions), or every version of NAME
+  show REF [--json]                      show an artifact's manifest, files and metadata
+  import FILE --name NAME [--compress none|lz4|auto]
+                                         store a file (.npy) as the next version of NAME
+  export REF FILE                        write an artifact to a file (.npy)
+  verify [REF]                           re-hash payloads and check them against manifests
+  gc [--dry-run]                         remove artifacts no name reaches, and stale staging
+
+REF is NAME (latest version), NAME@N, sha256:HEX or a hex prefix of 8+ digits.
+The store is --store DIR, else $AMPHORA_STORE, else ./.amphora.
+Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Args {
+  std::optional<std::string> store;
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // --flag value
+  std::vector<std::string> flags;              // --flag
+};
+
+bool has_flag(const Args& a, const std::string& f) {
+  return std::find(a.flags.begin(), a.flags.end(), f) != a.flags.end();
+}
+
+Args parse_args(int argc, char** argv) {
+  static const std::vector<std::string> kValued = {"--store", "--name", "--compress"};
+  static const std::vector<std::string> kFlags = {"--json", "--dry-run", "--help", "-h", "--version"};
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() > 1 && arg[0] == '-') {
+      std::string key = arg, value;
+      bool inline_value = false;
+      if (auto eq = arg.find('='); eq != std::string::npos && arg.starts_with("--")) {
+        key = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+        inline_value = true;
+      }
+      if (std::find(kValued.begin(), kValued.end(), key) != kValued.end()) {
+        if (!inline_value) {
+          if (i + 1 >= argc) throw UsageError(key + " needs a value");
+          value = argv[++i];
+        }
+        if (key == "--store")
+          a.store = value;
+        else
+          a.options[key] = value;
+      } else if (std::find(kFlags.begin(), kFlags.end(), key) != kFlags.end() && !inline_value) {
+        a.flags.push_back(key);
+      } else {
+        throw UsageError("unknown option " + arg);
+      }
+    } else if (a.command.empty()) {
+      a.command = arg;
+    } else {
+      a.positional.push_back(arg);
+    }
+  }
+  return a;
+}
+
+void expect_positional(const Args& a, std::size_t min, std::size_t max) {
+  if (a.positional.size() < min || a.positional.size() > max)
+    throw UsageError("wrong number of arguments for '" + a.command + "' (see amphora --help)");
+}
+
+void allow_only(const Args& a, std::initializer_list<const char*> allowed) {
+  auto ok = [&](const std::string& k) {
+    return std::any_of(allowed.begin(), allowed.end(), [&](const char* x) { return k == x; });
+  };
+  for (const auto& [k, v] : a.options)
+    if (!ok(k)) throw UsageError(k + " does not apply to '" + a.command + "'");
+  for (const auto& f : a.flags)
+    if (!ok(f)) throw UsageError(f + " does not apply to '" + a.command + "'");
+}
+
+std::string human_bytes(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::shared_ptr<amphora::Registry> builtin_registry() {
+  auto registry = std::make_shared<amphora::Registry>();
+  amphora::register_builtins(*registry);
+  return registry;
+}
+
+Store open_store(const Args& a, bool create = false) {
+  fs::path dir = a.store ? fs::path(*a.store) : Store::default_path();
+  return Store::open(dir, {.create = create, .registry = builtin_registry()});
+}
+
+// Progress on a terminal only: piped output stays clean.
+amphora::Progress terminal_progress(const char* what) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [what](std::uint64_t done, std::uint64_t total) {
+    std::fprintf(stderr, "\r%s %s / %s (%3.0f%%)", what, human_bytes(done).c_str(), human_bytes(total).c_str(),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+    if (done >= total) std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  };
+}
+
+nlohmann::json version_json(const amphora::VersionInfo& v) {
+  return {{"name", v.name},
+          {"version", v.version},
+          {"digest", v.digest.str()},
+          {"materializer", v.record.value("materializer", "")},
+          {"payload_bytes", v.record.value("payload_bytes", std::uint64_t{0})},
+          {"created_at", v.record.value("created_at", "")}};
+}
+
+int cmd_init(const Args& a) {
+  expect_positional(a, 0, 0);
+  allow_only(a, {});
+  Store store = open_store(a, true);
+  std::cout << "initialised store " << store.path().string() << "\n";
+  return 0;
+}
+
+int cmd_ls(const Args& a) {
+  expect_positional(a, 0, 1);
+  allow_only(a, {"--json"});
+  Store store = open_store(a);
+  std::vector<amphora::VersionInfo> rows;
+  std::map<std::string, std::size_t> version_counts;
+  if (a.positional.empty()) {
+    for (const auto& name : store.names()) {
+      auto versions = store.versions(name);
+      version_counts[name] = versions.size();
+      rows.push_back(versions.back());
+    }
+  } else {
+    rows = store.versions(a.positional[0]);
+  }
+  if (has_flag(a, "--json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+      auto j = version_json(r);
+      if (a.positional.empty()) j["versions"] = version_counts[r.name];
+      out.push_back(std::move(j));
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  if (rows.empty()) {
+    std::cout << "(no names in " << store.path().string() << ")\n";
+    return 0;
+  }
+  std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");
+  for (const auto& r : rows) {
+    std::string version = std::to_string(r.version);
+    if (a.positional.empty() && version_counts[r.name] > 1) version += "/" + std::to_string(version_counts[r.name]);
+    std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
+                r.record.value("materializer", "?").c_str(),
+                human_bytes(r.record.value("payload_bytes", std::uint64_t{0})).c_str(),
+                r.record.value("created_at", "").c_str());
+  }
+  return 0;
+}
+
+int cmd_show(const Args& a) {
+  expect_positional(a, 1, 1);
+  allow_only(a, {"--json"});
+  Store store = open_store(a);
+  amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
+  const auto& m = reader.manifest();
+  std::vector<std::string> names;
+  for (const auto& v : store.names_of(reader.digest())) names.push_back(v.name + "@" + std::to_string(v.version));
+  auto registered = store.registry().find(m.materializer);
+  if (has_flag(a, "--json")) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : m.files) {
+      nlohmann::json pieces = nlohmann::json::array();
+      for (const auto& p : f.pieces) pieces.push_back(p.hex());
+      files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", pieces}});
+    }
+    nlohmann::json out = {{"digest", reader.digest().str()},
+                          {"materializer", {{"name", m.materializer}, {"version", m.materializer_version}}},
+                          {"registered", registered != nullptr},
+                          {"names", names},
+                          {"payload_bytes", m.payload_bytes()},
+                          {"piece_size", m.piece_size},
+                          {"files", files},
+                          {"meta", m.meta}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "digest        " << reader.digest().str() << "\n";
+  std::cout << "materializer  " << m.materializer << " (format " << m.materializer_version << ")"
+            << (registered ? "" : "  [not registered: cannot be loaded by this build]") << "\n";
+  std::cout << "names         ";
+  for (std::size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
+  std::cout << (names.empty() ? "(none)" : "") << "\n";
+  std::cout << "payload       " << human_bytes(m.payload_bytes()) << " in " << m.files.size() << " file"
+            << (m.files.size() == 1 ? "" : "s") << "\n";
+  for (const auto& f : m.files)
+    std::printf("  %-28s %14llu bytes  %zu piece%s\n", f.path.c_str(), static_cast<unsigned long long>(f.size),
+                f.pieces.size(), f.pieces.size() == 1 ? "" : "s");
+  std::cout << "meta\n";
+  std::string meta = m.meta.dump(2);
+  std::size_t start = 0;
+  while (start < meta.size()) {
+    auto end = meta.find('\n', start);
+    if (end == std::string::npos) end = meta.size();
+    std::cout << "  " << meta.substr(start, end - start) << "\n";
+    start = end + 1;
+  }
+  return 0;
+}
+
+int cmd_import(const Args& a) {
+  expect_positional(a, 1, 1);
+  allow_only(a, {"--name", "--compress"});
+  if (!a.options.count("--name")) throw UsageError("import needs --name NAME");
+  Store store = open_store(a);
+  fs::path file = a.positional[0];
+  auto format = store.registry().format_for(file);
+  if (!format)
+    throw amphora::Unsupported("cannot import " + file.string() + ": no materializer handles '" +
+                               file.extension().string() + "' files");
+  auto entry = store.registry().find(format->materializer);
+  amphora::SaveOptions options;
+  options.name = a.options.at("--name");
+  amphora::validate_name(options.name);
+  if (a.options.count("--compress")) options.compression = amphora::parse_compression(a.options.at("--compress"));
+  options.provenance = {{"imported_from", fs::absolute(file).string()}};
+  auto value = format->read(file);
+  auto result = store.save_erased(*entry, value.get(), options);
+  std::cout << "imported " << file.string() << " as " << result.name << "@" << result.version << " ("
+            << result.digest.str() << ")" << (result.created ? "" : " [identical content was already stored]")
+            << "\n";
+  return 0;
+}
+
+int cmd_export(const Args& a) {
+  expect_positional(a, 2, 2);
+  allow_only(a, {});
+  Store store = open_store(a);
+  fs::path file = a.positional[1];
+  amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
+  auto format = store.registry().format_for(file);
+  if (!format || format->materializer != reader.manifest().materializer) {
+    auto native = store.registry().format_of(reader.manifest().materializer);
+    throw amphora::Unsupported("cannot export " + reader.label() + " (" + reader.manifest().materializer + ") to " +
+                               file.string() +
+                               (native ? ": use a '" + native->extension + "' file" : ": no exporter for it"));
+  }
+  auto value = store.load_erased(a.positional[0], format->materializer);
+  format->write(value.get(), file);
+  std::cout << "exported " << reader.label() << " to " << file.string() << "\n";
+  return 0;
+}
+
+int cmd_verify(const Args& a) {
+  expect_positional(a, 0, 1);
+  allow_only(a, {});
+  Store store = open_store(a);
+  std::optional<std::string_view> ref;
+  if (!a.positional.empty()) ref = a.positional[0];
+  auto report = store.verify(ref, terminal_progress("verifying"));
+  for (const auto& p : report.problems) std::cerr << "amphora: " << p << "\n";
+  if (!report.ok()) {
+    std::cerr << "amphora: verify failed: " << report.problems.size() << " problem"
+              << (report.problems.size() == 1 ? "" : "s") << " in " << store.path().string() << "\n";
+    return 4;
+  }
+  std::cout << "verified " << report.artifacts << " artifact" << (report.artifacts == 1 ? "" : "s") << " ("
+            << human_bytes(report.bytes) << "): all intact\n";
+  return 0;
+}
+
+int cmd_gc(const Args& a) {
+  expect_positional(a, 0, 0);
+  allow_only(a, {"--dry-run"});
+  Store store = open_store(a);
+  bool dry = has_flag(a, "--dry-run");
+  auto report = store.gc(dry);
+  std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
+            << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
+            << report.staging.removed << " stale staging area" << (report.staging.removed == 1 ? "" : "s")
+            << "; kept " << report.kept << "\n";
+  if (dry)
+    for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";
+  return 0;
+}
+
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parse_args(argc, argv);
+    if (has_flag(a, "--help") || has_flag(a, "-h") || a.command == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (has_flag(a, "--version")) {
+      std::cout << "amphora 0.1.0\n";
+      return 0;
+    }
+    if (a.command.empty()) throw UsageError("no command given");
+    if (a.command == "init") return cmd_init(a);
+    if (a.command == "ls") return cmd_ls(a);
+    if (a.command == "show") return cmd_show(a);
+    if (a.command == "import") return cmd_import(a);
+    if (a.command == "export") return cmd_export(a);
+    if (a.command == "verify") return cmd_verify(a);
+    if (a.command == "gc") return cmd_gc(a);
+    throw UsageError("unknown command '" + a.command + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "amphora: " << one_line(e.what()) << "\n" << kUsage;
+    return 2;
+  } catch (const amphora::InvalidArgument& e) {
+    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
+    return 2;
+  } catch (const amphora::NotFound& e) {
+    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
+    return 3;
+  } catch (const amphora::CorruptData& e) {
+    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
+    return 4;
+  } catch (const std::exception& e) {
+    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,130 @@
+#pragma once
+// What a materializer sees of the store: a writer to fill a new artifact and
+// a reader to open an existing one. Materializers touch payload files only
+// through these, so hashing, staging, path checks and the storage backend
+// stay in one place.
+
+#include <amphora/backend.hpp>
+#include <amphora/buffer.hpp>
+#include <amphora/manifest.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace amphora {
+
+/// How payloads are compressed. `automatic` compresses only what shrinks.
+enum class Compression { none, lz4, automatic };
+
+/// "none", "lz4" or "auto".
+std::string_view to_string(Compression c);
+/// Parses "none", "lz4" or "auto"; throws InvalidArgument naming the text otherwise.
+Compression parse_compression(std::string_view text);
+
+/// Options for one save. Aggregate, so `{.name = "emb"}` works.
+struct SaveOptions {
+  /// Name to record the artifact under as its next version; empty = unnamed
+  /// (an unnamed artifact is collected by the next gc).
+  std::string name;
+  Compression compression = Compression::automatic;
+  /// Extra provenance stored with the name record, outside the hashed content.
+  nlohmann::json provenance = nlohmann::json::object();
+};
+
+class ArtifactWriter;
+
+/// A payload file written sequentially and hashed as it is written. Close it
+/// before the materializer returns.
+class FileStream {
+ public:
+  ~FileStream();
+  FileStream(FileStream&&) noexcept;
+  FileStream& operator=(FileStream&&) noexcept;
+
+  /// Appends the concatenation of `parts`; whole pieces among them are hashed
+  /// and written on several threads.
+  void append(std::span<const ConstBytes> parts);
+  void append(ConstBytes data) { append(std::span<const ConstBytes>(&data, 1)); }
+  std::uint64_t size() const;
+  /// Finishes the file and records it in the manifest. Throws IoError.
+  void close();
+
+ private:
+  friend class ArtifactWriter;
+  struct Impl;
+  explicit FileStream(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Collects the payload files and metadata of one new artifact. Created by
+/// Store for each save; used by one materializer on one thread (it may use
+/// parallel_for internally). Every method throws IoError on write failure and
+/// InvalidArgument on a bad or duplicate path.
+class ArtifactWriter {
+ public:
+  ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
+                 std::uint64_t piece_size = Manifest::kDefaultPieceSize);
+  ~ArtifactWriter();
+  ArtifactWriter(const ArtifactWriter&) = delete;
+  ArtifactWriter& operator=(const ArtifactWriter&) = delete;
+
+  /// Writes a whole file whose content is the concatenation of `parts`,
+  /// hashing its pieces on all cores while writing.
+  void write_file(std::string_view path, std::span<const ConstBytes> parts);
+  void write_file(std::string_view path, std::initializer_list<ConstBytes> parts) {
+    write_file(path, std::span<const ConstBytes>(parts.begin(), parts.size()));
+  }
+  void write_file(std::string_view path, ConstBytes data) { write_file(path, {data}); }
+
+  /// Opens a file to be written sequentially.
+  FileStream open_stream(std::string_view path);
+
+  /// The materializer's metadata object, stored (and hashed) in the manifest.
+  nlohmann::json& meta();
+  const SaveOptions& options() const;
+
+  /// Used by Store: completes the manifest for `materializer`/`version`,
+  /// writes it, and returns it. Fails if a stream is still open.
+  Manifest finish(std::string_view materializer, int version);
+  /// Used by Store: publishes the finished artifact; false when it already existed.
+  bool publish(const Digest& digest);
+
+ private:
+  friend class FileStream;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Read access to one published artifact. Cheap to copy; thread-safe.
+class ArtifactReader {
+ public:
+  ArtifactReader(std::shared_ptr<StorageBackend> backend, Digest digest, Manifest manifest,
+                 std::string label = {});
+
+  const Digest& digest() const { return digest_; }
+  const Manifest& manifest() const { return *manifest_; }
+  const nlohmann::json& meta() const { return manifest_->meta; }
+  /// How messages name this artifact, e.g. "artifact emb@3 (sha256:1a2b…)".
+  const std::string& label() const { return label_; }
+
+  bool has_file(std::string_view path) const { return manifest_->find(path) != nullptr; }
+  /// Maps a payload file listed in the manifest, read-only and zero-copy.
+  /// Throws NotFound if unlisted or missing, CorruptData if its size differs
+  /// from the manifest. Contents are not re-hashed here (see Store::verify).
+  std::shared_ptr<const Buffer> map(std::string_view path) const;
+
+ private:
+  std::shared_ptr<StorageBackend> backend_;
+  Digest digest_;
+  std::shared_ptr<const Manifest> manifest_;
+  std::string label_;
+};
+
+}  // namespace amphora

@@ -1,0 +1,101 @@
+#pragma once
+// The storage backend interface: where artifact bytes and name records live.
+// The local-directory backend is the only one today; the interface is kept
+// small so an object-store backend can implement it. Hashing, validation and
+// manifest handling do not live here but in ArtifactWriter/Reader and Store.
+
+#include <amphora/buffer.hpp>
+#include <amphora/digest.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace amphora {
+
+/// A payload file being written in staging. Positional writes may come from
+/// several threads at once for disjoint ranges.
+class StagedFile {
+ public:
+  virtual ~StagedFile() = default;
+  virtual void write_at(std::uint64_t offset, ConstBytes data) = 0;
+  /// Flushes and closes; the file is complete afterwards. Throws IoError.
+  virtual void close() = 0;
+};
+
+/// An artifact under construction, invisible to readers until publish().
+/// Destroying an unpublished staging area removes what it wrote.
+class Staging {
+ public:
+  virtual ~Staging() = default;
+  /// Creates payload file `relpath` (already validated by the caller).
+  virtual std::unique_ptr<StagedFile> create_file(std::string_view relpath) = 0;
+  /// Writes manifest.json.
+  virtual void write_manifest(std::string_view bytes) = 0;
+  /// Atomically makes the artifact visible under `digest`. Returns false when
+  /// an artifact with that digest already existed (the staged copy is dropped).
+  virtual bool publish(const Digest& digest) = 0;
+};
+
+/// Held while it lives; released on destruction.
+class Lease {
+ public:
+  virtual ~Lease() = default;
+};
+
+struct StagingSweep {
+  std::size_t removed = 0;     ///< stale staging areas (or ones that would be, on a dry run)
+  std::uint64_t bytes = 0;
+  std::size_t in_use = 0;      ///< staging areas of live writers, left alone
+};
+
+class StorageBackend {
+ public:
+  virtual ~StorageBackend() = default;
+
+  /// Human-readable location, for messages.
+  virtual std::string location() const = 0;
+
+  virtual std::unique_ptr<Staging> begin_artifact() = 0;
+  virtual bool has_artifact(const Digest& digest) = 0;
+  /// manifest.json bytes; throws NotFound.
+  virtual std::string read_manifest(const Digest& digest) = 0;
+  /// Maps payload file `relpath` (validated by the caller) read-only; throws NotFound.
+  virtual std::shared_ptr<const Buffer> map_file(const Digest& digest, std::string_view relpath) = 0;
+  /// Every regular file in the artifact other than manifest.json, plus any
+  /// entry that is not a regular file or directory (reported as-is so verify can flag it).
+  virtual std::vector<std::string> list_files(const Digest& digest) = 0;
+  virtual std::vector<Digest> list_artifacts() = 0;
+  /// Removes an artifact; returns the bytes freed.
+  virtual std::uint64_t remove_artifact(const Digest& digest) = 0;
+  virtual std::uint64_t artifact_bytes(const Digest& digest) = 0;
+
+  /// Appends the next version of `name`, atomically and uniquely even with
+  /// concurrent writers, storing `record` (to which "version" is added).
+  virtual std::uint64_t add_version(std::string_view name, nlohmann::json record) = 0;
+  virtual std::vector<std::string> list_names() = 0;
+  /// Ascending; empty if the name does not exist.
+  virtual std::vector<std::uint64_t> list_versions(std::string_view name) = 0;
+  /// Throws NotFound.
+  virtual nlohmann::json read_version(std::string_view name, std::uint64_t version) = 0;
+
+  /// Shared lease taken by writers between publishing an artifact and
+  /// recording the name that keeps it alive; gc waits for these.
+  virtual std::unique_ptr<Lease> publish_lease() = 0;
+  /// Exclusive lease held by gc.
+  virtual std::unique_ptr<Lease> gc_lease() = 0;
+  /// Removes staging areas whose writer is gone and which are older than `grace`.
+  virtual StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) = 0;
+};
+
+/// Opens (or, with `create`, initialises) a store directory on the local file system.
+/// Throws NotFound when the directory is not a store and `create` is false.
+std::shared_ptr<StorageBackend> open_local_backend(const std::filesystem::path& dir, bool create);
+
+}  // namespace amphora

@@ -1,0 +1,55 @@
+#pragma once
+// Reference-counted byte buffers: heap or anonymous-mmap memory, or a
+// read-only view of a mapped file whose mapping lives as long as any Buffer
+// that refers to it.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+
+namespace amphora {
+
+using ConstBytes = std::span<const std::byte>;
+using MutableBytes = std::span<std::byte>;
+
+/// A contiguous block of bytes plus whatever keeps it alive. Immutable after
+/// construction except through mutable_data() on writable buffers; safe to
+/// share between threads for reading.
+class Buffer {
+ public:
+  /// Zero-filled writable memory. Large blocks come from anonymous mmap with
+  /// transparent huge pages requested, so filling them is not bound by 4 KiB
+  /// page faults. Throws InvalidArgument when `size` cannot be allocated.
+  static std::shared_ptr<Buffer> allocate(std::size_t size);
+
+  /// Maps a whole file read-only. Throws IoError naming the file.
+  static std::shared_ptr<const Buffer> map_file(const std::filesystem::path& path);
+
+  /// A view of `length` bytes at `offset` of `parent`, keeping `parent` alive.
+  /// Throws InvalidArgument if the range exceeds the parent.
+  static std::shared_ptr<const Buffer> slice(std::shared_ptr<const Buffer> parent, std::size_t offset,
+                                             std::size_t length);
+
+  /// Wraps caller-owned memory; `owner` is held for the buffer's lifetime.
+  static std::shared_ptr<const Buffer> wrap(const void* data, std::size_t size, std::shared_ptr<const void> owner);
+
+  const std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  ConstBytes bytes() const { return {data_, size_}; }
+  bool writable() const { return writable_; }
+  /// Writable pointer; throws InvalidArgument on read-only (mapped) buffers.
+  std::byte* mutable_data();
+
+  Buffer(std::byte* data, std::size_t size, bool writable, std::shared_ptr<const void> owner)
+      : data_(data), size_(size), writable_(writable), owner_(std::move(owner)) {}
+
+ private:
+  std::byte* data_;
+  std::size_t size_;
+  bool writable_;
+  std::shared_ptr<const void> owner_;
+};
+
+}  // namespace amphora

@@ -1,0 +1,57 @@
+#pragma once
+// The manifest: the one hashed description of an artifact. See docs/FORMAT.md.
+
+#include <amphora/digest.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace amphora {
+
+/// One payload file: its path inside the artifact, its size, and the SHA-256
+/// of each consecutive `piece_size`-byte piece (a file no larger than one
+/// piece, including an empty file, has exactly one).
+struct FileEntry {
+  std::string path;
+  std::uint64_t size = 0;
+  std::vector<Sha256Value> pieces;
+};
+
+/// Parsed, validated manifest. Value type.
+struct Manifest {
+  static constexpr int kFormatVersion = 1;
+  static constexpr std::uint64_t kDefaultPieceSize = 8u << 20;
+
+  std::string materializer;       ///< stable materializer name, e.g. "amphora.tensor"
+  int materializer_version = 0;   ///< that materializer's payload format version
+  std::uint64_t piece_size = kDefaultPieceSize;
+  std::vector<FileEntry> files;   ///< sorted by path
+  nlohmann::json meta = nlohmann::json::object();  ///< materializer's summary (shape, dtype, stats...)
+
+  /// The canonical bytes whose SHA-256 is the artifact digest.
+  std::string canonical() const;
+  Digest digest() const;
+  /// The entry for `path`, or nullptr.
+  const FileEntry* find(std::string_view path) const;
+  /// Sum of all payload file sizes.
+  std::uint64_t payload_bytes() const;
+
+  /// Parses and validates manifest bytes (JSON, field types, paths, piece
+  /// counts, sort order). `where` names the artifact in error messages.
+  /// Throws CorruptData or Unsupported.
+  static Manifest parse(std::string_view bytes, std::string_view where);
+};
+
+/// Number of pieces a file of `size` bytes has for `piece_size`.
+std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size);
+
+/// Throws CorruptData (naming `where`) unless `path` is a safe relative path
+/// inside an artifact: non-empty, '/'-separated, no '.', '..', empty or hidden
+/// components, no backslash or control characters, not absolute.
+void validate_artifact_path(std::string_view path, std::string_view where);
+
+}  // namespace amphora

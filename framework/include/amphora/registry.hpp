@@ -1,0 +1,115 @@
+#pragma once
+// The materializer registry: type -> materializer for saving, stable name ->
+// materializer for loading, file extension -> import/export codec for the CLI.
+
+#include <amphora/error.hpp>
+#include <amphora/materializer.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <unordered_map>
+#include <vector>
+
+namespace amphora {
+
+/// Human-readable (demangled) name of a C++ type, for messages only; never persisted.
+std::string type_display_name(const std::type_index& type);
+
+/// A type-erased materializer. `save` receives a pointer to a value of `type`;
+/// `load` returns a newly allocated value of `type`.
+struct MaterializerEntry {
+  std::string name;
+  int version = 0;
+  std::type_index type = typeid(void);
+  std::string origin;  ///< "built-in", "application" or a plugin path
+  std::function<void(const void* value, ArtifactWriter& out)> save;
+  std::function<std::shared_ptr<void>(ArtifactReader& in)> load;
+};
+
+/// How the CLI imports and exports one file kind (chosen by extension).
+struct FileFormat {
+  std::string extension;     ///< with the dot, lower case, e.g. ".npy"
+  std::string materializer;  ///< name of the materializer whose values it converts
+  std::string description;
+  /// Reads a file into a new value of the materializer's type.
+  std::function<std::shared_ptr<void>(const std::filesystem::path& file)> read;
+  /// Writes a value of the materializer's type to a file.
+  std::function<void(const void* value, const std::filesystem::path& file)> write;
+};
+
+/// Thread-safe: lookups may run concurrently with each other and with add().
+/// Entries are never removed.
+class Registry {
+ public:
+  /// Registers materializer<T>. A type that does not satisfy Materializable
+  /// fails to compile with a message saying what to specialize. Throws
+  /// InvalidArgument when the name is malformed or already registered (naming
+  /// both types) or T already has a materializer.
+  template <class T>
+  void add(std::string origin = "application") {
+    static_assert(Materializable<T>,
+                  "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
+                  "`static constexpr std::string_view name`, `static constexpr int version`, "
+                  "`static void save(const T&, amphora::ArtifactWriter&)` and "
+                  "`static T load(amphora::ArtifactReader&)`.");
+    MaterializerEntry entry;
+    entry.name = std::string(materializer<T>::name);
+    entry.version = materializer<T>::version;
+    entry.type = typeid(T);
+    entry.origin = std::move(origin);
+    entry.save = [](const void* value, ArtifactWriter& out) {
+      materializer<T>::save(*static_cast<const T*>(value), out);
+    };
+    entry.load = [](ArtifactReader& in) -> std::shared_ptr<void> {
+      return std::make_shared<T>(materializer<T>::load(in));
+    };
+    add_entry(std::move(entry));
+  }
+
+  /// Registers a type-erased entry (what add<T>() and plugins use).
+  void add_entry(MaterializerEntry entry);
+
+  /// Registers an import/export codec for a file extension of T's materializer.
+  template <class T>
+  void add_file_format(std::string extension, std::string description,
+                       std::function<T(const std::filesystem::path&)> read,
+                       std::function<void(const T&, const std::filesystem::path&)> write) {
+    FileFormat format;
+    format.extension = std::move(extension);
+    format.materializer = for_type(typeid(T))->name;
+    format.description = std::move(description);
+    format.read = [read = std::move(read)](const std::filesystem::path& file) -> std::shared_ptr<void> {
+      return std::make_shared<T>(read(file));
+    };
+    format.write = [write = std::move(write)](const void* value, const std::filesystem::path& file) {
+      write(*static_cast<const T*>(value), file);
+    };
+    add_format(std::move(format));
+  }
+  void add_format(FileFormat format);
+
+  /// The materializer for saving `type`; throws Unsupported naming the type.
+  std::shared_ptr<const MaterializerEntry> for_type(const std::type_index& type) const;
+  /// The materializer for loading `name`, or nullptr.
+  std::shared_ptr<const MaterializerEntry> find(std::string_view name) const;
+  /// The codec for `file`'s extension, or nullptr.
+  std::shared_ptr<const FileFormat> format_for(const std::filesystem::path& file) const;
+  /// The codec of materializer `name`, or nullptr.
+  std::shared_ptr<const FileFormat> format_of(std::string_view materializer) const;
+
+  /// All entries, sorted by name.
+  std::vector<std::shared_ptr<const MaterializerEntry>> entries() const;
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const MaterializerEntry>> by_name_;
+  std::unordered_map<std::type_index, std::shared_ptr<const MaterializerEntry>> by_type_;
+  std::vector<std::shared_ptr<const FileFormat>> formats_;
+};
+
+}  // namespace amphora

@@ -1,0 +1,126 @@
+#pragma once
+// The artifact store: typed save/load, refs, names, verify and gc.
+
+#include <amphora/artifact.hpp>
+#include <amphora/backend.hpp>
+#include <amphora/digest.hpp>
+#include <amphora/error.hpp>
+#include <amphora/registry.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace amphora {
+
+struct SaveResult {
+  Digest digest;
+  std::string name;           ///< empty when saved unnamed
+  std::uint64_t version = 0;  ///< 0 when saved unnamed
+  bool created = false;       ///< false when an identical artifact already existed
+};
+
+/// One version of a name, with its provenance record.
+struct VersionInfo {
+  std::string name;
+  std::uint64_t version = 0;
+  Digest digest;
+  nlohmann::json record;  ///< the stored name record (digest, materializer, created_at, ...)
+};
+
+struct VerifyReport {
+  std::size_t artifacts = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> problems;  ///< one line each, naming the artifact and file
+  bool ok() const { return problems.empty(); }
+};
+
+struct GcReport {
+  std::vector<Digest> removed;  ///< artifacts removed (or that would be, on a dry run)
+  std::uint64_t bytes_freed = 0;
+  std::size_t kept = 0;
+  StagingSweep staging;
+};
+
+/// Called with (done, total) units of work; may be empty.
+using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+/// A handle to a store directory. Copies share one store; every method is
+/// thread-safe, and several processes may use one store at once.
+class Store {
+ public:
+  struct OpenOptions {
+    bool create = false;                 ///< initialise the directory if it is not a store yet
+    std::shared_ptr<Registry> registry;  ///< materializers to use; empty = a new, empty registry
+  };
+
+  /// Opens the store at `dir`. Throws NotFound when it is not a store and
+  /// `create` is false, IoError when it cannot be created.
+  static Store open(const std::filesystem::path& dir, OpenOptions options);
+  static Store open(const std::filesystem::path& dir) { return open(dir, OpenOptions{}); }
+  /// `--store` / `$AMPHORA_STORE` / `./.amphora`, in that order of preference.
+  static std::filesystem::path default_path();
+
+  const std::filesystem::path& path() const;
+  Registry& registry() const;
+  const std::shared_ptr<StorageBackend>& backend() const;
+
+  /// Materializes `value` with the materializer registered for T. Throws
+  /// Unsupported when none is, InvalidArgument for a bad name.
+  template <class T>
+  SaveResult save(const T& value, const SaveOptions& options = {}) {
+    return save_erased(*registry().for_type(typeid(T)), &value, options);
+  }
+
+  /// Loads `ref` as a T. Throws NotFound, Unsupported (artifact made by
+  /// another materializer, or a newer format version), CorruptData.
+  template <class T>
+  T load(std::string_view ref) const {
+    auto entry = registry().for_type(typeid(T));
+    auto value = load_erased(ref, entry->name);
+    return std::move(*static_cast<T*>(value.get()));
+  }
+
+  SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
+  /// Loads `ref`; when `expected_materializer` is not empty, the artifact
+  /// must have been written by it.
+  std::shared_ptr<void> load_erased(std::string_view ref, std::string_view expected_materializer = {}) const;
+
+  /// Resolves `NAME`, `NAME@N`, `sha256:HEX` or a unique hex prefix of at
+  /// least 8 digits. Throws NotFound or InvalidArgument (ambiguous prefix).
+  Digest resolve(std::string_view ref) const;
+  /// Opens a published artifact for reading (manifest parsed and validated).
+  ArtifactReader open_artifact(std::string_view ref) const;
+
+  /// Every name, sorted.
+  std::vector<std::string> names() const;
+  /// Every version of `name`, ascending. Throws NotFound if there is none.
+  std::vector<VersionInfo> versions(std::string_view name) const;
+  /// Every name version that points at `digest`.
+  std::vector<VersionInfo> names_of(const Digest& digest) const;
+  std::vector<Digest> artifacts() const;
+
+  /// Re-hashes every payload file of `ref` (or of every artifact) and checks
+  /// it against its manifest, and each manifest against its digest.
+  VerifyReport verify(std::optional<std::string_view> ref = std::nullopt, const Progress& progress = {}) const;
+
+  /// Removes artifacts no name reaches and staging areas whose writer is gone.
+  GcReport gc(bool dry_run = false, std::chrono::seconds staging_grace = std::chrono::seconds(60));
+
+ private:
+  struct Impl;
+  explicit Store(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Validates a name for versioning: 1-128 characters of [A-Za-z0-9._-],
+/// starting with a letter, digit or underscore. Throws InvalidArgument.
+void validate_name(std::string_view name);
+
+}  // namespace amphora

@@ -1,0 +1,250 @@
+#include <amphora/artifact.hpp>
+#include <amphora/error.hpp>
+#include <amphora/parallel.hpp>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+namespace amphora {
+
+std::string_view to_string(Compression c) {
+  switch (c) {
+    case Compression::none: return "none";
+    case Compression::lz4: return "lz4";
+    case Compression::automatic: return "auto";
+  }
+  return "?";
+}
+
+Compression parse_compression(std::string_view text) {
+  if (text == "none") return Compression::none;
+  if (text == "lz4") return Compression::lz4;
+  if (text == "auto") return Compression::automatic;
+  throw InvalidArgument("unknown compression '" + std::string(text) + "': expected none, lz4 or auto");
+}
+
+// ---------------------------------------------------------------------------
+
+struct ArtifactWriter::Impl {
+  std::unique_ptr<Staging> staging;
+  SaveOptions options;
+  std::uint64_t piece_size;
+  nlohmann::json meta = nlohmann::json::object();
+  std::mutex mutex;
+  std::vector<FileEntry> files;
+  std::set<std::string, std::less<>> paths;
+  int open_streams = 0;
+  bool finished = false;
+
+  void reserve_path(std::string_view path) {
+    validate_artifact_path(path, "new artifact");
+    std::lock_guard lock(mutex);
+    if (finished) throw InvalidArgument("artifact is already finished; cannot add '" + std::string(path) + "'");
+    if (!paths.insert(std::string(path)).second)
+      throw InvalidArgument("payload file '" + std::string(path) + "' is written twice");
+  }
+
+  void record(FileEntry entry) {
+    std::lock_guard lock(mutex);
+    files.push_back(std::move(entry));
+  }
+
+  /// Hashes and writes `count` whole pieces, piece k being the bytes
+  /// [k*piece_size, (k+1)*piece_size) of the concatenation of `parts` (which
+  /// starts at file offset `file_offset`), on all cores.
+  void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t total,
+                    std::uint64_t file_offset, std::vector<Sha256Value>& out) {
+    std::vector<std::uint64_t> starts(parts.size() + 1, 0);
+    for (std::size_t i = 0; i < parts.size(); ++i) starts[i + 1] = starts[i] + parts[i].size();
+    std::size_t count = static_cast<std::size_t>(total == 0 ? 1 : (total - 1) / piece_size + 1);
+    std::size_t first = out.size();
+    out.resize(first + count);
+    parallel_for(count, [&](std::size_t k) {
+      std::uint64_t begin = k * piece_size, end = std::min(total, begin + piece_size);
+      Sha256 hash;
+      auto it = std::upper_bound(starts.begin(), starts.end(), begin) - 1;
+      for (auto part = static_cast<std::size_t>(it - starts.begin()); part < parts.size() && starts[part] < end;
+           ++part) {
+        std::uint64_t lo = std::max(begin, starts[part]), hi = std::min(end, starts[part + 1]);
+        if (hi <= lo) continue;
+        auto segment = parts[part].subspan(lo - starts[part], hi - lo);
+        hash.update(segment);
+        file.write_at(file_offset + lo, segment);
+      }
+      out[first + k] = hash.finish();
+    });
+  }
+};
+
+ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options, std::uint64_t piece_size)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->staging = std::move(staging);
+  impl_->options = options;
+  impl_->piece_size = piece_size;
+}
+
+ArtifactWriter::~ArtifactWriter() = default;
+
+void ArtifactWriter::write_file(std::string_view path, std::span<const ConstBytes> parts) {
+  impl_->reserve_path(path);
+  auto file = impl_->staging->create_file(path);
+  FileEntry entry;
+  entry.path = std::string(path);
+  for (const auto& p : parts) entry.size += p.size();
+  impl_->write_pieces(*file, parts, entry.size, 0, entry.pieces);
+  file->close();
+  impl_->record(std::move(entry));
+}
+
+nlohmann::json& ArtifactWriter::meta() { return impl_->meta; }
+const SaveOptions& ArtifactWriter::options() const { return impl_->options; }
+
+Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->open_streams > 0)
+    throw InvalidArgument("materializer " + std::string(materializer) + " left a payload stream open");
+  impl_->finished = true;
+  Manifest m;
+  m.materializer = std::string(materializer);
+  m.materializer_version = version;
+  m.piece_size = impl_->piece_size;
+  m.files = impl_->files;
+  std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+  if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
+  m.meta = impl_->meta;
+  impl_->staging->write_manifest(m.canonical());
+  return m;
+}
+
+bool ArtifactWriter::publish(const Digest& digest) { return impl_->staging->publish(digest); }
+
+// ---------------------------------------------------------------------------
+
+struct FileStream::Impl {
+  ArtifactWriter::Impl* writer;
+  std::unique_ptr<StagedFile> file;
+  FileEntry entry;
+  Sha256 partial;
+  std::uint64_t partial_fill = 0;
+  bool closed = false;
+
+  void append_partial(ConstBytes data) {
+    partial.update(data);
+    file->write_at(entry.size, data);
+    entry.size += data.size();
+    partial_fill += data.size();
+    if (partial_fill == writer->piece_size) {
+      entry.pieces.push_back(partial.finish());
+      partial_fill = 0;
+    }
+  }
+};
+
+FileStream::FileStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FileStream::FileStream(FileStream&&) noexcept = default;
+FileStream& FileStream::operator=(FileStream&&) noexcept = default;
+
+FileStream::~FileStream() {
+  if (impl_ && !impl_->closed) {
+    std::lock_guard lock(impl_->writer->mutex);
+    --impl_->writer->open_streams;  // the staging area is discarded with the failed save
+  }
+}
+
+void FileStream::append(std::span<const ConstBytes> parts) {
+  auto& s = *impl_;
+  if (s.closed) throw InvalidArgument("append to closed payload stream '" + s.entry.path + "'");
+  const std::uint64_t piece = s.writer->piece_size;
+  std::vector<ConstBytes> rest(parts.begin(), parts.end());
+  std::uint64_t remaining = 0;
+  for (const auto& p : rest) remaining += p.size();
+  std::size_t at = 0;  // first part of `rest` not yet consumed
+  auto take_partial = [&](std::uint64_t n) {
+    while (n > 0) {
+      auto& p = rest[at];
+      auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, p.size()));
+      s.append_partial(p.first(k));
+      p = p.subspan(k);
+      n -= k;
+      remaining -= k;
+      if (p.empty()) ++at;
+    }
+    while (at < rest.size() && rest[at].empty()) ++at;
+  };
+  if (s.partial_fill > 0) take_partial(std::min(remaining, piece - s.partial_fill));
+  std::uint64_t whole = s.partial_fill == 0 ? remaining / piece * piece : 0;
+  if (whole > 0) {
+    std::vector<ConstBytes> span_parts;
+    std::uint64_t need = whole;
+    for (std::size_t i = at; need > 0; ++i) {
+      auto k = static_cast<std::size_t>(std::min<std::uint64_t>(need, rest[i].size()));
+      span_parts.push_back(rest[i].first(k));
+      need -= k;
+    }
+    s.writer->write_pieces(*s.file, span_parts, whole, s.entry.size, s.entry.pieces);
+    s.entry.size += whole;
+    // Advance past the bytes just written.
+    std::uint64_t skip = whole;
+    while (skip > 0) {
+      auto k = static_cast<std::size_t>(std::min<std::uint64_t>(skip, rest[at].size()));
+      rest[at] = rest[at].subspan(k);
+      skip -= k;
+      remaining -= k;
+      if (rest[at].empty()) ++at;
+    }
+  }
+  take_partial(remaining);
+}
+
+std::uint64_t FileStream::size() const { return impl_->entry.size; }
+
+void FileStream::close() {
+  auto& s = *impl_;
+  if (s.closed) return;
+  if (s.partial_fill > 0 || s.entry.pieces.empty()) s.entry.pieces.push_back(s.partial.finish());
+  s.file->close();
+  s.closed = true;
+  std::lock_guard lock(s.writer->mutex);
+  --s.writer->open_streams;
+  s.writer->files.push_back(std::move(s.entry));
+}
+
+FileStream ArtifactWriter::open_stream(std::string_view path) {
+  impl_->reserve_path(path);
+  auto stream = std::make_unique<FileStream::Impl>();
+  stream->writer = impl_.get();
+  stream->file = impl_->staging->create_file(path);
+  stream->entry.path = std::string(path);
+  {
+    std::lock_guard lock(impl_->mutex);
+    ++impl_->open_streams;
+  }
+  return FileStream(std::move(stream));
+}
+
+// ---------------------------------------------------------------------------
+
+ArtifactReader::ArtifactReader(std::shared_ptr<StorageBackend> backend, Digest digest, Manifest manifest,
+                               std::string label)
+    : backend_(std::move(backend)),
+      digest_(digest),
+      manifest_(std::make_shared<const Manifest>(std::move(manifest))),
+      label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)) {}
+
+std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
+  const FileEntry* entry = manifest_->find(path);
+  if (!entry) throw NotFound(label_ + ": no payload file '" + std::string(path) + "' in its manifest");
+  std::shared_ptr<const Buffer> buffer;
+  try {
+    buffer = backend_->map_file(digest_, path);
+  } catch (const NotFound&) {
+    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is listed in the manifest but missing");
+  }
+  if (buffer->size() != entry->size)
+    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(buffer->size()) +
+                      " bytes, but the manifest says " + std::to_string(entry->size));
+  return buffer;
+}
+
+}  // namespace amphora

@@ -1,0 +1,91 @@
+#include <amphora/buffer.hpp>
+#include <amphora/error.hpp>
+
+#include "posix.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <new>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+namespace amphora {
+
+namespace {
+constexpr std::size_t kMmapThreshold = 1u << 20;
+std::byte kEmpty[1];
+
+struct Mapping {
+  Mapping(void* a, std::size_t n) : address(a), length(n) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { ::munmap(address, length); }
+  void* address;
+  std::size_t length;
+};
+}  // namespace
+
+std::shared_ptr<Buffer> Buffer::allocate(std::size_t size) {
+  if (size == 0) return std::make_shared<Buffer>(kEmpty, 0, true, nullptr);
+  if (size < kMmapThreshold) {
+    std::shared_ptr<std::byte[]> block(new (std::nothrow) std::byte[size]());
+    if (!block) throw InvalidArgument("cannot allocate " + std::to_string(size) + " bytes");
+    std::byte* data = block.get();
+    return std::make_shared<Buffer>(data, size, true, std::shared_ptr<const void>(block, data));
+  }
+  // Anonymous mappings come zeroed and, with huge pages, fault 2 MiB at a time.
+  void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (address == MAP_FAILED)
+    throw InvalidArgument("cannot allocate " + std::to_string(size) + " bytes: " + std::strerror(errno));
+  ::madvise(address, size, MADV_HUGEPAGE);
+  auto mapping = std::make_shared<Mapping>(address, size);
+  return std::make_shared<Buffer>(static_cast<std::byte*>(address), size, true, std::move(mapping));
+}
+
+std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path) {
+  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) throw NotFound("no such file " + path.string());
+    detail::throw_errno("cannot open", path);
+  }
+  return detail::map_fd(fd.get(), path);
+}
+
+namespace detail {
+
+std::shared_ptr<const Buffer> map_fd(int fd, const std::filesystem::path& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_errno("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) throw IoError("not a regular file: " + path.string());
+  auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) return std::make_shared<const Buffer>(kEmpty, 0, false, nullptr);
+  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (address == MAP_FAILED) throw_errno("cannot map", path);
+  auto mapping = std::make_shared<Mapping>(address, size);
+  return std::make_shared<const Buffer>(static_cast<std::byte*>(address), size, false, std::move(mapping));
+}
+
+}  // namespace detail
+
+std::shared_ptr<const Buffer> Buffer::slice(std::shared_ptr<const Buffer> parent, std::size_t offset,
+                                            std::size_t length) {
+  if (offset > parent->size() || length > parent->size() - offset)
+    throw InvalidArgument("slice [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                          ") exceeds a buffer of " + std::to_string(parent->size()) + " bytes");
+  auto* data = const_cast<std::byte*>(parent->data()) + offset;
+  bool writable = parent->writable();
+  return std::make_shared<const Buffer>(data, length, writable, std::shared_ptr<const void>(parent, parent.get()));
+}
+
+std::shared_ptr<const Buffer> Buffer::wrap(const void* data, std::size_t size, std::shared_ptr<const void> owner) {
+  return std::make_shared<const Buffer>(static_cast<std::byte*>(const_cast<void*>(data)), size, false,
+                                        std::move(owner));
+}
+
+std::byte* Buffer::mutable_data() {
+  if (!writable_) throw InvalidArgument("buffer is read-only (it maps a stored file)");
+  return data_;
+}
+
+}  // namespace amphora

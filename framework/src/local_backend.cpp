@@ -1,0 +1,391 @@
+// The local-directory storage backend. Layout (docs/FORMAT.md):
+//   amphora-store.json                store marker and layout version
+//   objects/sha256/<hh>/<64 hex>/     one published artifact
+//   names/<name>/<version>.json       name records
+//   tmp/                              staging areas and their lock files
+//   locks/gc.lock                     shared by publishers, exclusive for gc
+
+#include <amphora/backend.hpp>
+#include <amphora/error.hpp>
+
+#include "posix.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <fcntl.h>
+#include <random>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+namespace amphora {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kLayoutVersion = 1;
+constexpr const char* kMarker = "amphora-store.json";
+
+std::string random_id() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32));
+  char buf[17];
+  auto v = rng();
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kDigits[v & 15];
+  buf[16] = 0;
+  return std::to_string(::getpid()) + "-" + buf;
+}
+
+bool is_hex64(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::uint64_t tree_bytes(const fs::path& dir) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<std::uint64_t>(st.st_size);
+  }
+  return total;
+}
+
+void remove_tree(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) throw IoError("cannot remove " + path.string() + ": " + ec.message());
+}
+
+class FileLease : public Lease {
+ public:
+  FileLease(const fs::path& path, int operation) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (!fd_) detail::throw_errno("cannot open lock file", path);
+    while (::flock(fd_.get(), operation) != 0) {
+      if (errno != EINTR) detail::throw_errno("cannot lock", path);
+    }
+  }
+
+ private:
+  detail::Fd fd_;
+};
+
+class LocalStagedFile : public StagedFile {
+ public:
+  LocalStagedFile(detail::Fd fd, fs::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  void write_at(std::uint64_t offset, ConstBytes data) override {
+    detail::pwrite_all(fd_.get(), data.data(), data.size(), offset, path_);
+  }
+  void close() override {
+    if (::close(fd_.release()) != 0) detail::throw_errno("cannot close", path_);
+  }
+
+ private:
+  detail::Fd fd_;
+  fs::path path_;
+};
+
+class LocalBackend;
+
+class LocalStaging : public Staging {
+ public:
+  LocalStaging(const fs::path& root, const fs::path& tmp) : root_(root) {
+    std::string id = "stage-" + random_id();
+    lock_path_ = tmp / (id + ".lock");
+    dir_ = tmp / id;
+    lock_ = detail::Fd(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!lock_) detail::throw_errno("cannot create staging lock", lock_path_);
+    if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", lock_path_);
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      int err = errno;
+      ::unlink(lock_path_.c_str());
+      detail::throw_errno("cannot create staging directory", dir_, err);
+    }
+  }
+
+  ~LocalStaging() override {
+    if (!published_) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+    ::unlink(lock_path_.c_str());
+  }
+
+  std::unique_ptr<StagedFile> create_file(std::string_view relpath) override {
+    fs::path path = dir_ / fs::path(std::string(relpath));
+    if (path.parent_path() != dir_) fs::create_directories(path.parent_path());
+    detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot create", path);
+    return std::make_unique<LocalStagedFile>(std::move(fd), path);
+  }
+
+  void write_manifest(std::string_view bytes) override {
+    fs::path path = dir_ / "manifest.json";
+    detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot create", path);
+    detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, path);
+  }
+
+  bool publish(const Digest& digest) override {
+    auto hex = digest.hex();
+    fs::path target = root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) throw IoError("cannot create " + target.parent_path().string() + ": " + ec.message());
+    if (::rename(dir_.c_str(), target.c_str()) == 0) {
+      published_ = true;
+      return true;
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY) return false;  // identical content is already there
+    detail::throw_errno("cannot publish staged artifact to", target);
+  }
+
+ private:
+  fs::path root_, dir_, lock_path_;
+  detail::Fd lock_;
+  bool published_ = false;
+};
+
+class LocalBackend : public StorageBackend {
+ public:
+  explicit LocalBackend(fs::path root) : root_(std::move(root)) {}
+
+  std::string location() const override { return root_.string(); }
+
+  std::unique_ptr<Staging> begin_artifact() override { return std::make_unique<LocalStaging>(root_, root_ / "tmp"); }
+
+  fs::path object_dir(const Digest& d) const {
+    auto hex = d.hex();
+    return root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
+  }
+
+  bool has_artifact(const Digest& d) override {
+    struct stat st {};
+    return ::stat((object_dir(d) / "manifest.json").c_str(), &st) == 0;
+  }
+
+  std::string read_manifest(const Digest& d) override {
+    auto dir = object_dir(d);
+    detail::Fd fd = detail::open_beneath(dir, "manifest.json", O_RDONLY);
+    if (!fd) {
+      if (errno == ENOENT || errno == ENOTDIR) throw NotFound("no artifact " + d.str() + " in store " + location());
+      detail::throw_errno("cannot open", dir / "manifest.json");
+    }
+    return detail::read_small_fd(fd.get(), dir / "manifest.json", 64u << 20);
+  }
+
+  std::shared_ptr<const Buffer> map_file(const Digest& d, std::string_view relpath) override {
+    auto dir = object_dir(d);
+    detail::Fd fd = detail::open_beneath(dir, relpath, O_RDONLY);
+    if (!fd) {
+      if (errno == ENOENT || errno == ENOTDIR) throw NotFound("no file " + (dir / std::string(relpath)).string());
+      if (errno == ELOOP) throw CorruptData((dir / std::string(relpath)).string() + " is a symbolic link");
+      detail::throw_errno("cannot open", dir / std::string(relpath));
+    }
+    return detail::map_fd(fd.get(), dir / std::string(relpath));
+  }
+
+  std::vector<std::string> list_files(const Digest& d) override {
+    std::vector<std::string> out;
+    auto dir = object_dir(d);
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      auto status = it->symlink_status();
+      if (fs::is_directory(status)) continue;
+      auto rel = fs::relative(it->path(), dir).generic_string();
+      if (rel != "manifest.json") out.push_back(rel);
+    }
+    if (ec) throw IoError("cannot list " + dir.string() + ": " + ec.message());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::vector<Digest> list_artifacts() override {
+    std::vector<Digest> out;
+    std::error_code ec;
+    for (fs::directory_iterator fan(root_ / "objects" / "sha256", ec), end; !ec && fan != end; fan.increment(ec)) {
+      std::error_code ec2;
+      for (fs::directory_iterator it(fan->path(), ec2), end2; !ec2 && it != end2; it.increment(ec2)) {
+        auto name = it->path().filename().string();
+        if (is_hex64(name) && name.substr(0, 2) == fan->path().filename().string())
+          out.push_back(Digest(Sha256Value::from_hex(name)));
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::uint64_t artifact_bytes(const Digest& d) override { return tree_bytes(object_dir(d)); }
+
+  std::uint64_t remove_artifact(const Digest& d) override {
+    auto dir = object_dir(d);
+    std::uint64_t bytes = tree_bytes(dir);
+    // Renaming first makes the removal atomic for readers resolving the digest.
+    fs::path trash = root_ / "tmp" / ("trash-" + random_id());
+    if (::rename(dir.c_str(), trash.c_str()) != 0) {
+      if (errno == ENOENT) return 0;
+      detail::throw_errno("cannot remove artifact", dir);
+    }
+    remove_tree(trash);
+    return bytes;
+  }
+
+  fs::path name_dir(std::string_view name) const { return root_ / "names" / std::string(name); }
+
+  std::uint64_t add_version(std::string_view name, nlohmann::json record) override {
+    auto dir = name_dir(name);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw IoError("cannot create " + dir.string() + ": " + ec.message());
+    auto versions = list_versions(name);
+    std::uint64_t version = versions.empty() ? 1 : versions.back() + 1;
+    fs::path tmp = root_ / "tmp" / ("name-" + random_id() + ".json");
+    for (;; ++version) {
+      record["version"] = version;
+      {
+        detail::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (!fd) detail::throw_errno("cannot create", tmp);
+        auto text = record.dump(2) + "\n";
+        detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp);
+        if (::ftruncate(fd.get(), static_cast<off_t>(text.size())) != 0) detail::throw_errno("cannot truncate", tmp);
+      }
+      // link() never replaces an existing file: exactly one writer wins each version.
+      fs::path target = dir / (std::to_string(version) + ".json");
+      if (::link(tmp.c_str(), target.c_str()) == 0) break;
+      if (errno != EEXIST) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        detail::throw_errno("cannot record version", target, err);
+      }
+    }
+    ::unlink(tmp.c_str());
+    return version;
+  }
+
+  std::vector<std::string> list_names() override {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(root_ / "names", ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_directory()) out.push_back(it->path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::vector<std::uint64_t> list_versions(std::string_view name) override {
+    std::vector<std::uint64_t> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(name_dir(name), ec), end; !ec && it != end; it.increment(ec)) {
+      auto file = it->path().filename().string();
+      if (file.size() < 6 || file.compare(file.size() - 5, 5, ".json") != 0 || file[0] == '0') continue;
+      std::uint64_t v = 0;
+      auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);
+      if (err == std::errc() && ptr == file.data() + file.size() - 5) out.push_back(v);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  nlohmann::json read_version(std::string_view name, std::uint64_t version) override {
+    auto path = name_dir(name) / (std::to_string(version) + ".json");
+    std::string text;
+    try {
+      text = detail::read_small_file(path, 1u << 20);
+    } catch (const NotFound&) {
+      throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "'");
+    }
+    try {
+      auto doc = nlohmann::json::parse(text);
+      if (!doc.is_object()) throw CorruptData("name record " + path.string() + " is not a JSON object");
+      return doc;
+    } catch (const nlohmann::json::exception& e) {
+      throw CorruptData("name record " + path.string() + " is not valid JSON: " + e.what());
+    }
+  }
+
+  std::unique_ptr<Lease> publish_lease() override {
+    return std::make_unique<FileLease>(root_ / "locks" / "gc.lock", LOCK_SH);
+  }
+  std::unique_ptr<Lease> gc_lease() override {
+    return std::make_unique<FileLease>(root_ / "locks" / "gc.lock", LOCK_EX);
+  }
+
+  StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) override {
+    StagingSweep sweep;
+    fs::path tmp = root_ / "tmp";
+    auto now = fs::file_time_type::clock::now();
+    auto old_enough = [&](const fs::path& p) {
+      std::error_code ec;
+      auto t = fs::last_write_time(p, ec);
+      return !ec && now - t > grace;
+    };
+    auto drop = [&](const fs::path& p) {
+      sweep.bytes += fs::is_directory(p) ? tree_bytes(p) : 0;
+      ++sweep.removed;
+      if (!dry_run) remove_tree(p);
+    };
+    std::vector<fs::path> entries;
+    std::error_code ec;
+    for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+    std::sort(entries.begin(), entries.end());
+    for (const auto& p : entries) {
+      auto file = p.filename().string();
+      if (file.ends_with(".lock")) {
+        fs::path dir = p;
+        dir.replace_extension();
+        detail::Fd fd(::open(p.c_str(), O_RDWR | O_CLOEXEC));
+        if (!fd) continue;
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || !old_enough(p)) {
+          ++sweep.in_use;  // a live writer holds it
+          continue;
+        }
+        if (fs::exists(dir)) drop(dir);
+        if (!dry_run) ::unlink(p.c_str());
+      } else if (fs::is_directory(p)) {
+        bool owned = fs::exists(fs::path(p.string() + ".lock"));
+        if (!owned && old_enough(p)) drop(p);
+      } else if (old_enough(p)) {
+        if (!dry_run) ::unlink(p.c_str());
+      }
+    }
+    return sweep;
+  }
+
+ private:
+  fs::path root_;
+};
+
+}  // namespace
+
+std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool create) {
+  fs::path marker = dir / kMarker;
+  std::error_code ec;
+  if (!fs::exists(marker, ec)) {
+    if (!create)
+      throw NotFound(dir.string() + " is not an Amphora store (no " + kMarker + "); create one with `amphora init`");
+    fs::create_directories(dir, ec);
+    if (ec) throw IoError("cannot create store directory " + dir.string() + ": " + ec.message());
+    nlohmann::json doc = {{"format", "amphora-store"}, {"layout_version", kLayoutVersion}};
+    for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) {
+      fs::create_directories(dir / sub, ec);
+      if (ec) throw IoError("cannot create " + (dir / sub).string() + ": " + ec.message());
+    }
+    detail::write_file_atomically(marker, doc.dump(2) + "\n");
+  } else {
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(detail::read_small_file(marker, 1u << 16));
+    } catch (const nlohmann::json::exception& e) {
+      throw CorruptData(marker.string() + " is not valid JSON: " + e.what());
+    }
+    if (!doc.is_object() || doc.value("format", "") != "amphora-store" || !doc["layout_version"].is_number_integer())
+      throw CorruptData(marker.string() + " is not an Amphora store marker");
+    if (doc["layout_version"].get<int>() > kLayoutVersion)
+      throw Unsupported("store " + dir.string() + " has layout version " + doc["layout_version"].dump() +
+                        "; this build understands up to " + std::to_string(kLayoutVersion));
+    for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) fs::create_directories(dir / sub, ec);
+  }
+  return std::make_shared<LocalBackend>(fs::absolute(dir));
+}
+
+}  // namespace amphora

@@ -1,0 +1,173 @@
+#include <amphora/error.hpp>
+#include <amphora/manifest.hpp>
+
+#include <algorithm>
+
+namespace amphora {
+
+namespace {
+
+constexpr std::size_t kMaxFiles = 1u << 20;
+constexpr std::uint64_t kMinPieceSize = 4096;
+constexpr std::uint64_t kMaxPieceSize = 1ull << 30;
+
+[[noreturn]] void corrupt(std::string_view where, const std::string& what) {
+  throw CorruptData(std::string(where) + ": manifest.json " + what);
+}
+
+const nlohmann::json& field(const nlohmann::json& object, const char* key, std::string_view where,
+                            std::string_view context) {
+  auto it = object.find(key);
+  if (it == object.end()) corrupt(where, std::string(context) + " has no \"" + key + "\"");
+  return *it;
+}
+
+std::uint64_t unsigned_field(const nlohmann::json& object, const char* key, std::string_view where,
+                             std::string_view context) {
+  const auto& v = field(object, key, where, context);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+    corrupt(where, std::string(context) + " \"" + key + "\" is not a non-negative integer");
+  return v.get<std::uint64_t>();
+}
+
+void expect_keys(const nlohmann::json& object, std::initializer_list<const char*> keys, std::string_view where,
+                 std::string_view context) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
+      corrupt(where, std::string(context) + " has unknown field \"" + it.key() + "\"");
+  }
+}
+
+}  // namespace
+
+std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size) {
+  return size == 0 ? 1 : (size - 1) / piece_size + 1;
+}
+
+void validate_artifact_path(std::string_view path, std::string_view where) {
+  auto bad = [&](const std::string& why) {
+    throw CorruptData(std::string(where) + ": unsafe payload path '" + std::string(path) + "': " + why);
+  };
+  if (path.empty()) bad("empty");
+  if (path.size() > 1024) bad("longer than 1024 characters");
+  if (path.front() == '/') bad("absolute");
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    auto part = path.substr(start, end - start);
+    if (part.empty()) bad("empty component");
+    if (part == "." || part == "..") bad("'" + std::string(part) + "' component");
+    if (part.front() == '.') bad("hidden component");
+    for (unsigned char c : part)
+      if (c < 0x20 || c == 0x7f || c == '\\') bad("control character or backslash");
+    start = end + 1;
+  }
+  if (path == "manifest.json") bad("reserved name");
+}
+
+std::string Manifest::canonical() const {
+  nlohmann::json files_json = nlohmann::json::array();
+  for (const auto& f : files) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const auto& p : f.pieces) pieces.push_back(p.hex());
+    files_json.push_back({{"path", f.path}, {"sha256", std::move(pieces)}, {"size", f.size}});
+  }
+  nlohmann::json doc = {
+      {"manifest_version", kFormatVersion},
+      {"materializer", {{"name", materializer}, {"version", materializer_version}}},
+      {"piece_size", piece_size},
+      {"files", std::move(files_json)},
+      {"meta", meta},
+  };
+  // nlohmann::json objects are std::map-ordered, so keys come out sorted by byte value.
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+}
+
+Digest Manifest::digest() const { return Digest(Sha256::of(canonical())); }
+
+const FileEntry* Manifest::find(std::string_view path) const {
+  auto it = std::lower_bound(files.begin(), files.end(), path,
+                             [](const FileEntry& f, std::string_view p) { return f.path < p; });
+  return it != files.end() && it->path == path ? &*it : nullptr;
+}
+
+std::uint64_t Manifest::payload_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& f : files) total += f.size;
+  return total;
+}
+
+Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(bytes);
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(where, std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) corrupt(where, "is not a JSON object");
+  const auto& version = field(doc, "manifest_version", where, "manifest");
+  if (!version.is_number_integer()) corrupt(where, "\"manifest_version\" is not an integer");
+  if (version.get<std::int64_t>() != kFormatVersion) {
+    if (version.get<std::int64_t>() > kFormatVersion)
+      throw Unsupported(std::string(where) + ": manifest version " + version.dump() +
+                        " was written by a newer Amphora; this build reads version " + std::to_string(kFormatVersion));
+    corrupt(where, "has invalid manifest_version " + version.dump());
+  }
+  expect_keys(doc, {"manifest_version", "materializer", "piece_size", "files", "meta"}, where, "manifest");
+
+  Manifest m;
+  const auto& mat = field(doc, "materializer", where, "manifest");
+  if (!mat.is_object()) corrupt(where, "\"materializer\" is not an object");
+  expect_keys(mat, {"name", "version"}, where, "materializer");
+  const auto& mat_name = field(mat, "name", where, "materializer");
+  if (!mat_name.is_string() || mat_name.get_ref<const std::string&>().empty())
+    corrupt(where, "materializer name is not a non-empty string");
+  m.materializer = mat_name.get<std::string>();
+  auto mat_version = unsigned_field(mat, "version", where, "materializer");
+  if (mat_version < 1 || mat_version > 1'000'000) corrupt(where, "materializer version is out of range");
+  m.materializer_version = static_cast<int>(mat_version);
+
+  m.piece_size = unsigned_field(doc, "piece_size", where, "manifest");
+  if (m.piece_size < kMinPieceSize || m.piece_size > kMaxPieceSize)
+    corrupt(where, "piece_size " + std::to_string(m.piece_size) + " is outside [4096, 2^30]");
+
+  const auto& meta = field(doc, "meta", where, "manifest");
+  if (!meta.is_object()) corrupt(where, "\"meta\" is not an object");
+  m.meta = meta;
+
+  const auto& files = field(doc, "files", where, "manifest");
+  if (!files.is_array()) corrupt(where, "\"files\" is not an array");
+  if (files.size() > kMaxFiles) corrupt(where, "lists more than " + std::to_string(kMaxFiles) + " files");
+  for (const auto& f : files) {
+    if (!f.is_object()) corrupt(where, "has a file entry that is not an object");
+    expect_keys(f, {"path", "size", "sha256"}, where, "file entry");
+    const auto& path = field(f, "path", where, "file entry");
+    if (!path.is_string()) corrupt(where, "has a file path that is not a string");
+    FileEntry entry;
+    entry.path = path.get<std::string>();
+    validate_artifact_path(entry.path, where);
+    entry.size = unsigned_field(f, "size", where, "file '" + entry.path + "'");
+    const auto& pieces = field(f, "sha256", where, "file '" + entry.path + "'");
+    if (!pieces.is_array()) corrupt(where, "file '" + entry.path + "' sha256 is not an array");
+    if (pieces.size() != piece_count(entry.size, m.piece_size))
+      corrupt(where, "file '" + entry.path + "' lists " + std::to_string(pieces.size()) + " piece digests, but " +
+                         std::to_string(entry.size) + " bytes make " +
+                         std::to_string(piece_count(entry.size, m.piece_size)) + " pieces");
+    entry.pieces.reserve(pieces.size());
+    for (const auto& p : pieces) {
+      if (!p.is_string()) corrupt(where, "file '" + entry.path + "' has a non-string digest");
+      try {
+        entry.pieces.push_back(Sha256Value::from_hex(p.get<std::string>()));
+      } catch (const InvalidArgument& e) {
+        corrupt(where, "file '" + entry.path + "': " + e.what());
+      }
+    }
+    if (!m.files.empty() && !(m.files.back().path < entry.path))
+      corrupt(where, "files are not sorted by path, or '" + entry.path + "' is listed twice");
+    m.files.push_back(std::move(entry));
+  }
+  return m;
+}
+
+}  // namespace amphora

@@ -1,0 +1,106 @@
+#include <amphora/registry.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cxxabi.h>
+#include <mutex>
+
+namespace amphora {
+
+std::string type_display_name(const std::type_index& type) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled ? demangled : type.name();
+  std::free(demangled);
+  return out;
+}
+
+namespace {
+
+// Dotted lower-case identifiers ("amphora.tensor", "myorg.bbox_records"): the
+// name is persisted in every manifest, so it is kept to a spelling that
+// survives file systems, shells and other languages.
+void validate_materializer_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128 && name.find('.') != std::string::npos && name.front() != '.' &&
+            name.back() != '.' && name.find("..") == std::string::npos;
+  for (char c : name)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    throw InvalidArgument("invalid materializer name '" + name +
+                          "': use dotted lower-case words such as 'myorg.bbox_records'");
+}
+
+}  // namespace
+
+void Registry::add_entry(MaterializerEntry entry) {
+  validate_materializer_name(entry.name);
+  if (entry.version < 1)
+    throw InvalidArgument("materializer '" + entry.name + "' has format version " + std::to_string(entry.version) +
+                          "; versions start at 1");
+  if (!entry.save || !entry.load) throw InvalidArgument("materializer '" + entry.name + "' lacks save or load");
+  std::unique_lock lock(mutex_);
+  if (auto it = by_name_.find(entry.name); it != by_name_.end())
+    throw InvalidArgument("materializer name '" + entry.name + "' is registered twice: for " +
+                          type_display_name(it->second->type) + " (" + it->second->origin + ") and for " +
+                          type_display_name(entry.type) + " (" + entry.origin + ")");
+  if (auto it = by_type_.find(entry.type); it != by_type_.end())
+    throw InvalidArgument("type " + type_display_name(entry.type) + " already has materializer '" +
+                          it->second->name + "' (" + it->second->origin + "); cannot add '" + entry.name + "'");
+  auto shared = std::make_shared<const MaterializerEntry>(std::move(entry));
+  by_name_.emplace(shared->name, shared);
+  by_type_.emplace(shared->type, shared);
+}
+
+void Registry::add_format(FileFormat format) {
+  std::transform(format.extension.begin(), format.extension.end(), format.extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (format.extension.size() < 2 || format.extension.front() != '.')
+    throw InvalidArgument("file format extension '" + format.extension + "' must start with a dot");
+  std::unique_lock lock(mutex_);
+  for (const auto& f : formats_)
+    if (f->extension == format.extension)
+      throw InvalidArgument("file extension '" + format.extension + "' is already handled by materializer '" +
+                            f->materializer + "'");
+  formats_.push_back(std::make_shared<const FileFormat>(std::move(format)));
+}
+
+std::shared_ptr<const MaterializerEntry> Registry::for_type(const std::type_index& type) const {
+  std::shared_lock lock(mutex_);
+  auto it = by_type_.find(type);
+  if (it == by_type_.end())
+    throw Unsupported("no materializer is registered for type " + type_display_name(type) +
+                      "; register one with registry.add<T>()");
+  return it->second;
+}
+
+std::shared_ptr<const MaterializerEntry> Registry::find(std::string_view name) const {
+  std::shared_lock lock(mutex_);
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const FileFormat> Registry::format_for(const std::filesystem::path& file) const {
+  auto ext = file.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::shared_lock lock(mutex_);
+  for (const auto& f : formats_)
+    if (f->extension == ext) return f;
+  return nullptr;
+}
+
+std::shared_ptr<const FileFormat> Registry::format_of(std::string_view materializer) const {
+  std::shared_lock lock(mutex_);
+  for (const auto& f : formats_)
+    if (f->materializer == materializer) return f;
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<const MaterializerEntry>> Registry::entries() const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::shared_ptr<const MaterializerEntry>> out;
+  for (const auto& [name, entry] : by_name_) out.push_back(entry);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
+  return out;
+}
+
+}  // namespace amphora

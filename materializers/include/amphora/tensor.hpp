@@ -1,0 +1,159 @@
+#pragma once
+// N-dimensional arrays and their materializer, "amphora.tensor".
+// Payload: a NumPy .npy file whose data starts at byte 4096, or the same file
+// as independent LZ4 frames with a chunk index (docs/FORMAT.md).
+
+#include <amphora/buffer.hpp>
+#include <amphora/materializer.hpp>
+
+#include <complex>
+#include <cstring>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace amphora {
+
+enum class DType : std::uint8_t {
+  bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+  float16, bfloat16, float32, float64, complex64, complex128,
+};
+
+/// IEEE 754 half precision, stored as its bit pattern.
+struct float16 {
+  std::uint16_t bits = 0;
+  static float16 from_float(float value);
+  float to_float() const;
+  friend bool operator==(float16, float16) = default;
+};
+
+/// bfloat16 (the upper half of a float32), stored as its bit pattern.
+struct bfloat16 {
+  std::uint16_t bits = 0;
+  static bfloat16 from_float(float value);
+  float to_float() const;
+  friend bool operator==(bfloat16, bfloat16) = default;
+};
+
+/// "bool", "int8", ..., "bfloat16", "complex128".
+std::string_view dtype_name(DType dtype);
+/// Inverse of dtype_name; throws Unsupported naming the text for unknown names.
+DType dtype_from_name(std::string_view name);
+/// Bytes per element.
+std::size_t dtype_size(DType dtype);
+/// Every dtype, in enum order.
+std::span<const DType> all_dtypes();
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<bool> { static constexpr DType value = DType::bool_; };
+template <> struct dtype_of<std::int8_t> { static constexpr DType value = DType::int8; };
+template <> struct dtype_of<std::int16_t> { static constexpr DType value = DType::int16; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::int32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::int64; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::uint8; };
+template <> struct dtype_of<std::uint16_t> { static constexpr DType value = DType::uint16; };
+template <> struct dtype_of<std::uint32_t> { static constexpr DType value = DType::uint32; };
+template <> struct dtype_of<std::uint64_t> { static constexpr DType value = DType::uint64; };
+template <> struct dtype_of<float16> { static constexpr DType value = DType::float16; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::bfloat16; };
+template <> struct dtype_of<float> { static constexpr DType value = DType::float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::float64; };
+template <> struct dtype_of<std::complex<float>> { static constexpr DType value = DType::complex64; };
+template <> struct dtype_of<std::complex<double>> { static constexpr DType value = DType::complex128; };
+
+/// Maximum number of dimensions (NumPy's limit).
+inline constexpr std::size_t kMaxTensorDims = 32;
+
+/// Product of `shape`; throws InvalidArgument when a dimension is negative,
+/// there are too many dimensions, or the byte size of `dtype` elements would
+/// overflow 63 bits.
+std::uint64_t checked_element_count(std::span<const std::int64_t> shape, DType dtype);
+
+/// A dense, C-ordered (row-major) N-dimensional array over a shared Buffer.
+/// Copies share the buffer (like NumPy views). Tensors loaded from an
+/// uncompressed artifact map the payload file read-only; the mapping lives as
+/// long as any tensor or buffer referring to it. Thread-safe for reading.
+class Tensor {
+ public:
+  /// An empty 1-d float32 tensor.
+  Tensor();
+
+  /// Validating factory: `data` must hold exactly the bytes `shape` needs.
+  /// Throws InvalidArgument naming the mismatch.
+  static Tensor Make(DType dtype, std::vector<std::int64_t> shape, std::shared_ptr<const Buffer> data);
+  /// A new writable zero-filled tensor.
+  static Tensor zeros(DType dtype, std::vector<std::int64_t> shape);
+  /// A new tensor holding a copy of `values`.
+  template <class T>
+  static Tensor from_values(std::vector<std::int64_t> shape, std::span<const T> values) {
+    Tensor t = zeros(dtype_of<T>::value, std::move(shape));
+    if (values.size() != t.num_elements()) throw_size_mismatch(values.size(), t.num_elements());
+    if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size_bytes());
+    return t;
+  }
+  template <class T>
+  static Tensor from_values(std::vector<std::int64_t> shape, const std::vector<T>& values) {
+    return from_values<T>(std::move(shape), std::span<const T>(values));
+  }
+
+  DType dtype() const { return dtype_; }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::size_t ndim() const { return shape_.size(); }
+  std::uint64_t num_elements() const { return elements_; }
+  std::size_t nbytes() const { return buffer_->size(); }
+  /// Bytes of one index along the first axis (the whole tensor for 0-d).
+  std::size_t row_bytes() const;
+
+  const std::byte* data() const { return buffer_->data(); }
+  /// Throws InvalidArgument when the tensor maps a stored (read-only) file.
+  std::byte* mutable_data();
+  const std::shared_ptr<const Buffer>& buffer() const { return buffer_; }
+
+  /// Typed view; throws InvalidArgument when T does not match dtype().
+  template <class T>
+  std::span<const T> values() const {
+    check_type(dtype_of<T>::value);
+    return {reinterpret_cast<const T*>(data()), static_cast<std::size_t>(elements_)};
+  }
+  template <class T>
+  std::span<T> mutable_values() {
+    check_type(dtype_of<T>::value);
+    return {reinterpret_cast<T*>(mutable_data()), static_cast<std::size_t>(elements_)};
+  }
+
+  /// Rows [begin, end) along the first axis, sharing this tensor's buffer.
+  /// Throws InvalidArgument for a 0-d tensor or an out-of-range interval.
+  Tensor rows(std::int64_t begin, std::int64_t end) const;
+
+  /// Same dtype, shape and bytes.
+  bool bit_equal(const Tensor& other) const;
+
+ private:
+  void check_type(DType requested) const;
+  [[noreturn]] static void throw_size_mismatch(std::size_t got, std::uint64_t want);
+
+  DType dtype_ = DType::float32;
+  std::vector<std::int64_t> shape_;
+  std::uint64_t elements_ = 0;
+  std::shared_ptr<const Buffer> buffer_;
+};
+
+template <>
+struct materializer<Tensor> {
+  static constexpr std::string_view name = "amphora.tensor";
+  static constexpr int version = 1;
+  /// Honors out.options().compression; see docs/FORMAT.md for the encodings.
+  static void save(const Tensor& tensor, ArtifactWriter& out);
+  /// Zero-copy for uncompressed payloads; parallel decompression otherwise.
+  static Tensor load(ArtifactReader& in);
+};
+
+/// Reads rows [begin, end) along the first axis of a stored tensor, touching
+/// only the compressed chunks that hold them. Throws InvalidArgument for an
+/// out-of-range interval, Unsupported if `in` is not a tensor artifact.
+Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end);
+
+}  // namespace amphora

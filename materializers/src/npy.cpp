@@ -1,0 +1,345 @@
+#include <amphora/error.hpp>
+#include <amphora/npy.hpp>
+#include <amphora/parallel.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <unistd.h>
+
+namespace amphora {
+
+namespace {
+
+constexpr std::array<std::uint8_t, 6> kMagic = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+constexpr std::size_t kMaxHeaderBytes = 1u << 20;
+
+[[noreturn]] void bad_header(std::string_view where, const std::string& why) {
+  throw CorruptData(std::string(where) + ": invalid .npy header: " + why);
+}
+
+// A parser for the Python dict literal of a .npy header:
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+class DictParser {
+ public:
+  DictParser(std::string_view text, std::string_view where) : s_(text), where_(where) {}
+
+  NpyHeader parse() {
+    NpyHeader h;
+    bool seen_descr = false, seen_order = false, seen_shape = false;
+    expect('{');
+    for (;;) {
+      skip_space();
+      if (peek() == '}') {
+        ++i_;
+        break;
+      }
+      std::string key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        skip_space();
+        if (peek() == '[') bad_header(where_, "structured dtypes are not supported");
+        h.descr = string_literal();
+        seen_descr = true;
+      } else if (key == "fortran_order") {
+        h.fortran_order = boolean();
+        seen_order = true;
+      } else if (key == "shape") {
+        h.shape = tuple();
+        seen_shape = true;
+      } else {
+        bad_header(where_, "unexpected key '" + key + "'");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      expect('}');
+      break;
+    }
+    skip_space();
+    if (i_ != s_.size()) bad_header(where_, "trailing characters after the dictionary");
+    if (!seen_descr || !seen_order || !seen_shape)
+      bad_header(where_, "missing one of 'descr', 'fortran_order', 'shape'");
+    return h;
+  }
+
+ private:
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void skip_space() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+  void expect(char c) {
+    skip_space();
+    if (peek() != c) bad_header(where_, std::string("expected '") + c + "' at offset " + std::to_string(i_));
+    ++i_;
+  }
+  std::string string_literal() {
+    skip_space();
+    char quote = peek();
+    if (quote != '\'' && quote != '"') bad_header(where_, "expected a string at offset " + std::to_string(i_));
+    std::size_t end = s_.find(quote, i_ + 1);
+    if (end == std::string_view::npos) bad_header(where_, "unterminated string");
+    std::string out(s_.substr(i_ + 1, end - i_ - 1));
+    if (out.find('\\') != std::string::npos) bad_header(where_, "escape sequences are not supported");
+    i_ = end + 1;
+    return out;
+  }
+  bool boolean() {
+    skip_space();
+    if (s_.substr(i_, 4) == "True") {
+      i_ += 4;
+      return true;
+    }
+    if (s_.substr(i_, 5) == "False") {
+      i_ += 5;
+      return false;
+    }
+    bad_header(where_, "fortran_order is neither True nor False");
+  }
+  std::vector<std::int64_t> tuple() {
+    std::vector<std::int64_t> dims;
+    expect('(');
+    for (;;) {
+      skip_space();
+      if (peek() == ')') {
+        ++i_;
+        return dims;
+      }
+      std::int64_t v = 0;
+      auto [ptr, err] = std::from_chars(s_.data() + i_, s_.data() + s_.size(), v);
+      if (err != std::errc() || v < 0) bad_header(where_, "shape holds something other than a non-negative integer");
+      i_ = static_cast<std::size_t>(ptr - s_.data());
+      if (peek() == 'L') ++i_;  // Python 2 long literal
+      dims.push_back(v);
+      if (dims.size() > kMaxTensorDims)
+        bad_header(where_, "more than " + std::to_string(kMaxTensorDims) + " dimensions");
+      skip_space();
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      expect(')');
+      return dims;
+    }
+  }
+
+  std::string_view s_;
+  std::string_view where_;
+  std::size_t i_ = 0;
+};
+
+void byteswap_elements(std::byte* data, std::uint64_t count, std::size_t word) {
+  parallel_for(static_cast<std::size_t>((count + (1u << 20) - 1) >> 20), [&](std::size_t block) {
+    std::uint64_t begin = static_cast<std::uint64_t>(block) << 20, end = std::min(count, begin + (1u << 20));
+    for (std::uint64_t i = begin; i < end; ++i) std::reverse(data + i * word, data + (i + 1) * word);
+  });
+}
+
+// Copies a Fortran-ordered array into C order, one element at a time with an
+// odometer over the C index.
+void fortran_to_c(const std::byte* src, std::byte* dst, const std::vector<std::int64_t>& shape, std::size_t item) {
+  const std::size_t nd = shape.size();
+  std::vector<std::uint64_t> fstride(nd, 1);
+  for (std::size_t k = 1; k < nd; ++k) fstride[k] = fstride[k - 1] * static_cast<std::uint64_t>(shape[k - 1]);
+  std::vector<std::int64_t> index(nd, 0);
+  std::uint64_t total = 1;
+  for (auto d : shape) total *= static_cast<std::uint64_t>(d);
+  std::uint64_t offset = 0;  // Fortran element offset of `index`
+  for (std::uint64_t c = 0; c < total; ++c) {
+    std::memcpy(dst + c * item, src + offset * item, item);
+    for (std::size_t k = nd; k-- > 0;) {
+      if (++index[k] < shape[k]) {
+        offset += fstride[k];
+        break;
+      }
+      offset -= fstride[k] * static_cast<std::uint64_t>(index[k] - 1);
+      index[k] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view descr_of(DType dtype) {
+  switch (dtype) {
+    case DType::bool_: return "|b1";
+    case DType::int8: return "|i1";
+    case DType::int16: return "<i2";
+    case DType::int32: return "<i4";
+    case DType::int64: return "<i8";
+    case DType::uint8: return "|u1";
+    case DType::uint16: return "<u2";
+    case DType::uint32: return "<u4";
+    case DType::uint64: return "<u8";
+    case DType::float16: return "<f2";
+    case DType::bfloat16: return "<u2";
+    case DType::float32: return "<f4";
+    case DType::float64: return "<f8";
+    case DType::complex64: return "<c8";
+    case DType::complex128: return "<c16";
+  }
+  return "?";
+}
+
+std::pair<DType, bool> dtype_from_descr(std::string_view descr, std::string_view where) {
+  auto unsupported = [&] {
+    throw Unsupported(std::string(where) + ": unsupported dtype '" + std::string(descr) +
+                      "' (supported: bool, int8-64, uint8-64, float16/32/64, complex64/128)");
+  };
+  if (descr.size() < 3) unsupported();
+  char order = descr[0];
+  if (order != '<' && order != '>' && order != '|' && order != '=') unsupported();
+  auto code = descr.substr(1);
+  static constexpr std::pair<std::string_view, DType> kCodes[] = {
+      {"b1", DType::bool_},  {"i1", DType::int8},    {"i2", DType::int16},    {"i4", DType::int32},
+      {"i8", DType::int64},  {"u1", DType::uint8},   {"u2", DType::uint16},   {"u4", DType::uint32},
+      {"u8", DType::uint64}, {"f2", DType::float16}, {"f4", DType::float32},  {"f8", DType::float64},
+      {"c8", DType::complex64}, {"c16", DType::complex128}};
+  for (auto [c, dtype] : kCodes) {
+    if (c != code) continue;
+    if (order == '|' && dtype_size(dtype) != 1) unsupported();
+    return {dtype, order == '>' && dtype_size(dtype) > 1};
+  }
+  unsupported();
+  return {};
+}
+
+NpyHeader parse_npy_header(ConstBytes file, std::string_view where) {
+  if (file.size() < 10 || std::memcmp(file.data(), kMagic.data(), kMagic.size()) != 0)
+    bad_header(where, "not a .npy file (magic string missing)");
+  NpyHeader h;
+  h.major_version = static_cast<int>(file[6]);
+  h.minor_version = static_cast<int>(file[7]);
+  std::size_t length_bytes = 0;
+  if (h.major_version == 1 && h.minor_version == 0)
+    length_bytes = 2;
+  else if ((h.major_version == 2 || h.major_version == 3) && h.minor_version == 0)
+    length_bytes = 4;
+  else
+    throw Unsupported(std::string(where) + ": .npy format version " + std::to_string(h.major_version) + "." +
+                      std::to_string(h.minor_version) + " is not supported (1.0, 2.0, 3.0 are)");
+  if (file.size() < 8 + length_bytes) bad_header(where, "file ends inside the header");
+  std::uint64_t header_len = 0;
+  for (std::size_t k = 0; k < length_bytes; ++k)
+    header_len |= static_cast<std::uint64_t>(file[8 + k]) << (8 * k);
+  if (header_len > kMaxHeaderBytes) bad_header(where, "header claims " + std::to_string(header_len) + " bytes");
+  h.data_offset = 8 + length_bytes + static_cast<std::size_t>(header_len);
+  if (h.data_offset > file.size())
+    bad_header(where, "header claims " + std::to_string(header_len) + " bytes but the file holds only " +
+                          std::to_string(file.size()));
+  std::string_view text(reinterpret_cast<const char*>(file.data()) + 8 + length_bytes,
+                        static_cast<std::size_t>(header_len));
+  for (unsigned char c : text)
+    if (c == 0 || (c >= 0x80 && h.major_version < 3)) bad_header(where, "non-ASCII byte in header");
+  NpyHeader parsed = DictParser(text, where).parse();
+  h.descr = std::move(parsed.descr);
+  h.fortran_order = parsed.fortran_order;
+  h.shape = std::move(parsed.shape);
+  return h;
+}
+
+std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, std::size_t alignment) {
+  std::string dict = "{'descr': '" + std::string(descr_of(dtype)) + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (k) dict += ", ";
+    dict += std::to_string(shape[k]);
+  }
+  if (shape.size() == 1) dict += ",";
+  dict += "), }";
+  std::size_t total = 10 + dict.size() + 1;
+  std::size_t padded = (total + alignment - 1) / alignment * alignment;
+  if (padded - 10 > 0xffff) throw InvalidArgument("npy header alignment too large");
+  dict.append(padded - total, ' ');
+  dict += '\n';
+  std::string out(reinterpret_cast<const char*>(kMagic.data()), kMagic.size());
+  out += '\x01';
+  out += '\x00';
+  auto len = static_cast<std::uint16_t>(dict.size());
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  out += dict;
+  return out;
+}
+
+Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where) {
+  NpyHeader h = parse_npy_header(file->bytes(), where);
+  auto [dtype, swap] = dtype_from_descr(h.descr, where);
+  std::uint64_t count = 0;
+  try {
+    count = checked_element_count(h.shape, dtype);
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(std::string(where) + ": " + e.what());
+  }
+  std::uint64_t nbytes = count * dtype_size(dtype);
+  std::uint64_t available = file->size() - h.data_offset;
+  if (nbytes > available)
+    throw CorruptData(std::string(where) + ": header claims " + std::to_string(nbytes) + " bytes of data but the file holds only " +
+                      std::to_string(available));
+  if (nbytes < available)
+    throw CorruptData(std::string(where) + ": " + std::to_string(available - nbytes) +
+                      " unexpected bytes after the array data");
+  bool fortran = h.fortran_order && h.shape.size() > 1;
+  auto data = Buffer::slice(file, h.data_offset, static_cast<std::size_t>(nbytes));
+  // Typed access needs element alignment, which a hand-made header may not give.
+  bool aligned = reinterpret_cast<std::uintptr_t>(data->data()) % std::min<std::size_t>(dtype_size(dtype), 16) == 0;
+  if (!swap && !fortran && aligned) return Tensor::Make(dtype, std::move(h.shape), std::move(data));
+
+  auto converted = Buffer::allocate(static_cast<std::size_t>(nbytes));
+  if (fortran)
+    fortran_to_c(data->data(), converted->mutable_data(), h.shape, dtype_size(dtype));
+  else if (nbytes)
+    std::memcpy(converted->mutable_data(), data->data(), static_cast<std::size_t>(nbytes));
+  if (swap) {
+    bool is_complex = dtype == DType::complex64 || dtype == DType::complex128;
+    std::size_t word = is_complex ? dtype_size(dtype) / 2 : dtype_size(dtype);
+    byteswap_elements(converted->mutable_data(), is_complex ? count * 2 : count, word);
+  }
+  return Tensor::Make(dtype, std::move(h.shape), std::move(converted));
+}
+
+Tensor read_npy(const std::filesystem::path& file) { return read_npy(Buffer::map_file(file), file.string()); }
+
+void write_npy(const Tensor& tensor, const std::filesystem::path& file) {
+  std::string header = make_npy_header(tensor.dtype(), tensor.shape());
+  std::random_device rd;
+  std::filesystem::path tmp = file;
+  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("cannot create " + tmp.string() + ": " + std::strerror(errno));
+  auto fail = [&](const char* what) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw IoError(std::string(what) + " " + file.string() + ": " + std::strerror(err));
+  };
+  auto write_all = [&](const std::byte* p, std::size_t n) {
+    while (n > 0) {
+      ssize_t w = ::write(fd, p, std::min<std::size_t>(n, 1u << 30));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        fail("cannot write");
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  };
+  write_all(reinterpret_cast<const std::byte*>(header.data()), header.size());
+  write_all(tensor.data(), tensor.nbytes());
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw IoError("cannot close " + tmp.string() + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw IoError("cannot rename " + tmp.string() + " to " + file.string() + ": " + std::strerror(err));
+  }
+}
+
+}  // namespace amphora

@@ -1,0 +1,590 @@
+#include <amphora/error.hpp>
+#include <amphora/npy.hpp>
+#include <amphora/parallel.hpp>
+#include <amphora/tensor.hpp>
+
+#include "lz4_frames.hpp"
+
+#include <lz4.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace amphora {
+
+// ---------------------------------------------------------------------------
+// dtypes
+
+namespace {
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  std::size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::bool_, "bool", 1},         {DType::int8, "int8", 1},         {DType::int16, "int16", 2},
+    {DType::int32, "int32", 4},        {DType::int64, "int64", 8},       {DType::uint8, "uint8", 1},
+    {DType::uint16, "uint16", 2},      {DType::uint32, "uint32", 4},     {DType::uint64, "uint64", 8},
+    {DType::float16, "float16", 2},    {DType::bfloat16, "bfloat16", 2}, {DType::float32, "float32", 4},
+    {DType::float64, "float64", 8},    {DType::complex64, "complex64", 8}, {DType::complex128, "complex128", 16},
+};
+constexpr DType kAll[] = {DType::bool_,   DType::int8,     DType::int16,   DType::int32,     DType::int64,
+                          DType::uint8,   DType::uint16,   DType::uint32,  DType::uint64,    DType::float16,
+                          DType::bfloat16, DType::float32, DType::float64, DType::complex64, DType::complex128};
+}  // namespace
+
+std::string_view dtype_name(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
+std::size_t dtype_size(DType dtype) { return kDTypes[static_cast<int>(dtype)].size; }
+std::span<const DType> all_dtypes() { return kAll; }
+
+DType dtype_from_name(std::string_view name) {
+  for (const auto& info : kDTypes)
+    if (info.name == name) return info.dtype;
+  throw Unsupported("unknown dtype '" + std::string(name) + "'");
+}
+
+float float16::to_float() const {
+  std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  std::uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  std::uint32_t out;
+  if (exponent == 0x1f) {
+    out = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    out = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    out = sign;
+  } else {  // subnormal half: normalise
+    int shift = std::countl_zero(mantissa) - 21;
+    mantissa = (mantissa << shift) & 0x3ffu;
+    out = sign | (static_cast<std::uint32_t>(113 - shift) << 23) | (mantissa << 13);
+  }
+  return std::bit_cast<float>(out);
+}
+
+float16 float16::from_float(float value) {
+  std::uint32_t f = std::bit_cast<std::uint32_t>(value);
+  std::uint16_t sign = static_cast<std::uint16_t>((f >> 16) & 0x8000u);
+  std::uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u)  // inf or nan
+    return {static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u))};
+  if (abs >= 0x477ff000u) return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // rounds to inf
+  if (abs < 0x38800000u) {  // subnormal or zero in half precision
+    if (abs < 0x33000000u) return {sign};
+    std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+    std::uint32_t half = mantissa >> shift;
+    std::uint32_t rem = mantissa & ((1u << shift) - 1), midpoint = 1u << (shift - 1);
+    if (rem > midpoint || (rem == midpoint && (half & 1))) ++half;
+    return {static_cast<std::uint16_t>(sign | half)};
+  }
+  std::uint32_t half = ((abs >> 13) - (112u << 10));
+  std::uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+  return {static_cast<std::uint16_t>(sign | half)};
+}
+
+float bfloat16::to_float() const { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+bfloat16 bfloat16::from_float(float value) {
+  std::uint32_t f = std::bit_cast<std::uint32_t>(value);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return {static_cast<std::uint16_t>((f >> 16) | 0x40u)};  // keep NaN a NaN
+  f += 0x7fffu + ((f >> 16) & 1u);  // round to nearest even
+  return {static_cast<std::uint16_t>(f >> 16)};
+}
+
+std::uint64_t checked_element_count(std::span<const std::int64_t> shape, DType dtype) {
+  if (shape.size() > kMaxTensorDims)
+    throw InvalidArgument("tensor has " + std::to_string(shape.size()) + " dimensions; at most " +
+                          std::to_string(kMaxTensorDims) + " are allowed");
+  const std::uint64_t limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / dtype_size(dtype);
+  std::uint64_t count = 1;
+  bool zero = false;
+  for (auto d : shape) {
+    if (d < 0) throw InvalidArgument("tensor dimension " + std::to_string(d) + " is negative");
+    if (d == 0) zero = true;
+  }
+  if (zero) return 0;
+  for (auto d : shape) {
+    auto u = static_cast<std::uint64_t>(d);
+    if (count > limit / u) {
+      std::string text;
+      for (std::size_t k = 0; k < shape.size(); ++k) text += (k ? "x" : "") + std::to_string(shape[k]);
+      throw InvalidArgument("tensor shape " + text + " of " + std::string(dtype_name(dtype)) +
+                            " overflows: more than 2^63 bytes");
+    }
+    count *= u;
+  }
+  return count;
+}
+
+// ---------------------------------------------------------------------------
+// Tensor
+
+Tensor::Tensor() : shape_{0}, buffer_(Buffer::allocate(0)) {}
+
+Tensor Tensor::Make(DType dtype, std::vector<std::int64_t> shape, std::shared_ptr<const Buffer> data) {
+  if (!data) throw InvalidArgument("Tensor::Make: no buffer");
+  std::uint64_t count = checked_element_count(shape, dtype);
+  if (count * dtype_size(dtype) != data->size())
+    throw InvalidArgument("Tensor::Make: shape needs " + std::to_string(count * dtype_size(dtype)) + " bytes of " +
+                          std::string(dtype_name(dtype)) + " but the buffer holds " + std::to_string(data->size()));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.elements_ = count;
+  t.buffer_ = std::move(data);
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
+  std::uint64_t count = checked_element_count(shape, dtype);
+  return Make(dtype, std::move(shape), Buffer::allocate(static_cast<std::size_t>(count * dtype_size(dtype))));
+}
+
+std::size_t Tensor::row_bytes() const {
+  if (shape_.empty()) return nbytes();
+  if (shape_[0] == 0) {
+    std::uint64_t inner = dtype_size(dtype_);
+    for (std::size_t k = 1; k < shape_.size(); ++k) inner *= static_cast<std::uint64_t>(shape_[k]);
+    return static_cast<std::size_t>(inner);
+  }
+  return nbytes() / static_cast<std::size_t>(shape_[0]);
+}
+
+std::byte* Tensor::mutable_data() {
+  if (!buffer_->writable()) throw InvalidArgument("tensor is read-only: it maps a stored payload file");
+  return const_cast<std::byte*>(buffer_->data());
+}
+
+Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
+  if (shape_.empty()) throw InvalidArgument("cannot take rows of a 0-d tensor");
+  if (begin < 0 || end < begin || end > shape_[0])
+    throw InvalidArgument("rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") are outside [0, " +
+                          std::to_string(shape_[0]) + ")");
+  auto shape = shape_;
+  shape[0] = end - begin;
+  std::size_t rb = row_bytes();
+  return Make(dtype_, std::move(shape),
+              Buffer::slice(buffer_, static_cast<std::size_t>(begin) * rb, static_cast<std::size_t>(end - begin) * rb));
+}
+
+bool Tensor::bit_equal(const Tensor& other) const {
+  return dtype_ == other.dtype_ && shape_ == other.shape_ && nbytes() == other.nbytes() &&
+         (nbytes() == 0 || std::memcmp(data(), other.data(), nbytes()) == 0);
+}
+
+void Tensor::check_type(DType requested) const {
+  if (requested != dtype_)
+    throw InvalidArgument("tensor holds " + std::string(dtype_name(dtype_)) + ", not " +
+                          std::string(dtype_name(requested)));
+}
+
+void Tensor::throw_size_mismatch(std::size_t got, std::uint64_t want) {
+  throw InvalidArgument("shape needs " + std::to_string(want) + " values but " + std::to_string(got) + " were given");
+}
+
+// ---------------------------------------------------------------------------
+// Summary statistics. Blocks have a fixed size and are combined in order, so
+// the figures (which are hashed in the manifest) do not depend on thread count.
+
+namespace {
+
+constexpr std::size_t kStatsBlock = 1u << 20;
+
+nlohmann::json float_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+template <class T>
+nlohmann::json integer_stats(const Tensor& t) {
+  using Sum = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
+  auto values = t.values<T>();
+  std::size_t blocks = (values.size() + kStatsBlock - 1) / kStatsBlock;
+  struct Partial {
+    T min, max;
+    Sum sum;
+  };
+  std::vector<Partial> partial(blocks);
+  parallel_for(blocks, [&](std::size_t b) {
+    auto part = values.subspan(b * kStatsBlock, std::min(kStatsBlock, values.size() - b * kStatsBlock));
+    T mn = part[0], mx = part[0];
+    std::conditional_t<(sizeof(T) < 8), std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>, Sum> s = 0;
+    for (T v : part) {
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+      s += v;
+    }
+    partial[b] = {mn, mx, static_cast<Sum>(s)};
+  });
+  T mn = partial[0].min, mx = partial[0].max;
+  Sum sum = 0;
+  for (const auto& p : partial) {
+    mn = std::min(mn, p.min);
+    mx = std::max(mx, p.max);
+    sum += p.sum;
+  }
+  return {{"min", mn}, {"max", mx}, {"mean", static_cast<double>(sum) / static_cast<double>(values.size())}};
+}
+
+template <class T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
+    return v.to_float();
+  else
+    return static_cast<double>(v);
+}
+
+template <class T>
+nlohmann::json float_stats(const Tensor& t) {
+  auto values = t.values<T>();
+  std::size_t blocks = (values.size() + kStatsBlock - 1) / kStatsBlock;
+  struct Partial {
+    double min, max, sum;
+    std::uint64_t nan;
+  };
+  std::vector<Partial> partial(blocks);
+  parallel_for(blocks, [&](std::size_t b) {
+    auto part = values.subspan(b * kStatsBlock, std::min(kStatsBlock, values.size() - b * kStatsBlock));
+    constexpr std::size_t kLanes = 8;  // independent sums the compiler can vectorise
+    double mn = std::numeric_limits<double>::infinity(), mx = -mn;
+    double acc[kLanes] = {};
+    std::uint64_t nan = 0;
+    std::size_t i = 0;
+    for (; i + kLanes <= part.size(); i += kLanes) {
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        double v = as_double(part[i + j]);
+        bool is_nan = v != v;
+        mn = v < mn ? v : mn;  // NaN compares false and is skipped
+        mx = v > mx ? v : mx;
+        acc[j] += is_nan ? 0.0 : v;
+        nan += is_nan;
+      }
+    }
+    for (; i < part.size(); ++i) {
+      double v = as_double(part[i]);
+      bool is_nan = v != v;
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+      acc[0] += is_nan ? 0.0 : v;
+      nan += is_nan;
+    }
+    double s = 0;
+    for (double a : acc) s += a;
+    partial[b] = {mn, mx, s, nan};
+  });
+  double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0;
+  std::uint64_t nan = 0;
+  for (const auto& p : partial) {
+    mn = std::min(mn, p.min);
+    mx = std::max(mx, p.max);
+    sum += p.sum;
+    nan += p.nan;
+  }
+  nlohmann::json out = {{"nan_count", nan}};
+  std::uint64_t finite_or_inf = values.size() - nan;
+  if (finite_or_inf == 0) return out;
+  out["min"] = float_json(mn);
+  out["max"] = float_json(mx);
+  out["mean"] = float_json(sum / static_cast<double>(finite_or_inf));
+  return out;
+}
+
+nlohmann::json tensor_stats(const Tensor& t) {
+  if (t.num_elements() == 0) return nullptr;
+  switch (t.dtype()) {
+    case DType::bool_: {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(t.data());
+      std::size_t n = static_cast<std::size_t>(t.num_elements()), blocks = (n + kStatsBlock - 1) / kStatsBlock;
+      std::vector<std::uint64_t> trues(blocks);
+      parallel_for(blocks, [&](std::size_t b) {
+        std::uint64_t c = 0;
+        for (std::size_t i = b * kStatsBlock, e = std::min(n, i + kStatsBlock); i < e; ++i) c += p[i] != 0;
+        trues[b] = c;
+      });
+      std::uint64_t total = 0;
+      for (auto c : trues) total += c;
+      return {{"min", total == n ? 1 : 0}, {"max", total > 0 ? 1 : 0},
+              {"mean", static_cast<double>(total) / static_cast<double>(n)}};
+    }
+    case DType::int8: return integer_stats<std::int8_t>(t);
+    case DType::int16: return integer_stats<std::int16_t>(t);
+    case DType::int32: return integer_stats<std::int32_t>(t);
+    case DType::int64: return integer_stats<std::int64_t>(t);
+    case DType::uint8: return integer_stats<std::uint8_t>(t);
+    case DType::uint16: return integer_stats<std::uint16_t>(t);
+    case DType::uint32: return integer_stats<std::uint32_t>(t);
+    case DType::uint64: return integer_stats<std::uint64_t>(t);
+    case DType::float16: return float_stats<float16>(t);
+    case DType::bfloat16: return float_stats<bfloat16>(t);
+    case DType::float32: return float_stats<float>(t);
+    case DType::float64: return float_stats<double>(t);
+    case DType::complex64:
+    case DType::complex128: return nullptr;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Payload encodings
+
+constexpr std::string_view kRawFile = "tensor.npy";
+constexpr std::string_view kPackedFile = "tensor.npy.lz4";
+constexpr std::string_view kIndexFile = "tensor.chunks.npy";
+constexpr std::size_t kHeaderBytes = 4096;
+constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
+constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
+constexpr std::size_t kAutoMinBytes = 64u << 10;     // smaller tensors are never worth compressing
+constexpr double kAutoMinSaving = 0.10;
+
+ConstBytes data_chunk(const Tensor& t, std::size_t k) {  // k >= 1
+  std::size_t begin = (k - 1) * kChunkBytes;
+  return {t.data() + begin, std::min(kChunkBytes, t.nbytes() - begin)};
+}
+
+std::size_t data_chunks(std::size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBytes; }
+
+// Compresses up to 8 evenly spaced chunks and reports whether they shrink enough.
+bool worth_compressing(const Tensor& t) {
+  std::size_t n = data_chunks(t.nbytes()), samples = std::min<std::size_t>(8, n);
+  std::vector<std::size_t> packed(samples), raw(samples);
+  parallel_for(samples, [&](std::size_t s) {
+    auto chunk = data_chunk(t, 1 + s * n / samples);
+    std::vector<char> out(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(chunk.size()))));
+    int got = LZ4_compress_default(reinterpret_cast<const char*>(chunk.data()), out.data(),
+                                   static_cast<int>(chunk.size()), static_cast<int>(out.size()));
+    packed[s] = got > 0 ? static_cast<std::size_t>(got) : chunk.size();
+    raw[s] = chunk.size();
+  });
+  std::size_t p = 0, r = 0;
+  for (std::size_t s = 0; s < samples; ++s) p += packed[s], r += raw[s];
+  return static_cast<double>(p) < (1.0 - kAutoMinSaving) * static_cast<double>(r);
+}
+
+void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out) {
+  const std::size_t chunks = 1 + data_chunks(t.nbytes());
+  std::vector<std::uint64_t> index;
+  index.reserve(2 * (chunks + 1));
+  FileStream stream = out.open_stream(kPackedFile);
+  std::vector<std::vector<std::byte>> frames(std::min(kWindowChunks, chunks));
+  std::uint64_t stored_raw = 0;
+  std::uint64_t raw_offset = 0;
+  for (std::size_t first = 0; first < chunks; first += frames.size()) {
+    std::size_t count = std::min(frames.size(), chunks - first);
+    std::vector<char> compressed(count);
+    parallel_for(count, [&](std::size_t i) {
+      std::size_t k = first + i;
+      ConstBytes raw = k == 0 ? ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size())
+                              : data_chunk(t, k);
+      compressed[i] = detail::encode_frame(raw, true, frames[i]);
+    });
+    std::vector<ConstBytes> parts;
+    std::uint64_t packed_offset = stream.size();
+    for (std::size_t i = 0; i < count; ++i) {
+      std::size_t k = first + i;
+      index.push_back(packed_offset);
+      index.push_back(raw_offset);
+      packed_offset += frames[i].size();
+      raw_offset += k == 0 ? header.size() : data_chunk(t, k).size();
+      stored_raw += !compressed[i];
+      parts.emplace_back(frames[i].data(), frames[i].size());
+    }
+    stream.append(parts);
+  }
+  index.push_back(stream.size());
+  index.push_back(raw_offset);
+  stream.close();
+
+  std::vector<std::int64_t> index_shape = {static_cast<std::int64_t>(chunks + 1), 2};
+  std::string index_header = make_npy_header(DType::uint64, index_shape, 64);
+  out.write_file(kIndexFile, {ConstBytes(reinterpret_cast<const std::byte*>(index_header.data()), index_header.size()),
+                              ConstBytes(reinterpret_cast<const std::byte*>(index.data()), index.size() * 8)});
+  out.meta()["encoding"] = "npy.lz4";
+  out.meta()["chunk_bytes"] = kChunkBytes;
+  out.meta()["chunks"] = chunks;
+  out.meta()["stored_chunks"] = stored_raw;
+}
+
+struct Layout {
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t nbytes;
+  std::string header;
+  bool packed;
+};
+
+Layout read_layout(const ArtifactReader& in) {
+  const auto& meta = in.meta();
+  auto bad = [&](const std::string& why) { throw CorruptData(in.label() + ": tensor metadata " + why); };
+  if (in.manifest().materializer != materializer<Tensor>::name)
+    throw Unsupported(in.label() + " is a '" + in.manifest().materializer + "' artifact, not a tensor");
+  Layout l;
+  if (!meta.contains("dtype") || !meta["dtype"].is_string()) bad("has no dtype");
+  try {
+    l.dtype = dtype_from_name(meta["dtype"].get<std::string>());
+  } catch (const Unsupported& e) {
+    throw Unsupported(in.label() + ": " + e.what());
+  }
+  if (!meta.contains("shape") || !meta["shape"].is_array()) bad("has no shape");
+  for (const auto& d : meta["shape"]) {
+    if (!d.is_number_integer()) bad("shape holds a non-integer");
+    l.shape.push_back(d.get<std::int64_t>());
+  }
+  try {
+    l.nbytes = checked_element_count(l.shape, l.dtype) * dtype_size(l.dtype);
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(in.label() + ": " + e.what());
+  }
+  std::string encoding = meta.value("encoding", "");
+  if (encoding == "npy")
+    l.packed = false;
+  else if (encoding == "npy.lz4")
+    l.packed = true;
+  else
+    throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding + "'");
+  if (l.packed && meta.value("chunk_bytes", std::uint64_t{0}) != kChunkBytes)
+    bad("has an unsupported chunk_bytes");
+  l.header = make_npy_header(l.dtype, l.shape);
+  return l;
+}
+
+void check_header(const Layout& l, ConstBytes bytes, const ArtifactReader& in, std::string_view file) {
+  if (bytes.size() < l.header.size() || std::memcmp(bytes.data(), l.header.data(), l.header.size()) != 0)
+    throw CorruptData(in.label() + ": " + std::string(file) + " header does not match its manifest (" +
+                      std::string(dtype_name(l.dtype)) + ", " + std::to_string(l.shape.size()) + "-d)");
+}
+
+// The chunk index of a packed tensor, validated against the file it indexes.
+struct ChunkIndex {
+  std::shared_ptr<const Buffer> file;
+  std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
+  std::vector<std::uint64_t> raw;     // and restores .npy bytes [raw[k], raw[k+1])
+};
+
+ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
+  ChunkIndex ix;
+  ix.file = in.map(kPackedFile);
+  std::string where = in.label() + ": " + std::string(kIndexFile);
+  Tensor table = read_npy(in.map(kIndexFile), where);
+  std::size_t chunks = 1 + data_chunks(static_cast<std::size_t>(l.nbytes));
+  if (table.dtype() != DType::uint64 || table.shape() != std::vector<std::int64_t>{std::int64_t(chunks + 1), 2})
+    throw CorruptData(where + " should be uint64 of shape (" + std::to_string(chunks + 1) + ", 2)");
+  auto v = table.values<std::uint64_t>();
+  for (std::size_t k = 0; k <= chunks; ++k) {
+    ix.packed.push_back(v[2 * k]);
+    ix.raw.push_back(v[2 * k + 1]);
+  }
+  for (std::size_t k = 0; k <= chunks; ++k) {
+    std::uint64_t expect_raw = k == 0 ? 0 : std::min<std::uint64_t>(kHeaderBytes + (k - 1) * kChunkBytes, kHeaderBytes + l.nbytes);
+    if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
+    if (k > 0 && ix.packed[k] < ix.packed[k - 1] + detail::kFrameOverhead)
+      throw CorruptData(where + ": chunk " + std::to_string(k - 1) + " has an impossible packed size");
+  }
+  if (ix.packed.front() != 0 || ix.packed.back() != ix.file->size())
+    throw CorruptData(where + " does not cover " + std::string(kPackedFile) + " (" + std::to_string(ix.file->size()) +
+                      " bytes) exactly");
+  return ix;
+}
+
+// Decodes data bytes [begin, end) (offsets into the array data) into dst.
+void decode_range(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix, std::uint64_t begin,
+                  std::uint64_t end, std::byte* dst) {
+  if (begin >= end) return;
+  std::uint64_t lo = kHeaderBytes + begin, hi = kHeaderBytes + end;
+  std::size_t first = static_cast<std::size_t>(std::upper_bound(ix.raw.begin(), ix.raw.end(), lo) - ix.raw.begin()) - 1;
+  std::size_t last = static_cast<std::size_t>(std::lower_bound(ix.raw.begin(), ix.raw.end(), hi) - ix.raw.begin());
+  std::string where = in.label() + ": " + std::string(kPackedFile);
+  (void)l;
+  parallel_for(last - first, [&](std::size_t i) {
+    std::size_t k = first + i;
+    ConstBytes frame(ix.file->data() + ix.packed[k], ix.packed[k + 1] - ix.packed[k]);
+    std::uint64_t c_lo = ix.raw[k], c_hi = ix.raw[k + 1];
+    std::string chunk_where = where + " chunk " + std::to_string(k);
+    if (c_lo >= lo && c_hi <= hi) {
+      detail::decode_frame(frame, {dst + (c_lo - lo), c_hi - c_lo}, chunk_where);
+      return;
+    }
+    thread_local std::vector<std::byte> scratch;
+    scratch.resize(c_hi - c_lo);
+    detail::decode_frame(frame, scratch, chunk_where);
+    std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
+    std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
+  });
+}
+
+// LZ4 cannot expand more than 255:1, so a claim beyond that is a lie about
+// the payload and must not drive an allocation.
+void check_expansion(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix) {
+  if (l.nbytes / 255 > ix.file->size())
+    throw CorruptData(in.label() + ": " + std::to_string(ix.file->size()) + " packed bytes cannot hold " +
+                      std::to_string(l.nbytes) + " bytes of tensor data");
+}
+
+}  // namespace
+
+void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
+  auto& meta = out.meta();
+  meta["dtype"] = dtype_name(t.dtype());
+  meta["shape"] = t.shape();
+  meta["stats"] = tensor_stats(t);
+  std::string header = make_npy_header(t.dtype(), t.shape());
+  Compression policy = out.options().compression;
+  bool packed = policy == Compression::lz4 ||
+                (policy == Compression::automatic && t.nbytes() >= kAutoMinBytes && worth_compressing(t));
+  if (packed) {
+    save_packed(t, header, out);
+    return;
+  }
+  meta["encoding"] = "npy";
+  out.write_file(kRawFile, {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
+                            ConstBytes(t.data(), t.nbytes())});
+}
+
+Tensor materializer<Tensor>::load(ArtifactReader& in) {
+  Layout l = read_layout(in);
+  if (!l.packed) {
+    auto file = in.map(kRawFile);
+    check_header(l, file->bytes(), in, kRawFile);
+    if (file->size() != kHeaderBytes + l.nbytes)
+      throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(file->size()) +
+                        " bytes; its shape needs " + std::to_string(kHeaderBytes + l.nbytes));
+    return Tensor::Make(l.dtype, l.shape, Buffer::slice(file, kHeaderBytes, static_cast<std::size_t>(l.nbytes)));
+  }
+  ChunkIndex ix = read_index(in, l);
+  check_expansion(in, l, ix);
+  std::vector<std::byte> header(kHeaderBytes);
+  detail::decode_frame({ix.file->data(), ix.packed[1]}, header, in.label() + ": " + std::string(kPackedFile) + " chunk 0");
+  check_header(l, header, in, kPackedFile);
+  auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
+  decode_range(in, l, ix, 0, l.nbytes, data->mutable_data());
+  return Tensor::Make(l.dtype, l.shape, std::move(data));
+}
+
+Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end) {
+  Layout l = read_layout(in);
+  if (l.shape.empty()) throw InvalidArgument(in.label() + " is a 0-d tensor; it has no rows");
+  if (begin < 0 || end < begin || end > l.shape[0])
+    throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") are outside [0, " + std::to_string(l.shape[0]) + ")");
+  if (!l.packed) {
+    Tensor whole = materializer<Tensor>::load(const_cast<ArtifactReader&>(in));
+    return whole.rows(begin, end);
+  }
+  std::uint64_t row = dtype_size(l.dtype);
+  for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
+  ChunkIndex ix = read_index(in, l);
+  check_expansion(in, l, ix);
+  auto shape = l.shape;
+  shape[0] = end - begin;
+  auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
+  decode_range(in, l, ix, row * static_cast<std::uint64_t>(begin), row * static_cast<std::uint64_t>(end),
+               data->mutable_data());
+  return Tensor::Make(l.dtype, std::move(shape), std::move(data));
+}
+
+}  // namespace amphora

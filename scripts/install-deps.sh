@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Amphora builds, tests and benchmarks with, when missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libboost-filesystem-dev nlohmann-json3-dev libyaml-cpp-dev liblz4-dev catch2 libssl-dev
+  python3-numpy python3-scipy python3-pandas lz4
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "installing missing packages: ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  apt_get=(apt-get)
+elif command -v sudo >/dev/null 2>&1; then
+  apt_get=(sudo apt-get)
+else
+  echo "error: missing packages (${missing[*]}) and not root; install them with apt-get" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${apt_get[@]}" update -qq
+"${apt_get[@]}" install -y -qq --no-install-recommends "${missing[@]}"
