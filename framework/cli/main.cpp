@@ -90,7 +90,7 @@ Args parse_args(int argc, char** argv) {
 
 void expect_positional(const Args& a, std::size_t min, std::size_t max) {
   if (a.positional.size() < min || a.positional.size() > max)
-    throw UsageError("wrong number of arguments for '" + a.command + "' (see amphora --help)");
+    throw UsageError("wrong number of arguments for '" + a.command + "'");
 }
 
 void allow_only(const Args& a, std::initializer_list<const char*> allowed) {
@@ -280,7 +280,10 @@ int cmd_export(const Args& a) {
                                file.string() +
                                (native ? ": use a '" + native->extension + "' file" : ": no exporter for it"));
   }
-  auto value = store.load_erased(a.positional[0], format->materializer);
+  // Loading validates structure only; a damaged payload must not leave here as a good file.
+  auto report = store.verify(reader.digest().str());
+  if (!report.ok()) throw amphora::CorruptData(report.problems.front());
+  auto value = store.load_erased(reader.digest().str(), format->materializer);
   format->write(value.get(), file);
   std::cout << "exported " << reader.label() << " to " << file.string() << "\n";
   return 0;
@@ -348,7 +351,7 @@ int main(int argc, char** argv) {
     if (a.command == "gc") return cmd_gc(a);
     throw UsageError("unknown command '" + a.command + "'");
   } catch (const UsageError& e) {
-    std::cerr << "amphora: " << one_line(e.what()) << "\n" << kUsage;
+    std::cerr << "amphora: " << one_line(e.what()) << " (see amphora --help)\n";
     return 2;
   } catch (const amphora::InvalidArgument& e) {
     std::cerr << "amphora: error: " << one_line(e.what()) << "\n";

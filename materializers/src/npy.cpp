@@ -42,7 +42,8 @@ class DictParser {
       expect(':');
       if (key == "descr") {
         skip_space();
-        if (peek() == '[') bad_header(where_, "structured dtypes are not supported");
+        if (peek() == '[')
+          throw Unsupported(std::string(where_) + ": structured (record) dtypes are not supported");
         h.descr = string_literal();
         seen_descr = true;
       } else if (key == "fortran_order") {

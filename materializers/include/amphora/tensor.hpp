@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <string_view>
 #include <vector>
 
@@ -96,7 +97,14 @@ class Tensor {
   }
   template <class T>
   static Tensor from_values(std::vector<std::int64_t> shape, const std::vector<T>& values) {
-    return from_values<T>(std::move(shape), std::span<const T>(values));
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> is packed bits
+      std::vector<std::uint8_t> bytes(values.begin(), values.end());
+      Tensor t = from_values<std::uint8_t>(std::move(shape), std::span<const std::uint8_t>(bytes));
+      t.dtype_ = DType::bool_;
+      return t;
+    } else {
+      return from_values<T>(std::move(shape), std::span<const T>(values));
+    }
   }
 
   DType dtype() const { return dtype_; }

@@ -1,0 +1,123 @@
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+
+using namespace amphora;
+
+TEST_CASE("SHA-256 matches the standard test vectors", "[digest]") {
+  CHECK(Sha256::of("").hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(Sha256::of("abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 h;
+  h.update("a", 1);
+  h.update("bc", 2);
+  CHECK(h.finish() == Sha256::of("abc"));
+  CHECK(h.finish() == Sha256::of(""));  // finish() resets
+}
+
+TEST_CASE("Digest strings parse strictly", "[digest]") {
+  std::string hex(64, 'a');
+  CHECK(Digest::parse("sha256:" + hex).hex() == hex);
+  CHECK(Digest::is_digest("sha256:" + hex));
+  CHECK_FALSE(Digest::is_digest("sha256:" + hex.substr(1)));
+  CHECK_FALSE(Digest::is_digest("md5:" + hex));
+  CHECK_THROWS_AS(Digest::parse("sha256:" + std::string(64, 'A')), InvalidArgument);
+  CHECK_THROWS_WITH(Digest::parse("sha256:xyz"), Catch::Contains("sha256:xyz"));
+}
+
+namespace {
+Manifest sample_manifest() {
+  Manifest m;
+  m.materializer = "test.sample";
+  m.materializer_version = 2;
+  m.piece_size = 4096;
+  m.files.push_back({"a.bin", 5000, {Sha256::of("x"), Sha256::of("y")}});
+  m.files.push_back({"dir/b.bin", 0, {Sha256::of("")}});
+  m.meta = {{"zeta", 1}, {"alpha", {{"y", 2.5}, {"x", "text"}}}};
+  return m;
+}
+}  // namespace
+
+TEST_CASE("Manifests have one canonical form with sorted keys", "[manifest]") {
+  Manifest m = sample_manifest();
+  std::string text = m.canonical();
+  CHECK(text.find(' ') == std::string::npos);
+  CHECK(text.rfind("{\"files\":[{\"path\":\"a.bin\",\"sha256\":[", 0) == 0);
+  CHECK(text.find("\"meta\":{\"alpha\":{\"x\":\"text\",\"y\":2.5},\"zeta\":1}") != std::string::npos);
+  Manifest back = Manifest::parse(text, "test");
+  CHECK(back.canonical() == text);
+  CHECK(back.digest() == m.digest());
+  CHECK(m.digest().value() == Sha256::of(text));
+  CHECK(back.find("dir/b.bin") != nullptr);
+  CHECK(back.find("missing") == nullptr);
+  CHECK(back.payload_bytes() == 5000);
+}
+
+TEST_CASE("Manifest parsing rejects malformed and unsafe manifests", "[manifest]") {
+  auto doc = nlohmann::json::parse(sample_manifest().canonical());
+  auto expect_corrupt = [](const nlohmann::json& j, const std::string& fragment) {
+    CHECK_THROWS_AS(Manifest::parse(j.dump(), "artifact X"), CorruptData);
+    CHECK_THROWS_WITH(Manifest::parse(j.dump(), "artifact X"), Catch::Contains(fragment) && Catch::Contains("artifact X"));
+  };
+  CHECK_THROWS_WITH(Manifest::parse("{not json", "artifact X"), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_AS(Manifest::parse("[]", "artifact X"), CorruptData);
+
+  auto j = doc;
+  j["files"][0]["path"] = "../escape";
+  expect_corrupt(j, "'..' component");
+  j = doc;
+  j["files"][0]["path"] = "/etc/passwd";
+  expect_corrupt(j, "absolute");
+  j = doc;
+  j["files"][0]["path"] = "dir/.hidden";
+  expect_corrupt(j, "hidden");
+  j = doc;
+  j["files"][0]["path"] = "manifest.json";
+  expect_corrupt(j, "reserved");
+  j = doc;
+  j["files"][0]["sha256"].erase(1);
+  expect_corrupt(j, "piece digests");
+  j = doc;
+  std::swap(j["files"][0], j["files"][1]);
+  expect_corrupt(j, "not sorted");
+  j = doc;
+  j["extra"] = 1;
+  expect_corrupt(j, "unknown field \"extra\"");
+  j = doc;
+  j["files"][0]["size"] = -5;
+  expect_corrupt(j, "non-negative integer");
+  j = doc;
+  j["piece_size"] = 7;
+  expect_corrupt(j, "piece_size");
+  j = doc;
+  j["files"][0]["sha256"][0] = "zz";
+  expect_corrupt(j, "64 digits");
+  j = doc;
+  j["manifest_version"] = 2;
+  CHECK_THROWS_AS(Manifest::parse(j.dump(), "artifact X"), Unsupported);
+  CHECK_THROWS_WITH(Manifest::parse(j.dump(), "artifact X"), Catch::Contains("newer Amphora"));
+}
+
+TEST_CASE("Payload paths are confined to the artifact", "[manifest]") {
+  for (const char* ok : {"tensor.npy", "columns/a.npy", "a-b_c.d"}) CHECK_NOTHROW(validate_artifact_path(ok, "w"));
+  for (const char* bad : {"", "/abs", "a//b", "a/./b", "..", "a/../b", ".x", "a\\b", "a/", "tab\there"})
+    CHECK_THROWS_AS(validate_artifact_path(bad, "w"), CorruptData);
+}
+
+TEST_CASE("parallel_for runs every index once and propagates the first error", "[parallel]") {
+  std::vector<std::atomic<int>> hits(1000);
+  parallel_for(hits.size(), [&](std::size_t i) { hits[i]++; });
+  for (auto& h : hits) CHECK(h.load() == 1);
+
+  // Nested loops cannot deadlock because the caller takes part.
+  std::atomic<int> total{0};
+  parallel_for(8, [&](std::size_t) { parallel_for(8, [&](std::size_t) { total++; }); });
+  CHECK(total.load() == 64);
+
+  CHECK_THROWS_WITH(parallel_for(100,
+                                 [](std::size_t i) {
+                                   if (i == 37) throw InvalidArgument("index 37 failed");
+                                 }),
+                    "index 37 failed");
+}

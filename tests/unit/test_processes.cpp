@@ -1,0 +1,129 @@
+// Several processes against one store: determinism, concurrent naming, and
+// writers killed with SIGKILL mid-save. $AMPHORA_TEST_SCALE scales the work.
+
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <set>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  fs::path output;
+};
+
+Child spawn_writer(const std::vector<std::string>& args, const fs::path& output) {
+  std::vector<std::string> all = {AMPHORA_TEST_WRITER};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Child c;
+  c.output = output;
+  int rc = posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  return c;
+}
+
+int wait_exit(const Child& c) {
+  int status = 0;
+  REQUIRE(::waitpid(c.pid, &status, 0) == c.pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("The same value saved from two processes has the same digest", "[processes]") {
+  test::TempDir dir;
+  auto a = spawn_writer({"digest", (dir / "a").string(), "77", "300", "200"}, dir / "a.out");
+  auto b = spawn_writer({"digest", (dir / "b").string(), "77", "300", "200"}, dir / "b.out");
+  REQUIRE(wait_exit(a) == 0);
+  REQUIRE(wait_exit(b) == 0);
+  auto da = test::read_text(dir / "a.out"), db = test::read_text(dir / "b.out");
+  CHECK(da.size() == 72);  // sha256:<64 hex> and a newline
+  CHECK(da == db);
+  auto c = spawn_writer({"digest", (dir / "a").string(), "78", "300", "200"}, dir / "c.out");
+  REQUIRE(wait_exit(c) == 0);
+  CHECK(test::read_text(dir / "c.out") != da);
+}
+
+TEST_CASE("Concurrent writers naming into one store lose nothing", "[processes]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const int writers = 4, each = 15 * test::scale();
+  std::vector<Child> children;
+  for (int w = 0; w < writers; ++w)
+    children.push_back(spawn_writer({"many", (dir / "store").string(), "shared", std::to_string(each), std::to_string(w + 1)},
+                                    dir / ("w" + std::to_string(w) + ".out")));
+  for (auto& c : children) REQUIRE(wait_exit(c) == 0);
+
+  // Every version a writer was given exists, holds that writer's digest, and
+  // no version was handed out twice.
+  std::set<std::uint64_t> seen;
+  for (auto& c : children) {
+    std::istringstream lines(test::read_text(c.output));
+    std::uint64_t version;
+    std::string digest;
+    int count = 0;
+    while (lines >> version >> digest) {
+      ++count;
+      CHECK(seen.insert(version).second);
+      CHECK(store.resolve("shared@" + std::to_string(version)).str() == digest);
+    }
+    CHECK(count == each);
+  }
+  CHECK(seen.size() == static_cast<std::size_t>(writers * each));
+  CHECK(*seen.rbegin() == static_cast<std::uint64_t>(writers * each));
+  CHECK(store.artifacts().size() == static_cast<std::size_t>(writers * each));
+  auto report = store.verify();
+  CHECK(report.problems.empty());
+}
+
+TEST_CASE("Writers killed mid-save never leave a visible partial artifact", "[processes]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::mt19937 rng(12345);
+  const int kills = 6 * test::scale();
+  for (int k = 0; k < kills; ++k) {
+    auto child = spawn_writer({"loop", (dir / "store").string(), "crash", "32"}, dir / "loop.out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 900));
+    ::kill(child.pid, SIGKILL);
+    CHECK(wait_exit(child) == 128 + SIGKILL);
+
+    // Whatever was published is complete; every name points at a complete artifact.
+    auto report = store.verify();
+    INFO("after kill " << k << ": " << (report.problems.empty() ? "" : report.problems[0]));
+    REQUIRE(report.ok());
+  }
+  // The killed writers' staging areas are collectable and nothing else is harmed.
+  auto gc = store.gc(false, std::chrono::seconds(0));
+  CHECK(gc.staging.in_use == 0);
+  std::size_t leftovers = 0;
+  for (const auto& e : fs::directory_iterator(dir / "store/tmp")) {
+    (void)e;
+    ++leftovers;
+  }
+  CHECK(leftovers == 0);
+  CHECK(store.verify().ok());
+  if (!store.names().empty())
+    for (const auto& v : store.versions("crash")) CHECK(store.load<Tensor>(v.digest.str()).num_elements() == 32 * 1024 * 256);
+}

@@ -1,0 +1,304 @@
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Note {
+  std::string text;
+};
+struct NoteV2 {
+  std::string text;
+};
+struct NotRegistered {};
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Note> {
+  static constexpr std::string_view name = "test.note";
+  static constexpr int version = 1;
+  static void save(const Note& n, ArtifactWriter& out) {
+    out.write_file("note.txt", ConstBytes(reinterpret_cast<const std::byte*>(n.text.data()), n.text.size()));
+    out.meta()["length"] = n.text.size();
+  }
+  static Note load(ArtifactReader& in) {
+    auto b = in.map("note.txt");
+    return {std::string(reinterpret_cast<const char*>(b->data()), b->size())};
+  }
+};
+
+template <>
+struct amphora::materializer<NoteV2> {
+  static constexpr std::string_view name = "test.note";
+  static constexpr int version = 2;
+  static void save(const NoteV2& n, ArtifactWriter& out) { materializer<Note>::save({n.text}, out); }
+  static NoteV2 load(ArtifactReader& in) { return {materializer<Note>::load(in).text}; }
+};
+
+static_assert(Materializable<Tensor>);
+static_assert(Materializable<Note>);
+static_assert(!Materializable<int>);
+static_assert(!Materializable<NotRegistered>);
+
+TEST_CASE("Saving equal values deduplicates and names get increasing versions", "[store]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  Tensor t = test::random_tensor(DType::float64, {10, 10}, 1);
+  auto a = store.save(t, {.name = "emb"});
+  auto b = store.save(Tensor::Make(t.dtype(), t.shape(), t.buffer()), {.name = "emb"});
+  auto c = store.save(test::random_tensor(DType::float64, {10, 10}, 2), {.name = "emb"});
+  CHECK(a.created);
+  CHECK_FALSE(b.created);
+  CHECK(a.digest == b.digest);
+  CHECK(a.version == 1);
+  CHECK(b.version == 2);
+  CHECK(c.version == 3);
+  CHECK(store.artifacts().size() == 2);
+  auto versions = store.versions("emb");
+  REQUIRE(versions.size() == 3);
+  CHECK(versions[1].record["digest"] == a.digest.str());
+  CHECK(versions[1].record["materializer"] == "amphora.tensor");
+  CHECK(versions[1].record.contains("created_at"));
+  CHECK(store.names() == std::vector<std::string>{"emb"});
+  CHECK(store.names_of(a.digest).size() == 2);
+}
+
+TEST_CASE("Refs resolve names, versions, digests and prefixes", "[store][refs]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  auto v1 = store.save(test::random_tensor(DType::int32, {4}, 1), {.name = "model"});
+  auto v2 = store.save(test::random_tensor(DType::int32, {4}, 2), {.name = "model"});
+  CHECK(store.resolve("model") == v2.digest);
+  CHECK(store.resolve("model@1") == v1.digest);
+  CHECK(store.resolve(v1.digest.str()) == v1.digest);
+  CHECK(store.resolve(v1.digest.hex().substr(0, 8)) == v1.digest);
+  CHECK(store.resolve("sha256:" + v2.digest.hex().substr(0, 12)) == v2.digest);
+
+  CHECK_THROWS_WITH(store.resolve("model@3"), Catch::Contains("no version 3") && Catch::Contains("latest is 2"));
+  CHECK_THROWS_AS(store.resolve("model@0"), InvalidArgument);
+  CHECK_THROWS_AS(store.resolve("model@x"), InvalidArgument);
+  CHECK_THROWS_AS(store.resolve("nothing"), NotFound);
+  CHECK_THROWS_AS(store.resolve("nothing@1"), NotFound);
+  CHECK_THROWS_AS(store.resolve(""), InvalidArgument);
+  CHECK_THROWS_AS(store.resolve("sha256:abc"), InvalidArgument);
+  CHECK_THROWS_AS(store.resolve("sha256:" + std::string(64, '0')), NotFound);
+  CHECK_THROWS_AS(store.resolve("../etc"), InvalidArgument);
+
+  // Two artifacts sharing an 8-digit prefix make that prefix ambiguous.
+  std::string stem = "abcdef12";
+  for (char tail : {'1', '2'}) fs::create_directories(dir.path() / "objects/sha256/ab" / (stem + std::string(56, tail)));
+  CHECK_THROWS_WITH(store.resolve(stem), Catch::Contains("ambiguous") && Catch::Contains("2 artifacts"));
+}
+
+TEST_CASE("Names are validated", "[store][refs]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  Tensor t = Tensor::zeros(DType::int8, {1});
+  for (const char* bad : {"a/b", "../x", ".hidden", "x@1", "sp ace", "-dash"})
+    CHECK_THROWS_AS(store.save(t, {.name = bad}), InvalidArgument);
+  CHECK(store.artifacts().empty());  // rejected before anything was written
+  CHECK_NOTHROW(store.save(t, {.name = "ok_name-1.2"}));
+}
+
+TEST_CASE("The registry keys by type and by stable name", "[registry]") {
+  Registry r;
+  r.add<Note>();
+  CHECK(r.find("test.note")->version == 1);
+  CHECK(r.for_type(typeid(Note))->name == "test.note");
+  CHECK_THROWS_WITH(r.add<NoteV2>(), Catch::Contains("registered twice") && Catch::Contains("Note") &&
+                                         Catch::Contains("NoteV2"));
+  CHECK_THROWS_WITH(r.for_type(typeid(NotRegistered)), Catch::Contains("NotRegistered"));
+  MaterializerEntry bad;
+  bad.name = "NoDots";
+  bad.version = 1;
+  bad.save = [](const void*, ArtifactWriter&) {};
+  bad.load = [](ArtifactReader&) { return std::shared_ptr<void>(); };
+  CHECK_THROWS_WITH(r.add_entry(bad), Catch::Contains("invalid materializer name"));
+  CHECK(r.find("test.note")->name == "test.note");  // unchanged by the failures
+  CHECK(r.entries().size() == 1);
+}
+
+TEST_CASE("Loading checks materializer identity and version", "[store][registry]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  store.registry().add<Note>();
+  auto note = store.save(Note{"hello"}, {.name = "greeting"});
+  CHECK(store.load<Note>("greeting").text == "hello");
+  CHECK(store.open_artifact("greeting").meta()["length"] == 5);
+  CHECK_THROWS_WITH(store.load<Tensor>("greeting"), Catch::Contains("test.note") && Catch::Contains("amphora.tensor"));
+  CHECK_THROWS_AS(store.save(NotRegistered{}), Unsupported);
+
+  // A store opened with a registry lacking the materializer says which one is needed.
+  Store bare = Store::open(dir.path());
+  CHECK_THROWS_WITH(bare.load_erased("greeting"), Catch::Contains("'test.note'") && Catch::Contains("not registered"));
+
+  // An artifact written by a newer format version is refused, not misread.
+  auto registry2 = std::make_shared<Registry>();
+  registry2->add<NoteV2>();
+  Store newer = Store::open(dir.path(), {.registry = registry2});
+  auto v2 = newer.save(NoteV2{"from the future"}, {.name = "future"});
+  CHECK_THROWS_WITH(store.load<Note>("future"), Catch::Contains("format version 2") && Catch::Contains("newer"));
+  (void)note;
+  (void)v2;
+}
+
+TEST_CASE("Opening a directory that is not a store fails clearly", "[store]") {
+  test::TempDir dir;
+  CHECK_THROWS_AS(Store::open(dir / "nope"), NotFound);
+  CHECK_THROWS_WITH(Store::open(dir / "nope"), Catch::Contains("amphora init"));
+  test::write_text(dir / "amphora-store.json", "{\"format\":\"amphora-store\",\"layout_version\":99}");
+  CHECK_THROWS_AS(Store::open(dir.path()), Unsupported);
+  test::write_text(dir / "amphora-store.json", "garbage");
+  CHECK_THROWS_AS(Store::open(dir.path()), CorruptData);
+}
+
+TEST_CASE("verify detects every kind of damage", "[store][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // 20 MiB raw payload: three 8 MiB pieces.
+  auto big = store.save(test::random_tensor(DType::uint8, {20 << 20}, 9), {.name = "big", .compression = Compression::none});
+  auto small = store.save(test::ramp_tensor(300, 1000, 1), {.name = "small", .compression = Compression::lz4});
+  REQUIRE(store.verify().ok());
+  CHECK(store.verify().artifacts == 2);
+
+  auto big_file = test::object_dir(dir.path(), big.digest) / "tensor.npy";
+  SECTION("a flipped byte names the file and piece") {
+    test::flip_byte(big_file, (8u << 20) * 2 + 100);
+    auto report = store.verify();
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains(big.digest.str()) && Catch::Contains("tensor.npy") &&
+                                       Catch::Contains("piece 2"));
+    CHECK(store.verify(std::string_view("small")).ok());
+  }
+  SECTION("a truncated file") {
+    fs::resize_file(big_file, 1000);
+    auto report = store.verify("big");
+    REQUIRE_FALSE(report.ok());
+    CHECK_THAT(report.problems[0], Catch::Contains("1000 bytes"));
+    CHECK_THROWS_AS(store.load<Tensor>("big"), CorruptData);
+  }
+  SECTION("an extra file") {
+    test::write_text(test::object_dir(dir.path(), small.digest) / "extra.bin", "x");
+    CHECK_THAT(store.verify().problems.at(0), Catch::Contains("unexpected file 'extra.bin'"));
+  }
+  SECTION("an edited manifest") {
+    auto m = test::object_dir(dir.path(), small.digest) / "manifest.json";
+    fs::permissions(m, fs::perms::owner_write, fs::perm_options::add);
+    auto text = test::read_text(m);
+    text.replace(text.find("\"int32\""), 7, "\"uint32\"");
+    test::write_text(m, text);
+    CHECK_THAT(store.verify().problems.at(0), Catch::Contains("does not hash to the artifact's digest"));
+  }
+  SECTION("a name pointing nowhere") {
+    fs::remove_all(test::object_dir(dir.path(), small.digest));
+    auto report = store.verify();
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains("small@1") && Catch::Contains("missing"));
+  }
+}
+
+TEST_CASE("gc removes only what no name reaches", "[store][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  auto named = store.save(test::random_tensor(DType::int16, {100}, 1), {.name = "keep"});
+  auto loose = store.save(test::random_tensor(DType::int16, {100}, 2));
+  auto dry = store.gc(true);
+  CHECK(dry.removed == std::vector<Digest>{loose.digest});
+  CHECK(dry.bytes_freed > 0);
+  CHECK(store.artifacts().size() == 2);
+  auto real = store.gc();
+  CHECK(real.removed == std::vector<Digest>{loose.digest});
+  CHECK(real.kept == 1);
+  CHECK(store.artifacts() == std::vector<Digest>{named.digest});
+  CHECK(store.load<Tensor>("keep").num_elements() == 100);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("gc sweeps abandoned staging but not a live writer's", "[store][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // An abandoned staging area: its lock file is not held by anyone.
+  fs::create_directories(dir / "tmp/stage-1-dead/sub");
+  test::write_text(dir / "tmp/stage-1-dead/sub/x.bin", std::string(1000, 'x'));
+  test::write_text(dir / "tmp/stage-1-dead.lock", "");
+  // A live one: the lock is held.
+  fs::create_directories(dir / "tmp/stage-2-live");
+  test::write_text(dir / "tmp/stage-2-live.lock", "");
+  int fd = ::open((dir / "tmp/stage-2-live.lock").c_str(), O_RDWR);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+
+  auto report = store.gc(false, std::chrono::seconds(0));
+  CHECK(report.staging.removed == 1);
+  CHECK(report.staging.in_use == 1);
+  CHECK_FALSE(fs::exists(dir / "tmp/stage-1-dead"));
+  CHECK_FALSE(fs::exists(dir / "tmp/stage-1-dead.lock"));
+  CHECK(fs::exists(dir / "tmp/stage-2-live"));
+  ::close(fd);
+  // With the default grace period even unlocked fresh staging areas stay.
+  fs::create_directories(dir / "tmp/stage-3-fresh");
+  test::write_text(dir / "tmp/stage-3-fresh.lock", "");
+  CHECK(store.gc().staging.removed == 0);
+  CHECK(fs::exists(dir / "tmp/stage-3-fresh"));
+}
+
+TEST_CASE("Threads saving under one name get distinct versions", "[store][concurrency]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  constexpr int kThreads = 4, kEach = 10;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<SaveResult>> results(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i)
+        results[t].push_back(store.save(test::random_tensor(DType::float32, {64}, t * 1000 + i), {.name = "shared"}));
+    });
+  for (auto& th : threads) th.join();
+  std::set<std::uint64_t> versions;
+  for (const auto& r : results)
+    for (const auto& s : r) {
+      versions.insert(s.version);
+      CHECK(store.resolve("shared@" + std::to_string(s.version)) == s.digest);
+    }
+  CHECK(versions.size() == kThreads * kEach);
+  CHECK(*versions.rbegin() == kThreads * kEach);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("A failing materializer leaves nothing behind", "[store]") {
+  struct Broken {};
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  MaterializerEntry e;
+  e.name = "test.broken";
+  e.version = 1;
+  e.type = typeid(Broken);
+  e.save = [](const void*, ArtifactWriter& out) {
+    out.write_file("part.bin", ConstBytes());
+    throw InvalidArgument("materializer gave up");
+  };
+  e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+  store.registry().add_entry(e);
+  CHECK_THROWS_WITH(store.save(Broken{}, {.name = "b"}), "materializer gave up");
+  CHECK(store.artifacts().empty());
+  CHECK(store.names().empty());
+  CHECK(fs::is_empty(dir / "tmp"));
+
+  MaterializerEntry escape = e;
+  escape.name = "test.escape";
+  escape.type = typeid(NotRegistered);
+  escape.save = [](const void*, ArtifactWriter& out) { out.write_file("../evil", ConstBytes()); };
+  store.registry().add_entry(escape);
+  CHECK_THROWS_WITH(store.save(NotRegistered{}), Catch::Contains("'..' component"));
+  CHECK_FALSE(fs::exists(dir / "evil"));
+  CHECK_FALSE(fs::exists(dir / "tmp/evil"));
+}

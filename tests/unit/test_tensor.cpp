@@ -1,0 +1,183 @@
+#include "support.hpp"
+
+#include <amphora/npy.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+using namespace amphora;
+
+TEST_CASE("float16 and bfloat16 convert like IEEE 754", "[tensor][dtype]") {
+  CHECK(float16::from_float(1.0f).bits == 0x3c00);
+  CHECK(float16::from_float(-2.0f).bits == 0xc000);
+  CHECK(float16::from_float(65504.0f).bits == 0x7bff);
+  CHECK(float16::from_float(1e6f).bits == 0x7c00);
+  CHECK(float16::from_float(5.960464477539063e-08f).bits == 0x0001);  // smallest subnormal
+  CHECK(std::isnan(float16{0x7e00}.to_float()));
+  CHECK(float16{0x0001}.to_float() == 5.960464477539063e-08f);
+  // Every non-NaN half survives a trip through float.
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    float16 h{static_cast<std::uint16_t>(b)};
+    if (std::isnan(h.to_float())) continue;
+    REQUIRE(float16::from_float(h.to_float()).bits == h.bits);
+  }
+  CHECK(bfloat16::from_float(1.0f).bits == 0x3f80);
+  CHECK(bfloat16::from_float(3.0f).to_float() == 3.0f);
+  CHECK(bfloat16::from_float(1.00390625f).bits == 0x3f80);  // ties to even
+  CHECK(std::isnan(bfloat16::from_float(std::nanf("")).to_float()));
+}
+
+TEST_CASE("Tensor::Make validates shape against the buffer", "[tensor]") {
+  CHECK_THROWS_AS(Tensor::Make(DType::float32, {2, 3}, Buffer::allocate(20)), InvalidArgument);
+  CHECK_THROWS_WITH(Tensor::Make(DType::float32, {2, 3}, Buffer::allocate(20)), Catch::Contains("24 bytes"));
+  CHECK_THROWS_AS(Tensor::zeros(DType::int8, {-1}), InvalidArgument);
+  CHECK_THROWS_WITH(Tensor::zeros(DType::float64, {1ll << 40, 1ll << 40}), Catch::Contains("overflows"));
+  CHECK_THROWS_AS(Tensor::zeros(DType::int8, std::vector<std::int64_t>(33, 1)), InvalidArgument);
+  auto t = Tensor::from_values<std::int32_t>({2, 2}, {1, 2, 3, 4});
+  CHECK_THROWS_WITH(t.values<float>(), Catch::Contains("holds int32, not float32"));
+  CHECK(t.rows(1, 2).values<std::int32_t>()[1] == 4);
+  CHECK_THROWS_AS(t.rows(1, 3), InvalidArgument);
+  CHECK(Tensor::zeros(DType::complex128, {}).num_elements() == 1);
+  CHECK(Tensor::zeros(DType::uint16, {0, 5}).nbytes() == 0);
+}
+
+namespace {
+
+struct Case {
+  std::vector<std::int64_t> shape;
+  const char* label;
+};
+
+Tensor roundtrip(Store& store, const Tensor& t, Compression c) {
+  auto r = store.save(t, {.compression = c});
+  return store.load<Tensor>(r.digest.str());
+}
+
+}  // namespace
+
+TEST_CASE("Every dtype and shape class round-trips bit-exactly", "[tensor][roundtrip]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  const std::vector<Case> cases = {
+      {{}, "0-d"}, {{0}, "empty"}, {{0, 3}, "empty 2-d"}, {{17}, "1-d"}, {{3, 5, 7}, "3-d"}, {{2600, 101}, "multi-chunk"}};
+  std::uint64_t seed = 1;
+  for (DType dtype : all_dtypes()) {
+    for (const auto& c : cases) {
+      for (Compression comp : {Compression::none, Compression::lz4, Compression::automatic}) {
+        INFO(std::string(dtype_name(dtype)) << " " << c.label << " " << to_string(comp));
+        Tensor t = test::random_tensor(dtype, c.shape, seed++);
+        Tensor back = roundtrip(store, t, comp);
+        REQUIRE(back.dtype() == dtype);
+        REQUIRE(back.shape() == c.shape);
+        REQUIRE(back.bit_equal(t));
+      }
+    }
+  }
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("Uncompressed tensors load zero-copy from a page-aligned mapping", "[tensor]") {
+  test::TempDir dir;
+  Tensor loaded;
+  Digest digest;
+  {
+    Store store = test::make_store(dir.path());
+    Tensor t = test::random_tensor(DType::float32, {512, 512}, 7);
+    digest = store.save(t, {.compression = Compression::none}).digest;
+    loaded = store.load<Tensor>(digest.str());
+    REQUIRE(loaded.bit_equal(t));
+  }
+  // The store handle is gone; the mapping lives on in the tensor.
+  CHECK_FALSE(loaded.buffer()->writable());
+  CHECK(reinterpret_cast<std::uintptr_t>(loaded.data()) % 4096 == 0);
+  CHECK_THROWS_AS(loaded.mutable_data(), InvalidArgument);
+  auto npy = test::object_dir(dir.path(), digest) / "tensor.npy";
+  CHECK(std::filesystem::file_size(npy) == 4096 + loaded.nbytes());
+  Tensor again = Tensor::Make(loaded.dtype(), loaded.shape(), loaded.buffer());
+  CHECK(again.data() == loaded.data());
+}
+
+TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  auto encoding = [&](const Tensor& t, Compression c) {
+    return store.open_artifact(store.save(t, {.compression = c}).digest.str()).meta()["encoding"].get<std::string>();
+  };
+  Tensor noise = test::random_tensor(DType::float32, {1024, 1024}, 3);
+  Tensor ramp = test::ramp_tensor(1024, 1024, 3);
+  Tensor small = test::ramp_tensor(4, 4, 3);
+  CHECK(encoding(noise, Compression::automatic) == "npy");
+  CHECK(encoding(ramp, Compression::automatic) == "npy.lz4");
+  CHECK(encoding(small, Compression::automatic) == "npy");
+  CHECK(encoding(noise, Compression::lz4) == "npy.lz4");
+  CHECK(encoding(ramp, Compression::none) == "npy");
+
+  // Incompressible chunks are stored, not inflated.
+  auto noisy = store.open_artifact(store.save(noise, {.compression = Compression::lz4}).digest.str());
+  CHECK(noisy.meta()["stored_chunks"].get<int>() == 4);
+  CHECK(noisy.manifest().find("tensor.npy.lz4")->size < noise.nbytes() + 4096 + 6 * 23 + 1);
+  auto packed = store.open_artifact(store.save(ramp, {.compression = Compression::lz4}).digest.str());
+  CHECK(packed.manifest().find("tensor.npy.lz4")->size < ramp.nbytes() / 2);
+}
+
+TEST_CASE("Row slices read only what they need and equal the same rows", "[tensor][lz4]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // 3 rows of 700 KiB: chunk boundaries fall inside rows.
+  Tensor t = test::ramp_tensor(2000, 3000, 11);
+  for (Compression c : {Compression::lz4, Compression::none}) {
+    auto reader = store.open_artifact(store.save(t, {.compression = c}).digest.str());
+    for (auto [b, e] : std::vector<std::pair<int, int>>{{0, 2000}, {0, 1}, {1999, 2000}, {87, 88}, {87, 600}, {500, 500}, {1000, 1999}}) {
+      INFO(to_string(c) << " rows " << b << ".." << e);
+      Tensor part = load_tensor_rows(reader, b, e);
+      REQUIRE(part.bit_equal(t.rows(b, e)));
+    }
+    CHECK_THROWS_AS(load_tensor_rows(reader, 5, 2001), InvalidArgument);
+    CHECK_THROWS_AS(load_tensor_rows(reader, -1, 2), InvalidArgument);
+  }
+  auto scalar = store.open_artifact(store.save(Tensor::zeros(DType::int8, {})).digest.str());
+  CHECK_THROWS_WITH(load_tensor_rows(scalar, 0, 1), Catch::Contains("0-d"));
+}
+
+TEST_CASE("Summary statistics are recorded beside the payload", "[tensor][stats]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  auto meta = [&](const Tensor& t) { return store.open_artifact(store.save(t).digest.str()).meta(); };
+  auto ints = meta(Tensor::from_values<std::int64_t>({4}, {-9007199254740993ll, 5, 7, 1}));
+  CHECK(ints["dtype"] == "int64");
+  CHECK(ints["shape"] == nlohmann::json::array({4}));
+  CHECK(ints["stats"]["min"].get<std::int64_t>() == -9007199254740993ll);  // exact beyond 2^53
+  CHECK(ints["stats"]["max"].get<std::int64_t>() == 7);
+  float nan = std::nanf("");
+  auto floats = meta(Tensor::from_values<float>({5}, {1.0f, nan, 3.0f, -2.0f, nan}));
+  CHECK(floats["stats"]["nan_count"] == 2);
+  CHECK(floats["stats"]["min"].get<double>() == -2.0);
+  CHECK(floats["stats"]["max"].get<double>() == 3.0);
+  CHECK(floats["stats"]["mean"].get<double>() == Approx(2.0 / 3.0));
+  auto inf = meta(Tensor::from_values<double>({2}, {1.0, INFINITY}));
+  CHECK(inf["stats"]["max"] == "inf");
+  auto bools = meta(Tensor::from_values<bool>({4}, {true, false, true, true}));
+  CHECK(bools["stats"]["mean"].get<double>() == 0.75);
+  auto halves = meta(Tensor::from_values<bfloat16>({2}, {bfloat16::from_float(1.5f), bfloat16::from_float(-4.0f)}));
+  CHECK(halves["dtype"] == "bfloat16");
+  CHECK(halves["stats"]["min"].get<double>() == -4.0);
+  CHECK(meta(Tensor::zeros(DType::complex64, {3}))["stats"].is_null());
+  CHECK(meta(Tensor::zeros(DType::float32, {0}))["stats"].is_null());
+}
+
+TEST_CASE("write_npy and read_npy round-trip and align data to 4096", "[tensor][npy]") {
+  test::TempDir dir;
+  Tensor t = test::random_tensor(DType::complex64, {3, 4}, 5);
+  write_npy(t, dir / "x.npy");
+  auto bytes = test::read_text(dir / "x.npy");
+  REQUIRE(bytes.size() == 4096 + t.nbytes());
+  CHECK(bytes[4095] == '\n');
+  auto header = parse_npy_header(Buffer::map_file(dir / "x.npy")->bytes(), "x.npy");
+  CHECK(header.descr == "<c8");
+  CHECK(header.data_offset == 4096);
+  CHECK(read_npy(dir / "x.npy").bit_equal(t));
+  CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{5}).find("'shape': (5,)") != std::string::npos);
+  CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{}).find("'shape': ()") != std::string::npos);
+}
