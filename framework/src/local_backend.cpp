@@ -7,6 +7,7 @@
 
 #include <amphora/backend.hpp>
 #include <amphora/error.hpp>
+#include <amphora/manifest.hpp>
 
 #include "posix.hpp"
 
@@ -267,7 +268,8 @@ class LocalBackend : public StorageBackend {
     std::vector<std::string> out;
     std::error_code ec;
     for (fs::directory_iterator it(root_ / "names", ec), end; !ec && it != end; it.increment(ec))
-      if (it->is_directory()) out.push_back(it->path().filename().string());
+      if (it->is_directory() && !list_versions(it->path().filename().string()).empty())
+        out.push_back(it->path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -295,7 +297,7 @@ class LocalBackend : public StorageBackend {
       throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "'");
     }
     try {
-      auto doc = nlohmann::json::parse(text);
+      auto doc = parse_untrusted_json(text);
       if (!doc.is_object()) throw CorruptData("name record " + path.string() + " is not a JSON object");
       return doc;
     } catch (const nlohmann::json::exception& e) {
@@ -374,13 +376,15 @@ std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool cre
   } else {
     nlohmann::json doc;
     try {
-      doc = nlohmann::json::parse(detail::read_small_file(marker, 1u << 16));
+      doc = parse_untrusted_json(detail::read_small_file(marker, 1u << 16));
     } catch (const nlohmann::json::exception& e) {
       throw CorruptData(marker.string() + " is not valid JSON: " + e.what());
     }
     if (!doc.is_object() || doc.value("format", "") != "amphora-store" || !doc["layout_version"].is_number_integer())
       throw CorruptData(marker.string() + " is not an Amphora store marker");
-    if (doc["layout_version"].get<int>() > kLayoutVersion)
+    if (doc["layout_version"].get<std::int64_t>() < 1)
+      throw CorruptData(marker.string() + " has an invalid layout_version");
+    if (doc["layout_version"].get<std::int64_t>() > kLayoutVersion)
       throw Unsupported("store " + dir.string() + " has layout version " + doc["layout_version"].dump() +
                         "; this build understands up to " + std::to_string(kLayoutVersion));
     for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) fs::create_directories(dir / sub, ec);

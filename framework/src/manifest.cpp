@@ -40,6 +40,16 @@ void expect_keys(const nlohmann::json& object, std::initializer_list<const char*
 
 }  // namespace
 
+nlohmann::json parse_untrusted_json(std::string_view text) {
+  constexpr int kMaxDepth = 64;
+  return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth)
+      throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxDepth) + " levels",
+                                                 nullptr);
+    return true;
+  });
+}
+
 std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size) {
   return size == 0 ? 1 : (size - 1) / piece_size + 1;
 }
@@ -101,7 +111,7 @@ std::uint64_t Manifest::payload_bytes() const {
 Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(bytes);
+    doc = parse_untrusted_json(bytes);
   } catch (const nlohmann::json::exception& e) {
     corrupt(where, std::string("is not valid JSON (") + e.what() + ")");
   }

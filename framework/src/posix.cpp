@@ -13,7 +13,7 @@ Fd open_beneath(const std::filesystem::path& root, std::string_view relpath, int
   for (;;) {
     std::size_t slash = relpath.find('/', start);
     std::string part(relpath.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
-    if (slash == std::string_view::npos) return Fd(::openat(dir.get(), part.c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
+    if (slash == std::string_view::npos) return Fd(::openat(dir.get(), part.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     Fd next(::openat(dir.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) return next;
     dir = std::move(next);

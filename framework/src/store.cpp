@@ -15,9 +15,9 @@ namespace amphora {
 namespace fs = std::filesystem;
 
 void validate_name(std::string_view name) {
-  bool ok = !name.empty() && name.size() <= 128 &&
-            (std::isalnum(static_cast<unsigned char>(name.front())) || name.front() == '_');
-  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  bool ok = !name.empty() && name.size() <= 128 && (alnum(name.front()) || name.front() == '_');
+  for (char c : name) ok = ok && (alnum(c) || c == '.' || c == '_' || c == '-');
   if (!ok)
     throw InvalidArgument("invalid name '" + std::string(name) +
                           "': use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_'");
@@ -121,11 +121,28 @@ struct Store::Impl {
     throw NotFound("no name or artifact '" + std::string(ref) + "' in store " + path.string());
   }
 
+  // Cheap check that a stored artifact still has every file at its size.
+  bool intact_shape(const Digest& digest, const Manifest& expected) const {
+    try {
+      if (backend->read_manifest(digest) != expected.canonical()) return false;
+      std::vector<std::string> want;
+      for (const auto& f : expected.files) {
+        if (backend->map_file(digest, f.path)->size() != f.size) return false;
+        want.push_back(f.path);
+      }
+      return backend->list_files(digest) == want;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
   ArtifactReader open(std::string_view ref) const {
     Digest digest = resolve(ref);
     std::string label = "artifact ";
     label += Digest::is_digest(ref) ? digest.short_str() : std::string(ref) + " (" + digest.short_str() + ")";
     auto bytes = backend->read_manifest(digest);
+    if (Sha256::of(bytes) != digest.value())
+      throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
     return ArtifactReader(backend, digest, Manifest::parse(bytes, label), label);
   }
 };
@@ -162,6 +179,11 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
   // shared lease keeps gc from collecting it in that window.
   auto lease = impl_->backend->publish_lease();
   result.created = writer.publish(result.digest);
+  if (!result.created && !impl_->intact_shape(result.digest, manifest)) {
+    // The stored copy lost files or bytes; ours is complete, so it takes its place.
+    impl_->backend->remove_artifact(result.digest);
+    result.created = writer.publish(result.digest);
+  }
   if (!options.name.empty()) {
     nlohmann::json record = options.provenance;
     record["name"] = options.name;

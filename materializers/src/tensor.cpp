@@ -423,6 +423,9 @@ Layout read_layout(const ArtifactReader& in) {
   auto bad = [&](const std::string& why) { throw CorruptData(in.label() + ": tensor metadata " + why); };
   if (in.manifest().materializer != materializer<Tensor>::name)
     throw Unsupported(in.label() + " is a '" + in.manifest().materializer + "' artifact, not a tensor");
+  if (in.manifest().materializer_version > materializer<Tensor>::version)
+    throw Unsupported(in.label() + " uses tensor format version " + std::to_string(in.manifest().materializer_version) +
+                      ", newer than the version " + std::to_string(materializer<Tensor>::version) + " this build reads");
   Layout l;
   if (!meta.contains("dtype") || !meta["dtype"].is_string()) bad("has no dtype");
   try {
@@ -440,14 +443,16 @@ Layout read_layout(const ArtifactReader& in) {
   } catch (const InvalidArgument& e) {
     throw CorruptData(in.label() + ": " + e.what());
   }
-  std::string encoding = meta.value("encoding", "");
+  if (!meta.contains("encoding") || !meta["encoding"].is_string()) bad("has no encoding");
+  std::string encoding = meta["encoding"].get<std::string>();
   if (encoding == "npy")
     l.packed = false;
   else if (encoding == "npy.lz4")
     l.packed = true;
   else
     throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding + "'");
-  if (l.packed && meta.value("chunk_bytes", std::uint64_t{0}) != kChunkBytes)
+  if (l.packed && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
+                   meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
   l.header = make_npy_header(l.dtype, l.shape);
   return l;

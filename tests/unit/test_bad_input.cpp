@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <sys/stat.h>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -202,4 +203,44 @@ TEST_CASE("Corrupt LZ4 chunks and indexes are detected", "[bad][lz4]") {
   }
   // Whatever the damage, verify reports it.
   if (fs::file_size(obj / "tensor.npy.lz4") > 0) CHECK_FALSE(store.verify("t").ok());
+}
+
+TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  Tensor t = test::random_tensor(DType::int32, {64}, 1);
+  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto obj = test::object_dir(dir.path(), saved.digest);
+
+  SECTION("deeply nested JSON in a manifest") {
+    std::string deep = "{\"meta\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    Digest d = plant(dir.path(), deep, {});
+    CHECK_THROWS_WITH(store.load<Tensor>(d.str()), Catch::Contains("nesting deeper"));
+    CHECK_FALSE(store.verify(d.str()).ok());
+  }
+  SECTION("a FIFO in place of a payload file") {
+    fs::remove(obj / "tensor.npy");
+    REQUIRE(::mkfifo((obj / "tensor.npy").c_str(), 0644) == 0);
+    CHECK_THROWS_AS(store.load<Tensor>("t"), Error);
+    CHECK_FALSE(store.verify("t").ok());
+  }
+  SECTION("an edited manifest is refused on load, not just by verify") {
+    auto text = test::read_text(obj / "manifest.json");
+    text.replace(text.find("\"int32\""), 7, "\"uint32\"");
+    test::write_text(obj / "manifest.json", text);
+    CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("does not hash"));
+  }
+  SECTION("a name directory left empty by a killed writer") {
+    fs::create_directories(dir / "names/ghost");
+    CHECK(store.names() == std::vector<std::string>{"t"});
+    CHECK(store.names_of(saved.digest).size() == 1);
+  }
+  SECTION("saving again repairs a damaged copy instead of trusting it") {
+    fs::remove(obj / "tensor.npy");
+    auto again = store.save(t, {.name = "t", .compression = Compression::none});
+    CHECK(again.digest == saved.digest);
+    CHECK(again.created);
+    CHECK(store.load<Tensor>("t@1").bit_equal(t));
+    CHECK(store.verify().ok());
+  }
 }

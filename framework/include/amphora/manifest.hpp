@@ -46,6 +46,10 @@ struct Manifest {
   static Manifest parse(std::string_view bytes, std::string_view where);
 };
 
+/// Parses JSON read from disk, refusing nesting deeper than 64 levels so a
+/// hostile document cannot exhaust the stack. Throws nlohmann::json::exception.
+nlohmann::json parse_untrusted_json(std::string_view text);
+
 /// Number of pieces a file of `size` bytes has for `piece_size`.
 std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size);
 
