@@ -172,6 +172,17 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
               Buffer::slice(buffer_, static_cast<std::size_t>(begin) * rb, static_cast<std::size_t>(end - begin) * rb));
 }
 
+Tensor Tensor::copy() const {
+  auto fresh = Buffer::allocate(nbytes());
+  constexpr std::size_t kBlock = 4u << 20;
+  std::byte* dst = fresh->mutable_data();
+  parallel_for((nbytes() + kBlock - 1) / kBlock, [&](std::size_t b) {
+    std::size_t begin = b * kBlock;
+    std::memcpy(dst + begin, data() + begin, std::min(kBlock, nbytes() - begin));
+  });
+  return Make(dtype_, shape_, std::move(fresh));
+}
+
 bool Tensor::bit_equal(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && nbytes() == other.nbytes() &&
          (nbytes() == 0 || std::memcmp(data(), other.data(), nbytes()) == 0);
@@ -233,11 +244,14 @@ nlohmann::json integer_stats(const Tensor& t) {
 }
 
 template <class T>
-double as_double(T v) {
+using Lane = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+Lane<T> to_lane(T v) {
   if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
     return v.to_float();
   else
-    return static_cast<double>(v);
+    return v;
 }
 
 template <class T>
@@ -251,32 +265,47 @@ nlohmann::json float_stats(const Tensor& t) {
   std::vector<Partial> partial(blocks);
   parallel_for(blocks, [&](std::size_t b) {
     auto part = values.subspan(b * kStatsBlock, std::min(kStatsBlock, values.size() - b * kStatsBlock));
-    constexpr std::size_t kLanes = 8;  // independent sums the compiler can vectorise
-    double mn = std::numeric_limits<double>::infinity(), mx = -mn;
-    double acc[kLanes] = {};
-    std::uint64_t nan = 0;
+    // Independent lanes the compiler turns into SIMD; short runs are summed in
+    // the lane type and then folded into doubles, in a fixed order.
+    constexpr std::size_t kLanes = 16, kRun = 16 * kLanes;
+    using L = Lane<T>;
+    L mn[kLanes], mx[kLanes];
+    double sum[kLanes] = {};
+    std::uint32_t nan[kLanes] = {};
+    for (std::size_t j = 0; j < kLanes; ++j) mn[j] = std::numeric_limits<L>::infinity(), mx[j] = -mn[j];
     std::size_t i = 0;
-    for (; i + kLanes <= part.size(); i += kLanes) {
-      for (std::size_t j = 0; j < kLanes; ++j) {
-        double v = as_double(part[i + j]);
-        bool is_nan = v != v;
-        mn = v < mn ? v : mn;  // NaN compares false and is skipped
-        mx = v > mx ? v : mx;
-        acc[j] += is_nan ? 0.0 : v;
-        nan += is_nan;
+    for (; i + kRun <= part.size(); i += kRun) {
+      L run[kLanes] = {};
+      for (std::size_t g = 0; g < kRun; g += kLanes) {
+        for (std::size_t j = 0; j < kLanes; ++j) {
+          L v = to_lane(part[i + g + j]);
+          bool is_nan = v != v;
+          mn[j] = v < mn[j] ? v : mn[j];  // NaN compares false and is skipped
+          mx[j] = v > mx[j] ? v : mx[j];
+          run[j] += is_nan ? L(0) : v;
+          nan[j] += is_nan;
+        }
       }
+      for (std::size_t j = 0; j < kLanes; ++j) sum[j] += run[j];
     }
+    double tail = 0;
+    std::uint64_t nans = 0;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (; i < part.size(); ++i) {
-      double v = as_double(part[i]);
+      double v = to_lane(part[i]);
       bool is_nan = v != v;
-      mn = v < mn ? v : mn;
-      mx = v > mx ? v : mx;
-      acc[0] += is_nan ? 0.0 : v;
-      nan += is_nan;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+      tail += is_nan ? 0.0 : v;
+      nans += is_nan;
     }
-    double s = 0;
-    for (double a : acc) s += a;
-    partial[b] = {mn, mx, s, nan};
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      lo = std::min<double>(lo, mn[j]);
+      hi = std::max<double>(hi, mx[j]);
+      tail += sum[j];
+      nans += nan[j];
+    }
+    partial[b] = {lo, hi, tail, nans};
   });
   double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0;
   std::uint64_t nan = 0;
@@ -287,11 +316,11 @@ nlohmann::json float_stats(const Tensor& t) {
     nan += p.nan;
   }
   nlohmann::json out = {{"nan_count", nan}};
-  std::uint64_t finite_or_inf = values.size() - nan;
-  if (finite_or_inf == 0) return out;
+  std::uint64_t counted = values.size() - nan;
+  if (counted == 0) return out;
   out["min"] = float_json(mn);
   out["max"] = float_json(mx);
-  out["mean"] = float_json(sum / static_cast<double>(finite_or_inf));
+  out["mean"] = float_json(sum / static_cast<double>(counted));
   return out;
 }
 

@@ -136,6 +136,10 @@ class Tensor {
   /// Throws InvalidArgument for a 0-d tensor or an out-of-range interval.
   Tensor rows(std::int64_t begin, std::int64_t end) const;
 
+  /// A writable deep copy in fresh memory, copied on all cores (which also
+  /// spreads the page faults of a mapped source over them).
+  Tensor copy() const;
+
   /// Same dtype, shape and bytes.
   bool bit_equal(const Tensor& other) const;
 
