@@ -2,6 +2,8 @@
 #include <amphora/error.hpp>
 #include <amphora/parallel.hpp>
 
+#include "piece_hash.hpp"
+
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -50,30 +52,40 @@ struct ArtifactWriter::Impl {
     files.push_back(std::move(entry));
   }
 
-  /// Hashes and writes `count` whole pieces, piece k being the bytes
-  /// [k*piece_size, (k+1)*piece_size) of the concatenation of `parts` (which
-  /// starts at file offset `file_offset`), on all cores.
-  void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t total,
-                    std::uint64_t file_offset, std::vector<Sha256Value>& out) {
-    std::vector<std::uint64_t> starts(parts.size() + 1, 0);
-    for (std::size_t i = 0; i < parts.size(); ++i) starts[i + 1] = starts[i] + parts[i].size();
-    std::size_t count = static_cast<std::size_t>(total == 0 ? 1 : (total - 1) / piece_size + 1);
-    std::size_t first = out.size();
-    out.resize(first + count);
-    parallel_for(count, [&](std::size_t k) {
-      std::uint64_t begin = k * piece_size, end = std::min(total, begin + piece_size);
-      Sha256 hash;
-      auto it = std::upper_bound(starts.begin(), starts.end(), begin) - 1;
-      for (auto part = static_cast<std::size_t>(it - starts.begin()); part < parts.size() && starts[part] < end;
-           ++part) {
-        std::uint64_t lo = std::max(begin, starts[part]), hi = std::min(end, starts[part + 1]);
-        if (hi <= lo) continue;
-        auto segment = parts[part].subspan(lo - starts[part], hi - lo);
-        hash.update(segment);
-        file.write_at(file_offset + lo, segment);
+  /// Hashes the pieces of the concatenation of `parts` (which starts at file
+  /// offset `file_offset`, a piece boundary) on all cores and appends their
+  /// digests to `out`. Hashed ranges are queued and written by whichever
+  /// thread finds the file free, so no thread waits on another's write
+  /// (buffered writes to one file serialize in the kernel anyway).
+  void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t file_offset,
+                    std::vector<Sha256Value>& out) {
+    struct Pending {
+      std::uint64_t at;
+      ConstBytes bytes;
+    };
+    std::mutex queue_mutex, file_mutex;
+    std::vector<Pending> queue;
+    auto drain = [&] {
+      for (;;) {
+        std::vector<Pending> batch;
+        {
+          std::lock_guard lock(queue_mutex);
+          batch.swap(queue);
+        }
+        if (batch.empty()) return;
+        for (const auto& p : batch) file.write_at(file_offset + p.at, p.bytes);
       }
-      out[first + k] = hash.finish();
+    };
+    auto digests = detail::hash_pieces(detail::PartList(parts), piece_size, [&](std::uint64_t at, ConstBytes bytes) {
+      {
+        std::lock_guard lock(queue_mutex);
+        queue.push_back({at, bytes});
+      }
+      std::unique_lock writing(file_mutex, std::try_to_lock);
+      if (writing) drain();
     });
+    drain();
+    out.insert(out.end(), digests.begin(), digests.end());
   }
 };
 
@@ -92,7 +104,7 @@ void ArtifactWriter::write_file(std::string_view path, std::span<const ConstByte
   FileEntry entry;
   entry.path = std::string(path);
   for (const auto& p : parts) entry.size += p.size();
-  impl_->write_pieces(*file, parts, entry.size, 0, entry.pieces);
+  impl_->write_pieces(*file, parts, 0, entry.pieces);
   file->close();
   impl_->record(std::move(entry));
 }
@@ -182,7 +194,7 @@ void FileStream::append(std::span<const ConstBytes> parts) {
       span_parts.push_back(rest[i].first(k));
       need -= k;
     }
-    s.writer->write_pieces(*s.file, span_parts, whole, s.entry.size, s.entry.pieces);
+    s.writer->write_pieces(*s.file, span_parts, s.entry.size, s.entry.pieces);
     s.entry.size += whole;
     // Advance past the bytes just written.
     std::uint64_t skip = whole;

@@ -1,6 +1,8 @@
 #include <amphora/parallel.hpp>
 #include <amphora/store.hpp>
 
+#include "piece_hash.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <atomic>
@@ -324,15 +326,11 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
                                   " bytes, manifest says " + std::to_string(f.size));
         continue;
       }
-      std::vector<char> bad(f.pieces.size(), 0);
-      parallel_for(f.pieces.size(), [&](std::size_t k) {
-        std::uint64_t begin = k * m.piece_size, end = std::min<std::uint64_t>(f.size, begin + m.piece_size);
-        bad[k] = Sha256::of(data->data() + begin, end - begin) != f.pieces[k];
-        auto now = done.fetch_add(end - begin) + (end - begin);
-        (void)now;
-      });
-      for (std::size_t k = 0; k < bad.size(); ++k)
-        if (bad[k])
+      ConstBytes whole = data->bytes();
+      auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), m.piece_size, {});
+      done += f.size;
+      for (std::size_t k = 0; k < actual.size(); ++k)
+        if (actual[k] != f.pieces[k])
           report.problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
                                     std::to_string(k * m.piece_size) + "..) does not match its SHA-256");
       report.bytes += f.size;

@@ -29,7 +29,7 @@ CLI = os.environ.get("AMPHORA_CLI", "")
 
 HEADER_BYTES = 4096
 CHUNK_BYTES = 1 << 20
-PIECE_SIZE = 8 << 20
+PIECE_SIZE = 2 * 1024 * 1024  # the writer's default piece size (docs/FORMAT.md)
 AUTO_MIN_BYTES = 64 << 10
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
@@ -601,7 +601,7 @@ class DigestTest(StoreTestCase):
         imports = [
             ("small-raw", make_array("float32", (10, 10), rng), "none"),
             ("small-lz4", make_array("int16", (300,), rng), "lz4"),
-            ("big-raw", np.arange(3_000_000, dtype="<i4"), "none"),                     # 12 MB: 2 pieces
+            ("big-raw", np.arange(3_000_000, dtype="<i4"), "none"),                     # 12 MB: 6 pieces
             ("big-lz4", rng.standard_normal(1_500_000).astype("<f8"), "lz4"),            # 12 MB incompressible
             ("compressible-lz4", np.tile(np.arange(1000, dtype="<i4"), 750), "lz4"),
             ("empty", np.zeros((0, 3), "<u1"), "none"),
@@ -654,7 +654,7 @@ class DigestTest(StoreTestCase):
                         multi_piece_files += 1
                         self.assertNotEqual(hashlib.sha256(data).hexdigest(), entry["sha256"][0])
         self.assertEqual(multi_piece_files, 2, "big-raw and big-lz4 should each have a multi-piece file")
-        self.assertEqual(len(shown["big-raw"]["files"][0]["sha256"]), 2)
+        self.assertEqual(len(shown["big-raw"]["files"][0]["sha256"]), 6)
 
         # name records point at the digests show reports
         for name, info in shown.items():

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstring>
+#include <random>
 
 using namespace amphora;
 
@@ -120,4 +122,37 @@ TEST_CASE("parallel_for runs every index once and propagates the first error", "
                                    if (i == 37) throw InvalidArgument("index 37 failed");
                                  }),
                     "index 37 failed");
+}
+
+TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are cut", "[digest][pieces]") {
+  test::TempDir dir;
+  auto backend = open_local_backend(dir.path(), true);
+  std::mt19937 rng(5);
+  // 70 pieces of 4 KiB: enough for the sixteen-lane path on every thread count up to 4.
+  const std::size_t piece = 4096, total = 70 * piece + 123;
+  std::vector<std::byte> bytes(total);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng());
+  for (std::size_t cut : {std::size_t{1}, std::size_t{63}, std::size_t{4096}, std::size_t{10007}, total}) {
+    INFO("parts of " << cut << " bytes");
+    std::vector<ConstBytes> parts;
+    for (std::size_t at = 0; at < total; at += cut) parts.emplace_back(bytes.data() + at, std::min(cut, total - at));
+    ArtifactWriter writer(backend->begin_artifact(), {}, piece);
+    writer.write_file("data.bin", std::span<const ConstBytes>(parts));
+    FileStream stream = writer.open_stream("stream.bin");
+    stream.append(std::span<const ConstBytes>(parts));
+    stream.close();
+    Manifest m = writer.finish("test.pieces", 1);
+    writer.publish(m.digest());  // the same bytes every time: later rounds deduplicate
+    static const Digest first_digest = m.digest();
+    CHECK(m.digest() == first_digest);
+    for (const char* file : {"data.bin", "stream.bin"}) {
+      const FileEntry* e = m.find(file);
+      REQUIRE(e->size == total);
+      REQUIRE(e->pieces.size() == 71);
+      for (std::size_t k = 0; k < e->pieces.size(); ++k)
+        REQUIRE(e->pieces[k] == Sha256::of(bytes.data() + k * piece, std::min(piece, total - k * piece)));
+      auto mapped = backend->map_file(m.digest(), file);
+      REQUIRE(std::memcmp(mapped->data(), bytes.data(), total) == 0);
+    }
+  }
 }

@@ -24,7 +24,7 @@ struct FileEntry {
 /// Parsed, validated manifest. Value type.
 struct Manifest {
   static constexpr int kFormatVersion = 1;
-  static constexpr std::uint64_t kDefaultPieceSize = 8u << 20;
+  static constexpr std::uint64_t kDefaultPieceSize = 2u << 20;
 
   std::string materializer;       ///< stable materializer name, e.g. "amphora.tensor"
   int materializer_version = 0;   ///< that materializer's payload format version
