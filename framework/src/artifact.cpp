@@ -58,7 +58,7 @@ struct ArtifactWriter::Impl {
   /// thread finds the file free, so no thread waits on another's write
   /// (buffered writes to one file serialize in the kernel anyway).
   void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t file_offset,
-                    std::vector<Sha256Value>& out) {
+                    std::vector<Sha256Value>& out, const ArtifactWriter::Observer& observe = {}) {
     struct Pending {
       std::uint64_t at;
       ConstBytes bytes;
@@ -77,6 +77,7 @@ struct ArtifactWriter::Impl {
       }
     };
     auto digests = detail::hash_pieces(detail::PartList(parts), piece_size, [&](std::uint64_t at, ConstBytes bytes) {
+      if (observe) observe(file_offset + at, bytes);
       {
         std::lock_guard lock(queue_mutex);
         queue.push_back({at, bytes});
@@ -98,13 +99,14 @@ ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptio
 
 ArtifactWriter::~ArtifactWriter() = default;
 
-void ArtifactWriter::write_file(std::string_view path, std::span<const ConstBytes> parts) {
+void ArtifactWriter::write_file(std::string_view path, std::span<const ConstBytes> parts, const Observer& observe) {
   impl_->reserve_path(path);
   auto file = impl_->staging->create_file(path);
   FileEntry entry;
   entry.path = std::string(path);
   for (const auto& p : parts) entry.size += p.size();
-  impl_->write_pieces(*file, parts, 0, entry.pieces);
+  file->reserve(entry.size);
+  impl_->write_pieces(*file, parts, 0, entry.pieces, observe);
   file->close();
   impl_->record(std::move(entry));
 }

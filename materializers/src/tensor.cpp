@@ -4,6 +4,7 @@
 #include <amphora/tensor.hpp>
 
 #include "lz4_frames.hpp"
+#include "tensor_stats.hpp"
 
 #include <lz4.h>
 
@@ -199,168 +200,9 @@ void Tensor::throw_size_mismatch(std::size_t got, std::uint64_t want) {
 }
 
 // ---------------------------------------------------------------------------
-// Summary statistics. Blocks have a fixed size and are combined in order, so
-// the figures (which are hashed in the manifest) do not depend on thread count.
+// Payload encodings
 
 namespace {
-
-constexpr std::size_t kStatsBlock = 1u << 20;
-
-nlohmann::json float_json(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-template <class T>
-nlohmann::json integer_stats(const Tensor& t) {
-  using Sum = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
-  auto values = t.values<T>();
-  std::size_t blocks = (values.size() + kStatsBlock - 1) / kStatsBlock;
-  struct Partial {
-    T min, max;
-    Sum sum;
-  };
-  std::vector<Partial> partial(blocks);
-  parallel_for(blocks, [&](std::size_t b) {
-    auto part = values.subspan(b * kStatsBlock, std::min(kStatsBlock, values.size() - b * kStatsBlock));
-    T mn = part[0], mx = part[0];
-    std::conditional_t<(sizeof(T) < 8), std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>, Sum> s = 0;
-    for (T v : part) {
-      mn = v < mn ? v : mn;
-      mx = v > mx ? v : mx;
-      s += v;
-    }
-    partial[b] = {mn, mx, static_cast<Sum>(s)};
-  });
-  T mn = partial[0].min, mx = partial[0].max;
-  Sum sum = 0;
-  for (const auto& p : partial) {
-    mn = std::min(mn, p.min);
-    mx = std::max(mx, p.max);
-    sum += p.sum;
-  }
-  return {{"min", mn}, {"max", mx}, {"mean", static_cast<double>(sum) / static_cast<double>(values.size())}};
-}
-
-template <class T>
-using Lane = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class T>
-Lane<T> to_lane(T v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>)
-    return v.to_float();
-  else
-    return v;
-}
-
-template <class T>
-nlohmann::json float_stats(const Tensor& t) {
-  auto values = t.values<T>();
-  std::size_t blocks = (values.size() + kStatsBlock - 1) / kStatsBlock;
-  struct Partial {
-    double min, max, sum;
-    std::uint64_t nan;
-  };
-  std::vector<Partial> partial(blocks);
-  parallel_for(blocks, [&](std::size_t b) {
-    auto part = values.subspan(b * kStatsBlock, std::min(kStatsBlock, values.size() - b * kStatsBlock));
-    // Independent lanes the compiler turns into SIMD; short runs are summed in
-    // the lane type and then folded into doubles, in a fixed order.
-    constexpr std::size_t kLanes = 16, kRun = 16 * kLanes;
-    using L = Lane<T>;
-    L mn[kLanes], mx[kLanes];
-    double sum[kLanes] = {};
-    std::uint32_t nan[kLanes] = {};
-    for (std::size_t j = 0; j < kLanes; ++j) mn[j] = std::numeric_limits<L>::infinity(), mx[j] = -mn[j];
-    std::size_t i = 0;
-    for (; i + kRun <= part.size(); i += kRun) {
-      L run[kLanes] = {};
-      for (std::size_t g = 0; g < kRun; g += kLanes) {
-        for (std::size_t j = 0; j < kLanes; ++j) {
-          L v = to_lane(part[i + g + j]);
-          bool is_nan = v != v;
-          mn[j] = v < mn[j] ? v : mn[j];  // NaN compares false and is skipped
-          mx[j] = v > mx[j] ? v : mx[j];
-          run[j] += is_nan ? L(0) : v;
-          nan[j] += is_nan;
-        }
-      }
-      for (std::size_t j = 0; j < kLanes; ++j) sum[j] += run[j];
-    }
-    double tail = 0;
-    std::uint64_t nans = 0;
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (; i < part.size(); ++i) {
-      double v = to_lane(part[i]);
-      bool is_nan = v != v;
-      lo = v < lo ? v : lo;
-      hi = v > hi ? v : hi;
-      tail += is_nan ? 0.0 : v;
-      nans += is_nan;
-    }
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      lo = std::min<double>(lo, mn[j]);
-      hi = std::max<double>(hi, mx[j]);
-      tail += sum[j];
-      nans += nan[j];
-    }
-    partial[b] = {lo, hi, tail, nans};
-  });
-  double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0;
-  std::uint64_t nan = 0;
-  for (const auto& p : partial) {
-    mn = std::min(mn, p.min);
-    mx = std::max(mx, p.max);
-    sum += p.sum;
-    nan += p.nan;
-  }
-  nlohmann::json out = {{"nan_count", nan}};
-  std::uint64_t counted = values.size() - nan;
-  if (counted == 0) return out;
-  out["min"] = float_json(mn);
-  out["max"] = float_json(mx);
-  out["mean"] = float_json(sum / static_cast<double>(counted));
-  return out;
-}
-
-nlohmann::json tensor_stats(const Tensor& t) {
-  if (t.num_elements() == 0) return nullptr;
-  switch (t.dtype()) {
-    case DType::bool_: {
-      const auto* p = reinterpret_cast<const std::uint8_t*>(t.data());
-      std::size_t n = static_cast<std::size_t>(t.num_elements()), blocks = (n + kStatsBlock - 1) / kStatsBlock;
-      std::vector<std::uint64_t> trues(blocks);
-      parallel_for(blocks, [&](std::size_t b) {
-        std::uint64_t c = 0;
-        for (std::size_t i = b * kStatsBlock, e = std::min(n, i + kStatsBlock); i < e; ++i) c += p[i] != 0;
-        trues[b] = c;
-      });
-      std::uint64_t total = 0;
-      for (auto c : trues) total += c;
-      return {{"min", total == n ? 1 : 0}, {"max", total > 0 ? 1 : 0},
-              {"mean", static_cast<double>(total) / static_cast<double>(n)}};
-    }
-    case DType::int8: return integer_stats<std::int8_t>(t);
-    case DType::int16: return integer_stats<std::int16_t>(t);
-    case DType::int32: return integer_stats<std::int32_t>(t);
-    case DType::int64: return integer_stats<std::int64_t>(t);
-    case DType::uint8: return integer_stats<std::uint8_t>(t);
-    case DType::uint16: return integer_stats<std::uint16_t>(t);
-    case DType::uint32: return integer_stats<std::uint32_t>(t);
-    case DType::uint64: return integer_stats<std::uint64_t>(t);
-    case DType::float16: return float_stats<float16>(t);
-    case DType::bfloat16: return float_stats<bfloat16>(t);
-    case DType::float32: return float_stats<float>(t);
-    case DType::float64: return float_stats<double>(t);
-    case DType::complex64:
-    case DType::complex128: return nullptr;
-  }
-  return nullptr;
-}
-
-// ---------------------------------------------------------------------------
-// Payload encodings
 
 constexpr std::string_view kRawFile = "tensor.npy";
 constexpr std::string_view kPackedFile = "tensor.npy.lz4";
@@ -565,18 +407,21 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   auto& meta = out.meta();
   meta["dtype"] = dtype_name(t.dtype());
   meta["shape"] = t.shape();
-  meta["stats"] = tensor_stats(t);
   std::string header = make_npy_header(t.dtype(), t.shape());
+  detail::TensorStats stats(t, header.size());
   Compression policy = out.options().compression;
   bool packed = policy == Compression::lz4 ||
                 (policy == Compression::automatic && t.nbytes() >= kAutoMinBytes && worth_compressing(t));
   if (packed) {
     save_packed(t, header, out);
-    return;
+  } else {
+    meta["encoding"] = "npy";
+    const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
+                                ConstBytes(t.data(), t.nbytes())};
+    // Summarised while the hashing threads have each range in cache.
+    out.write_file(kRawFile, parts, [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
   }
-  meta["encoding"] = "npy";
-  out.write_file(kRawFile, {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
-                            ConstBytes(t.data(), t.nbytes())});
+  meta["stats"] = stats.finish();
 }
 
 Tensor materializer<Tensor>::load(ArtifactReader& in) {

@@ -27,7 +27,8 @@ struct Child {
   fs::path output;
 };
 
-Child spawn_writer(const std::vector<std::string>& args, const fs::path& output) {
+Child spawn_writer(const std::vector<std::string>& args, const fs::path& output,
+                   const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> all = {AMPHORA_TEST_WRITER};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -38,7 +39,12 @@ Child spawn_writer(const std::vector<std::string>& args, const fs::path& output)
   posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   Child c;
   c.output = output;
-  int rc = posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), environ);
+  std::vector<std::string> env_strings(extra_env);
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);  // earlier entries win
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc = posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   REQUIRE(rc == 0);
   return c;
@@ -64,6 +70,19 @@ TEST_CASE("The same value saved from two processes has the same digest", "[proce
   auto c = spawn_writer({"digest", (dir / "a").string(), "78", "300", "200"}, dir / "c.out");
   REQUIRE(wait_exit(c) == 0);
   CHECK(test::read_text(dir / "c.out") != da);
+  // Neither the thread count nor the hashing kernel may change a digest
+  // (summary statistics are hashed too). 64 MiB of float32 makes 32 pieces,
+  // enough for sixteen-lane hashing when it is available.
+  auto one = spawn_writer({"digest", (dir / "d").string(), "79", "4096", "4096"}, dir / "d.out",
+                          {"AMPHORA_THREADS=1", "AMPHORA_SHA256_X16=0"});
+  auto many = spawn_writer({"digest", (dir / "e").string(), "79", "4096", "4096"}, dir / "e.out",
+                           {"AMPHORA_THREADS=3"});
+  auto plain = spawn_writer({"digest", (dir / "f").string(), "79", "4096", "4096"}, dir / "f.out");
+  REQUIRE(wait_exit(one) == 0);
+  REQUIRE(wait_exit(many) == 0);
+  REQUIRE(wait_exit(plain) == 0);
+  CHECK(test::read_text(dir / "d.out") == test::read_text(dir / "f.out"));
+  CHECK(test::read_text(dir / "e.out") == test::read_text(dir / "f.out"));
 }
 
 TEST_CASE("Concurrent writers naming into one store lose nothing", "[processes]") {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -75,9 +76,15 @@ class ArtifactWriter {
   ArtifactWriter(const ArtifactWriter&) = delete;
   ArtifactWriter& operator=(const ArtifactWriter&) = delete;
 
+  /// Receives (file offset, bytes) for each range of a file just hashed, on
+  /// the hashing threads, every byte exactly once, in no particular order.
+  using Observer = std::function<void(std::uint64_t offset, ConstBytes bytes)>;
+
   /// Writes a whole file whose content is the concatenation of `parts`,
-  /// hashing its pieces on all cores while writing.
-  void write_file(std::string_view path, std::span<const ConstBytes> parts);
+  /// hashing its pieces on all cores while writing. `observe`, if given,
+  /// sees each range while it is still in cache (for summaries computed in
+  /// the same pass).
+  void write_file(std::string_view path, std::span<const ConstBytes> parts, const Observer& observe = {});
   void write_file(std::string_view path, std::initializer_list<ConstBytes> parts) {
     write_file(path, std::span<const ConstBytes>(parts.begin(), parts.size()));
   }

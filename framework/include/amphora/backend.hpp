@@ -25,6 +25,8 @@ class StagedFile {
  public:
   virtual ~StagedFile() = default;
   virtual void write_at(std::uint64_t offset, ConstBytes data) = 0;
+  /// Hint: the file will hold `size` bytes. Backends may preallocate.
+  virtual void reserve(std::uint64_t size) { (void)size; }
   /// Flushes and closes; the file is complete afterwards. Throws IoError.
   virtual void close() = 0;
 };
