@@ -1,3 +1,4 @@
+#include <amphora/digest.hpp>
 #include <amphora/parallel.hpp>
 
 #include <algorithm>
@@ -54,6 +55,9 @@ class Pool {
 
  private:
   explicit Pool(std::size_t helpers) {
+    // libcrypto initialises itself on first use and keeps state for the thread
+    // that did so; let the calling thread do it rather than a worker.
+    (void)Sha256::of("", 0);
     for (std::size_t i = 0; i < helpers; ++i) workers_.emplace_back([this] { run(); });
   }
 
