@@ -35,6 +35,12 @@ The store is --store DIR, else $AMPHORA_STORE, else ./.amphora.
 Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.
 )";
 
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -135,13 +141,24 @@ amphora::Progress terminal_progress(const char* what) {
   };
 }
 
+// Name records are provenance written by any version of any writer: read
+// their informational fields leniently.
+std::string text_field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+std::uint64_t count_field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
 nlohmann::json version_json(const amphora::VersionInfo& v) {
   return {{"name", v.name},
           {"version", v.version},
           {"digest", v.digest.str()},
-          {"materializer", v.record.value("materializer", "")},
-          {"payload_bytes", v.record.value("payload_bytes", std::uint64_t{0})},
-          {"created_at", v.record.value("created_at", "")}};
+          {"materializer", text_field(v.record, "materializer")},
+          {"payload_bytes", count_field(v.record, "payload_bytes")},
+          {"created_at", text_field(v.record, "created_at")}};
 }
 
 int cmd_init(const Args& a) {
@@ -186,9 +203,8 @@ int cmd_ls(const Args& a) {
     std::string version = std::to_string(r.version);
     if (a.positional.empty() && version_counts[r.name] > 1) version += "/" + std::to_string(version_counts[r.name]);
     std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
-                r.record.value("materializer", "?").c_str(),
-                human_bytes(r.record.value("payload_bytes", std::uint64_t{0})).c_str(),
-                r.record.value("created_at", "").c_str());
+                text_field(r.record, "materializer").c_str(), human_bytes(count_field(r.record, "payload_bytes")).c_str(),
+                text_field(r.record, "created_at").c_str());
   }
   return 0;
 }
@@ -247,6 +263,10 @@ int cmd_import(const Args& a) {
   expect_positional(a, 1, 1);
   allow_only(a, {"--name", "--compress"});
   if (!a.options.count("--name")) throw UsageError("import needs --name NAME");
+  amphora::SaveOptions options;
+  options.name = a.options.at("--name");
+  amphora::validate_name(options.name);
+  if (a.options.count("--compress")) options.compression = amphora::parse_compression(a.options.at("--compress"));
   Store store = open_store(a);
   fs::path file = a.positional[0];
   auto format = store.registry().format_for(file);
@@ -254,11 +274,9 @@ int cmd_import(const Args& a) {
     throw amphora::Unsupported("cannot import " + file.string() + ": no materializer handles '" +
                                file.extension().string() + "' files");
   auto entry = store.registry().find(format->materializer);
-  amphora::SaveOptions options;
-  options.name = a.options.at("--name");
-  amphora::validate_name(options.name);
-  if (a.options.count("--compress")) options.compression = amphora::parse_compression(a.options.at("--compress"));
-  options.provenance = {{"imported_from", fs::absolute(file).string()}};
+  // A path need not be UTF-8; provenance must be, so odd bytes become U+FFFD.
+  options.provenance = {{"imported_from", nlohmann::json::parse(nlohmann::json(fs::absolute(file).string())
+                                                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))}};
   auto value = format->read(file);
   auto result = store.save_erased(*entry, value.get(), options);
   std::cout << "imported " << file.string() << " as " << result.name << "@" << result.version << " ("
@@ -296,10 +314,12 @@ int cmd_verify(const Args& a) {
   std::optional<std::string_view> ref;
   if (!a.positional.empty()) ref = a.positional[0];
   auto report = store.verify(ref, terminal_progress("verifying"));
-  for (const auto& p : report.problems) std::cerr << "amphora: " << p << "\n";
+  for (const auto& p : report.problems) std::cout << "problem: " << one_line(p) << "\n";
   if (!report.ok()) {
-    std::cerr << "amphora: verify failed: " << report.problems.size() << " problem"
-              << (report.problems.size() == 1 ? "" : "s") << " in " << store.path().string() << "\n";
+    std::size_t more = report.problems.size() - 1;
+    std::cerr << "amphora: verify failed: " << one_line(report.problems.front());
+    if (more) std::cerr << " (and " << more << " more problem" << (more == 1 ? "" : "s") << ", listed on standard output)";
+    std::cerr << "\n";
     return 4;
   }
   std::cout << "verified " << report.artifacts << " artifact" << (report.artifacts == 1 ? "" : "s") << " ("
@@ -320,12 +340,6 @@ int cmd_gc(const Args& a) {
   if (dry)
     for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";
   return 0;
-}
-
-std::string one_line(std::string text) {
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return text;
 }
 
 }  // namespace

@@ -132,6 +132,7 @@ Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
 }
 
 bool ArtifactWriter::publish(const Digest& digest) { return impl_->staging->publish(digest); }
+void ArtifactWriter::replace(const Digest& digest) { impl_->staging->replace(digest); }
 
 // ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <fcntl.h>
 #include <random>
 #include <sys/file.h>
@@ -53,10 +54,32 @@ std::uint64_t tree_bytes(const fs::path& dir) {
   return total;
 }
 
+// Entries of a directory. Any error but a missing directory throws: callers
+// such as gc must never mistake an unreadable directory for an empty one.
+std::vector<fs::directory_entry> list_dir(const fs::path& dir) {
+  std::vector<fs::directory_entry> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return out;
+  for (fs::directory_iterator end; !ec && it != end; it.increment(ec)) out.push_back(*it);
+  if (ec) throw IoError("cannot list " + dir.string() + ": " + ec.message());
+  return out;
+}
+
 void remove_tree(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
   if (ec) throw IoError("cannot remove " + path.string() + ": " + ec.message());
+}
+
+void sync_fd(int fd, const fs::path& path) {
+  if (::fsync(fd) != 0) detail::throw_errno("cannot flush", path);
+}
+
+void sync_dir(const fs::path& dir) {
+  detail::Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) detail::throw_errno("cannot open directory", dir);
+  sync_fd(fd.get(), dir);
 }
 
 class FileLease : public Lease {
@@ -74,7 +97,8 @@ class FileLease : public Lease {
 
 class LocalStagedFile : public StagedFile {
  public:
-  LocalStagedFile(detail::Fd fd, fs::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  LocalStagedFile(detail::Fd fd, fs::path path, bool durable)
+      : fd_(std::move(fd)), path_(std::move(path)), durable_(durable) {}
   void write_at(std::uint64_t offset, ConstBytes data) override {
     detail::pwrite_all(fd_.get(), data.data(), data.size(), offset, path_);
   }
@@ -84,25 +108,36 @@ class LocalStagedFile : public StagedFile {
     if (size > 0) (void)::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size));
   }
   void close() override {
+    if (durable_ && ::fdatasync(fd_.get()) != 0) detail::throw_errno("cannot flush", path_);
     if (::close(fd_.release()) != 0) detail::throw_errno("cannot close", path_);
   }
 
  private:
   detail::Fd fd_;
   fs::path path_;
+  bool durable_;
 };
 
 class LocalBackend;
 
 class LocalStaging : public Staging {
  public:
-  LocalStaging(const fs::path& root, const fs::path& tmp) : root_(root) {
-    std::string id = "stage-" + random_id();
-    lock_path_ = tmp / (id + ".lock");
-    dir_ = tmp / id;
-    lock_ = detail::Fd(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!lock_) detail::throw_errno("cannot create staging lock", lock_path_);
-    if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", lock_path_);
+  LocalStaging(const fs::path& root, const fs::path& tmp, bool durable) : root_(root), durable_(durable) {
+    for (int attempt = 0;; ++attempt) {
+      std::string id = "stage-" + random_id();
+      lock_path_ = tmp / (id + ".lock");
+      dir_ = tmp / id;
+      lock_ = detail::Fd(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (!lock_) detail::throw_errno("cannot create staging lock", lock_path_);
+      if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", lock_path_);
+      // A writer stalled between creating and locking its lock file may have
+      // had it swept as abandoned; then the path names another file, or none.
+      struct stat held {}, named {};
+      if (::fstat(lock_.get(), &held) == 0 && ::stat(lock_path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+          held.st_dev == named.st_dev)
+        break;
+      if (attempt == 3) throw IoError("cannot hold a staging lock in " + tmp.string());
+    }
     if (::mkdir(dir_.c_str(), 0755) != 0) {
       int err = errno;
       ::unlink(lock_path_.c_str());
@@ -120,10 +155,11 @@ class LocalStaging : public Staging {
 
   std::unique_ptr<StagedFile> create_file(std::string_view relpath) override {
     fs::path path = dir_ / fs::path(std::string(relpath));
+    for (fs::path sub = path.parent_path(); sub != dir_; sub = sub.parent_path()) subdirs_.push_back(sub);
     if (path.parent_path() != dir_) fs::create_directories(path.parent_path());
     detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd) detail::throw_errno("cannot create", path);
-    return std::make_unique<LocalStagedFile>(std::move(fd), path);
+    return std::make_unique<LocalStagedFile>(std::move(fd), path, durable_);
   }
 
   void write_manifest(std::string_view bytes) override {
@@ -131,6 +167,20 @@ class LocalStaging : public Staging {
     detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd) detail::throw_errno("cannot create", path);
     detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, path);
+    if (durable_) sync_fd(fd.get(), path);
+  }
+
+  // With durability on, everything staged reaches the device before the
+  // rename that publishes it, and the rename itself right after.
+  void flush_before_publish() {
+    if (!durable_) return;
+    for (const auto& sub : subdirs_) sync_dir(sub);
+    sync_dir(dir_);
+  }
+  void flush_after_publish(const fs::path& target) {
+    if (!durable_) return;
+    sync_dir(target.parent_path());
+    sync_dir(target.parent_path().parent_path());
   }
 
   bool publish(const Digest& digest) override {
@@ -139,27 +189,53 @@ class LocalStaging : public Staging {
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
     if (ec) throw IoError("cannot create " + target.parent_path().string() + ": " + ec.message());
+    flush_before_publish();
     if (::rename(dir_.c_str(), target.c_str()) == 0) {
       published_ = true;
+      flush_after_publish(target);
       return true;
     }
     if (errno == EEXIST || errno == ENOTEMPTY) return false;  // identical content is already there
     detail::throw_errno("cannot publish staged artifact to", target);
   }
 
+  void replace(const Digest& digest) override {
+    auto hex = digest.hex();
+    fs::path target = root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
+    fs::path trash = dir_.parent_path() / ("trash-" + random_id());
+    flush_before_publish();
+    bool moved = ::rename(target.c_str(), trash.c_str()) == 0;
+    if (!moved && errno != ENOENT) detail::throw_errno("cannot move damaged artifact aside", target);
+    if (::rename(dir_.c_str(), target.c_str()) != 0) {
+      int err = errno;
+      if (moved) ::rename(trash.c_str(), target.c_str());  // put back what was there
+      detail::throw_errno("cannot publish staged artifact to", target, err);
+    }
+    published_ = true;
+    flush_after_publish(target);
+    if (moved) {
+      std::error_code ec;
+      fs::remove_all(trash, ec);  // best effort: gc sweeps what is left
+    }
+  }
+
  private:
   fs::path root_, dir_, lock_path_;
+  bool durable_;
+  std::vector<fs::path> subdirs_;
   detail::Fd lock_;
   bool published_ = false;
 };
 
 class LocalBackend : public StorageBackend {
  public:
-  explicit LocalBackend(fs::path root) : root_(std::move(root)) {}
+  LocalBackend(fs::path root, bool durable) : root_(std::move(root)), durable_(durable) {}
 
   std::string location() const override { return root_.string(); }
 
-  std::unique_ptr<Staging> begin_artifact() override { return std::make_unique<LocalStaging>(root_, root_ / "tmp"); }
+  std::unique_ptr<Staging> begin_artifact() override {
+    return std::make_unique<LocalStaging>(root_, root_ / "tmp", durable_);
+  }
 
   fs::path object_dir(const Digest& d) const {
     auto hex = d.hex();
@@ -189,6 +265,9 @@ class LocalBackend : public StorageBackend {
       if (errno == ELOOP) throw CorruptData((dir / std::string(relpath)).string() + " is a symbolic link");
       detail::throw_errno("cannot open", dir / std::string(relpath));
     }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw CorruptData((dir / std::string(relpath)).string() + " is not a regular file");
     return detail::map_fd(fd.get(), dir / std::string(relpath));
   }
 
@@ -209,12 +288,11 @@ class LocalBackend : public StorageBackend {
 
   std::vector<Digest> list_artifacts() override {
     std::vector<Digest> out;
-    std::error_code ec;
-    for (fs::directory_iterator fan(root_ / "objects" / "sha256", ec), end; !ec && fan != end; fan.increment(ec)) {
-      std::error_code ec2;
-      for (fs::directory_iterator it(fan->path(), ec2), end2; !ec2 && it != end2; it.increment(ec2)) {
-        auto name = it->path().filename().string();
-        if (is_hex64(name) && name.substr(0, 2) == fan->path().filename().string())
+    for (const auto& fan : list_dir(root_ / "objects" / "sha256")) {
+      if (!fan.is_directory()) continue;
+      for (const auto& entry : list_dir(fan.path())) {
+        auto name = entry.path().filename().string();
+        if (is_hex64(name) && name.substr(0, 2) == fan.path().filename().string())
           out.push_back(Digest(Sha256Value::from_hex(name)));
       }
     }
@@ -245,6 +323,8 @@ class LocalBackend : public StorageBackend {
     fs::create_directories(dir, ec);
     if (ec) throw IoError("cannot create " + dir.string() + ": " + ec.message());
     auto versions = list_versions(name);
+    if (!versions.empty() && versions.back() == std::numeric_limits<std::uint64_t>::max())
+      throw CorruptData("name '" + std::string(name) + "' has a version file at the largest possible number");
     std::uint64_t version = versions.empty() ? 1 : versions.back() + 1;
     fs::path tmp = root_ / "tmp" / ("name-" + random_id() + ".json");
     for (;; ++version) {
@@ -255,10 +335,17 @@ class LocalBackend : public StorageBackend {
         auto text = record.dump(2) + "\n";
         detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp);
         if (::ftruncate(fd.get(), static_cast<off_t>(text.size())) != 0) detail::throw_errno("cannot truncate", tmp);
+        if (durable_) sync_fd(fd.get(), tmp);
       }
       // link() never replaces an existing file: exactly one writer wins each version.
       fs::path target = dir / (std::to_string(version) + ".json");
-      if (::link(tmp.c_str(), target.c_str()) == 0) break;
+      if (::link(tmp.c_str(), target.c_str()) == 0) {
+        if (durable_) {
+          sync_dir(dir);
+          sync_dir(dir.parent_path());
+        }
+        break;
+      }
       if (errno != EEXIST) {
         int err = errno;
         ::unlink(tmp.c_str());
@@ -271,19 +358,17 @@ class LocalBackend : public StorageBackend {
 
   std::vector<std::string> list_names() override {
     std::vector<std::string> out;
-    std::error_code ec;
-    for (fs::directory_iterator it(root_ / "names", ec), end; !ec && it != end; it.increment(ec))
-      if (it->is_directory() && !list_versions(it->path().filename().string()).empty())
-        out.push_back(it->path().filename().string());
+    for (const auto& entry : list_dir(root_ / "names"))
+      if (entry.is_directory() && !list_versions(entry.path().filename().string()).empty())
+        out.push_back(entry.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
 
   std::vector<std::uint64_t> list_versions(std::string_view name) override {
     std::vector<std::uint64_t> out;
-    std::error_code ec;
-    for (fs::directory_iterator it(name_dir(name), ec), end; !ec && it != end; it.increment(ec)) {
-      auto file = it->path().filename().string();
+    for (const auto& entry : list_dir(name_dir(name))) {
+      auto file = entry.path().filename().string();
       if (file.size() < 6 || file.compare(file.size() - 5, 5, ".json") != 0 || file[0] == '0') continue;
       std::uint64_t v = 0;
       auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);
@@ -316,6 +401,9 @@ class LocalBackend : public StorageBackend {
   std::unique_ptr<Lease> gc_lease() override {
     return std::make_unique<FileLease>(root_ / "locks" / "gc.lock", LOCK_EX);
   }
+  std::unique_ptr<Lease> repair_lease(const Digest& digest) override {
+    return std::make_unique<FileLease>(root_ / "locks" / ("repair-" + digest.hex() + ".lock"), LOCK_EX);
+  }
 
   StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) override {
     StagingSweep sweep;
@@ -332,8 +420,7 @@ class LocalBackend : public StorageBackend {
       if (!dry_run) remove_tree(p);
     };
     std::vector<fs::path> entries;
-    std::error_code ec;
-    for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+    for (const auto& entry : list_dir(tmp)) entries.push_back(entry.path());
     std::sort(entries.begin(), entries.end());
     for (const auto& p : entries) {
       auto file = p.filename().string();
@@ -360,14 +447,18 @@ class LocalBackend : public StorageBackend {
 
  private:
   fs::path root_;
+  bool durable_;
 };
 
 }  // namespace
 
-std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool create) {
+std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool create, bool durable) {
   fs::path marker = dir / kMarker;
   std::error_code ec;
-  if (!fs::exists(marker, ec)) {
+  bool exists = fs::exists(marker, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw IoError("cannot read " + marker.string() + ": " + ec.message());
+  if (!exists) {
     if (!create)
       throw NotFound(dir.string() + " is not an Amphora store (no " + kMarker + "); create one with `amphora init`");
     fs::create_directories(dir, ec);
@@ -385,7 +476,8 @@ std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool cre
     } catch (const nlohmann::json::exception& e) {
       throw CorruptData(marker.string() + " is not valid JSON: " + e.what());
     }
-    if (!doc.is_object() || doc.value("format", "") != "amphora-store" || !doc["layout_version"].is_number_integer())
+    if (!doc.is_object() || !doc.contains("format") || doc["format"] != "amphora-store" ||
+        !doc.contains("layout_version") || !doc["layout_version"].is_number_integer())
       throw CorruptData(marker.string() + " is not an Amphora store marker");
     if (doc["layout_version"].get<std::int64_t>() < 1)
       throw CorruptData(marker.string() + " has an invalid layout_version");
@@ -394,7 +486,7 @@ std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool cre
                         "; this build understands up to " + std::to_string(kLayoutVersion));
     for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) fs::create_directories(dir / sub, ec);
   }
-  return std::make_shared<LocalBackend>(fs::absolute(dir));
+  return std::make_shared<LocalBackend>(fs::absolute(dir), durable);
 }
 
 }  // namespace amphora

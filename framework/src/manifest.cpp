@@ -118,8 +118,9 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   if (!doc.is_object()) corrupt(where, "is not a JSON object");
   const auto& version = field(doc, "manifest_version", where, "manifest");
   if (!version.is_number_integer()) corrupt(where, "\"manifest_version\" is not an integer");
-  if (version.get<std::int64_t>() != kFormatVersion) {
-    if (version.get<std::int64_t>() > kFormatVersion)
+  if (version.is_number_unsigned() ? version.get<std::uint64_t>() != kFormatVersion
+                                    : version.get<std::int64_t>() != kFormatVersion) {
+    if (version.is_number_unsigned() && version.get<std::uint64_t>() > kFormatVersion)
       throw Unsupported(std::string(where) + ": manifest version " + version.dump() +
                         " was written by a newer Amphora; this build reads version " + std::to_string(kFormatVersion));
     corrupt(where, "has invalid manifest_version " + version.dump());

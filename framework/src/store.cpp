@@ -123,18 +123,22 @@ struct Store::Impl {
     throw NotFound("no name or artifact '" + std::string(ref) + "' in store " + path.string());
   }
 
-  // Cheap check that a stored artifact still has every file at its size.
-  bool intact_shape(const Digest& digest, const Manifest& expected) const {
+  // Cheap check that a stored artifact lost a file or bytes. Only damage
+  // counts: an I/O failure (say, out of file descriptors) propagates rather
+  // than condemn a good copy.
+  bool damaged(const Digest& digest, const Manifest& expected) const {
     try {
-      if (backend->read_manifest(digest) != expected.canonical()) return false;
+      if (backend->read_manifest(digest) != expected.canonical()) return true;
       std::vector<std::string> want;
       for (const auto& f : expected.files) {
-        if (backend->map_file(digest, f.path)->size() != f.size) return false;
+        if (backend->map_file(digest, f.path)->size() != f.size) return true;
         want.push_back(f.path);
       }
-      return backend->list_files(digest) == want;
-    } catch (const Error&) {
-      return false;
+      return backend->list_files(digest) != want;
+    } catch (const CorruptData&) {
+      return true;
+    } catch (const NotFound&) {
+      return true;
     }
   }
 
@@ -154,7 +158,9 @@ Store::Store(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store Store::open(const fs::path& dir, OpenOptions options) {
   auto impl = std::make_shared<Impl>();
   impl->path = dir;
-  impl->backend = open_local_backend(dir, options.create);
+  const char* env = std::getenv("AMPHORA_DURABLE");
+  bool durable = options.durable || (env && std::string_view(env) == "1");
+  impl->backend = open_local_backend(dir, options.create, durable);
   impl->registry = options.registry ? std::move(options.registry) : std::make_shared<Registry>();
   return Store(std::move(impl));
 }
@@ -171,6 +177,11 @@ const std::shared_ptr<StorageBackend>& Store::backend() const { return impl_->ba
 SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options) {
   if (!options.name.empty()) validate_name(options.name);
   if (!options.provenance.is_object()) throw InvalidArgument("SaveOptions::provenance must be a JSON object");
+  try {
+    (void)options.provenance.dump();  // fail before writing anything, not after publishing
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("SaveOptions::provenance cannot be stored: ") + e.what());
+  }
   ArtifactWriter writer(impl_->backend->begin_artifact(), options);
   entry.save(value, writer);
   Manifest manifest = writer.finish(entry.name, entry.version);
@@ -181,10 +192,14 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
   // shared lease keeps gc from collecting it in that window.
   auto lease = impl_->backend->publish_lease();
   result.created = writer.publish(result.digest);
-  if (!result.created && !impl_->intact_shape(result.digest, manifest)) {
-    // The stored copy lost files or bytes; ours is complete, so it takes its place.
-    impl_->backend->remove_artifact(result.digest);
-    result.created = writer.publish(result.digest);
+  if (!result.created && impl_->damaged(result.digest, manifest)) {
+    // The stored copy lost files or bytes; ours is complete, so it takes its
+    // place. One repairer per digest, and only if still damaged once it may.
+    auto repair = impl_->backend->repair_lease(result.digest);
+    if (impl_->damaged(result.digest, manifest)) {
+      writer.replace(result.digest);
+      result.created = true;
+    }
   }
   if (!options.name.empty()) {
     nlohmann::json record = options.provenance;
@@ -284,7 +299,12 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
     Item item{d, {}, std::nullopt};
     std::string label = "artifact " + d.str();
     try {
-      item.bytes = backend.read_manifest(d);
+      try {
+        item.bytes = backend.read_manifest(d);
+      } catch (const NotFound&) {
+        if (!ref && !backend.has_artifact(d)) continue;  // collected by a concurrent gc since listed
+        throw;
+      }
       if (Sha256::of(item.bytes) != d.value()) {
         report.problems.push_back(label + ": manifest.json does not hash to the artifact's digest (found sha256:" +
                                   Sha256::of(item.bytes).hex() + ")");

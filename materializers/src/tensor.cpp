@@ -148,11 +148,8 @@ Tensor Tensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
 
 std::size_t Tensor::row_bytes() const {
   if (shape_.empty()) return nbytes();
-  if (shape_[0] == 0) {
-    std::uint64_t inner = dtype_size(dtype_);
-    for (std::size_t k = 1; k < shape_.size(); ++k) inner *= static_cast<std::uint64_t>(shape_[k]);
-    return static_cast<std::size_t>(inner);
-  }
+  if (shape_[0] == 0)  // checked: Make() accepted these dimensions only because the product is 0
+    return static_cast<std::size_t>(checked_element_count(std::span(shape_).subspan(1), dtype_) * dtype_size(dtype_));
   return nbytes() / static_cast<std::size_t>(shape_[0]);
 }
 
@@ -358,8 +355,10 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
   for (std::size_t k = 0; k <= chunks; ++k) {
     std::uint64_t expect_raw = k == 0 ? 0 : std::min<std::uint64_t>(kHeaderBytes + (k - 1) * kChunkBytes, kHeaderBytes + l.nbytes);
     if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
-    if (k > 0 && ix.packed[k] < ix.packed[k - 1] + detail::kFrameOverhead)
-      throw CorruptData(where + ": chunk " + std::to_string(k - 1) + " has an impossible packed size");
+    // Written without additions, which a hostile offset near 2^64 would wrap.
+    if (ix.packed[k] > ix.file->size() ||
+        (k > 0 && (ix.packed[k] < ix.packed[k - 1] || ix.packed[k] - ix.packed[k - 1] < detail::kFrameOverhead)))
+      throw CorruptData(where + ": chunk " + std::to_string(k == 0 ? 0 : k - 1) + " has an impossible packed offset or size");
   }
   if (ix.packed.front() != 0 || ix.packed.back() != ix.file->size())
     throw CorruptData(where + " does not cover " + std::string(kPackedFile) + " (" + std::to_string(ix.file->size()) +
@@ -401,6 +400,12 @@ void check_expansion(const ArtifactReader& in, const Layout& l, const ChunkIndex
                       std::to_string(l.nbytes) + " bytes of tensor data");
 }
 
+void check_packed_header(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix) {
+  std::vector<std::byte> header(kHeaderBytes);
+  detail::decode_frame({ix.file->data(), ix.packed[1]}, header, in.label() + ": " + std::string(kPackedFile) + " chunk 0");
+  check_header(l, header, in, kPackedFile);
+}
+
 }  // namespace
 
 void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
@@ -436,9 +441,7 @@ Tensor materializer<Tensor>::load(ArtifactReader& in) {
   }
   ChunkIndex ix = read_index(in, l);
   check_expansion(in, l, ix);
-  std::vector<std::byte> header(kHeaderBytes);
-  detail::decode_frame({ix.file->data(), ix.packed[1]}, header, in.label() + ": " + std::string(kPackedFile) + " chunk 0");
-  check_header(l, header, in, kPackedFile);
+  check_packed_header(in, l, ix);
   auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
   decode_range(in, l, ix, 0, l.nbytes, data->mutable_data());
   return Tensor::Make(l.dtype, l.shape, std::move(data));
@@ -458,6 +461,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
   ChunkIndex ix = read_index(in, l);
   check_expansion(in, l, ix);
+  check_packed_header(in, l, ix);
   auto shape = l.shape;
   shape[0] = end - begin;
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));

@@ -192,9 +192,19 @@ TEST_CASE("Corrupt LZ4 chunks and indexes are detected", "[bad][lz4]") {
     overwrite(obj / "tensor.npy.lz4", frame_begin(3) + 15, std::string("\xff\xff\x0f\x00", 4));
     CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("chunk 3"));
   }
+  const std::uint64_t index_data = parse_npy_header(Buffer::map_file(obj / "tensor.chunks.npy")->bytes(), "index").data_offset;
+  auto set_packed_offset = [&](std::size_t k, std::uint64_t value) {
+    std::string bytes(8, '\0');
+    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>(value >> (8 * b));
+    overwrite(obj / "tensor.chunks.npy", index_data + 16 * k, bytes);
+  };
   SECTION("an index pointing outside the file") {
-    std::string big(8, '\xff');
-    overwrite(obj / "tensor.chunks.npy", 64 + 16 * 2, big);
+    set_packed_offset(2, ~std::uint64_t{0} - 7);  // wraps around if added to
+    CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("impossible packed offset"));
+    CHECK_THROWS_WITH(load_tensor_rows(reader, 300, 400), Catch::Contains("impossible packed offset"));
+  }
+  SECTION("an index whose offsets run backwards") {
+    set_packed_offset(3, frame_begin(2) - 1);
     CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
   }
   SECTION("a truncated compressed payload") {

@@ -302,3 +302,33 @@ TEST_CASE("A failing materializer leaves nothing behind", "[store]") {
   CHECK_FALSE(fs::exists(dir / "evil"));
   CHECK_FALSE(fs::exists(dir / "tmp/evil"));
 }
+
+TEST_CASE("A durable store flushes and still behaves the same", "[store]") {
+  struct Nested {};
+  test::TempDir dir;
+  Store store = Store::open(dir.path(), {.create = true, .registry = test::builtin_registry(), .durable = true});
+  MaterializerEntry e;
+  e.name = "test.nested";
+  e.version = 1;
+  e.type = typeid(Nested);
+  e.save = [](const void*, ArtifactWriter& out) {
+    out.write_file("a/b/c.bin", ConstBytes(reinterpret_cast<const std::byte*>("abc"), 3));
+    out.write_file("top.bin", ConstBytes());
+  };
+  e.load = [](ArtifactReader& in) -> std::shared_ptr<void> {
+    if (in.map("a/b/c.bin")->size() != 3) throw CorruptData("short");
+    return std::make_shared<Nested>();
+  };
+  store.registry().add_entry(e);
+  Tensor t = test::random_tensor(DType::float32, {300, 300}, 1);
+  auto saved = store.save(t, {.name = "t"});
+  auto nested = store.save(Nested{}, {.name = "n"});
+  CHECK(store.load<Tensor>("t").bit_equal(t));
+  CHECK(store.load_erased("n") != nullptr);
+  CHECK(store.verify().ok());
+  fs::remove(test::object_dir(dir.path(), saved.digest) / "tensor.npy");
+  CHECK(store.save(t, {.name = "t"}).created);  // repaired
+  CHECK(store.verify().ok());
+  CHECK(store.gc().kept == 2);
+  (void)nested;
+}

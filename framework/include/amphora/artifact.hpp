@@ -102,6 +102,8 @@ class ArtifactWriter {
   Manifest finish(std::string_view materializer, int version);
   /// Used by Store: publishes the finished artifact; false when it already existed.
   bool publish(const Digest& digest);
+  /// Used by Store: publishes the finished artifact in place of a damaged copy.
+  void replace(const Digest& digest);
 
  private:
   friend class FileStream;

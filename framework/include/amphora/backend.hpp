@@ -43,6 +43,9 @@ class Staging {
   /// Atomically makes the artifact visible under `digest`. Returns false when
   /// an artifact with that digest already existed (the staged copy is dropped).
   virtual bool publish(const Digest& digest) = 0;
+  /// Atomically puts the staged artifact in place of an existing (damaged)
+  /// one with the same digest. Call only while holding repair_lease(digest).
+  virtual void replace(const Digest& digest) = 0;
 };
 
 /// Held while it lives; released on destruction.
@@ -92,12 +95,19 @@ class StorageBackend {
   virtual std::unique_ptr<Lease> publish_lease() = 0;
   /// Exclusive lease held by gc.
   virtual std::unique_ptr<Lease> gc_lease() = 0;
+  /// Exclusive per-digest lease held while replacing a damaged artifact.
+  virtual std::unique_ptr<Lease> repair_lease(const Digest& digest) = 0;
   /// Removes staging areas whose writer is gone and which are older than `grace`.
   virtual StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) = 0;
 };
 
-/// Opens (or, with `create`, initialises) a store directory on the local file system.
-/// Throws NotFound when the directory is not a store and `create` is false.
-std::shared_ptr<StorageBackend> open_local_backend(const std::filesystem::path& dir, bool create);
+/// Opens (or, with `create`, initialises) a store directory on the local file
+/// system. With `durable`, file contents and directory entries are flushed to
+/// the device (fdatasync/fsync) before anything that depends on them is
+/// published, so a power loss cannot expose a published artifact or name whose
+/// data never reached the disk. Throws NotFound when the directory is not a
+/// store and `create` is false.
+std::shared_ptr<StorageBackend> open_local_backend(const std::filesystem::path& dir, bool create,
+                                                   bool durable = false);
 
 }  // namespace amphora

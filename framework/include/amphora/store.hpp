@@ -58,6 +58,10 @@ class Store {
   struct OpenOptions {
     bool create = false;                 ///< initialise the directory if it is not a store yet
     std::shared_ptr<Registry> registry;  ///< materializers to use; empty = a new, empty registry
+    /// Flush data and directories to the device before publishing (survives
+    /// power loss, at disk speed). Off by default: publishing is then atomic
+    /// against process crashes and kill -9. $AMPHORA_DURABLE=1 also turns it on.
+    bool durable = false;
   };
 
   /// Opens the store at `dir`. Throws NotFound when it is not a store and
