@@ -260,7 +260,7 @@ void hash_write_limit(const Tensor& t, const Options& o) {
     amphora::ConstBytes whole(t.data(), t.nbytes());
     t0 = Clock::now();
     auto digests = amphora::detail::hash_pieces(amphora::detail::PartList({&whole, 1}),
-                                                amphora::Manifest::kDefaultPieceSize, {});
+                                                amphora::Manifest::piece_size_for(t.nbytes()), {});
     pieces.push_back(seconds_since(t0));
     asm volatile("" : : "r"(digests.data()) : "memory");
     fs::path f = o.dir / "write-probe.bin";

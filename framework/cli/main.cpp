@@ -223,14 +223,13 @@ int cmd_show(const Args& a) {
     for (const auto& f : m.files) {
       nlohmann::json pieces = nlohmann::json::array();
       for (const auto& p : f.pieces) pieces.push_back(p.hex());
-      files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", pieces}});
+      files.push_back({{"path", f.path}, {"size", f.size}, {"piece_size", f.piece_size}, {"sha256", pieces}});
     }
     nlohmann::json out = {{"digest", reader.digest().str()},
                           {"materializer", {{"name", m.materializer}, {"version", m.materializer_version}}},
                           {"registered", registered != nullptr},
                           {"names", names},
                           {"payload_bytes", m.payload_bytes()},
-                          {"piece_size", m.piece_size},
                           {"files", files},
                           {"meta", m.meta}};
     std::cout << out.dump(2) << "\n";

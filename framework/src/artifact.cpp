@@ -31,7 +31,7 @@ Compression parse_compression(std::string_view text) {
 struct ArtifactWriter::Impl {
   std::unique_ptr<Staging> staging;
   SaveOptions options;
-  std::uint64_t piece_size;
+  std::uint64_t min_piece_size;
   nlohmann::json meta = nlohmann::json::object();
   std::mutex mutex;
   std::vector<FileEntry> files;
@@ -57,8 +57,9 @@ struct ArtifactWriter::Impl {
   /// digests to `out`. Hashed ranges are queued and written by whichever
   /// thread finds the file free, so no thread waits on another's write
   /// (buffered writes to one file serialize in the kernel anyway).
-  void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t file_offset,
-                    std::vector<Sha256Value>& out, const ArtifactWriter::Observer& observe = {}) {
+  void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t piece_size,
+                    std::uint64_t file_offset, std::vector<Sha256Value>& out,
+                    const ArtifactWriter::Observer& observe = {}) {
     struct Pending {
       std::uint64_t at;
       ConstBytes bytes;
@@ -90,11 +91,12 @@ struct ArtifactWriter::Impl {
   }
 };
 
-ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options, std::uint64_t piece_size)
+ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
+                               std::uint64_t min_piece_size)
     : impl_(std::make_unique<Impl>()) {
   impl_->staging = std::move(staging);
   impl_->options = options;
-  impl_->piece_size = piece_size;
+  impl_->min_piece_size = min_piece_size;
 }
 
 ArtifactWriter::~ArtifactWriter() = default;
@@ -105,8 +107,9 @@ void ArtifactWriter::write_file(std::string_view path, std::span<const ConstByte
   FileEntry entry;
   entry.path = std::string(path);
   for (const auto& p : parts) entry.size += p.size();
+  entry.piece_size = Manifest::piece_size_for(entry.size, impl_->min_piece_size);
   file->reserve(entry.size);
-  impl_->write_pieces(*file, parts, 0, entry.pieces, observe);
+  impl_->write_pieces(*file, parts, entry.piece_size, 0, entry.pieces, observe);
   file->close();
   impl_->record(std::move(entry));
 }
@@ -122,7 +125,6 @@ Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
   Manifest m;
   m.materializer = std::string(materializer);
   m.materializer_version = version;
-  m.piece_size = impl_->piece_size;
   m.files = impl_->files;
   std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
   if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
@@ -149,7 +151,7 @@ struct FileStream::Impl {
     file->write_at(entry.size, data);
     entry.size += data.size();
     partial_fill += data.size();
-    if (partial_fill == writer->piece_size) {
+    if (partial_fill == entry.piece_size) {
       entry.pieces.push_back(partial.finish());
       partial_fill = 0;
     }
@@ -170,7 +172,7 @@ FileStream::~FileStream() {
 void FileStream::append(std::span<const ConstBytes> parts) {
   auto& s = *impl_;
   if (s.closed) throw InvalidArgument("append to closed payload stream '" + s.entry.path + "'");
-  const std::uint64_t piece = s.writer->piece_size;
+  const std::uint64_t piece = s.entry.piece_size;
   std::vector<ConstBytes> rest(parts.begin(), parts.end());
   std::uint64_t remaining = 0;
   for (const auto& p : rest) remaining += p.size();
@@ -197,7 +199,7 @@ void FileStream::append(std::span<const ConstBytes> parts) {
       span_parts.push_back(rest[i].first(k));
       need -= k;
     }
-    s.writer->write_pieces(*s.file, span_parts, s.entry.size, s.entry.pieces);
+    s.writer->write_pieces(*s.file, span_parts, piece, s.entry.size, s.entry.pieces);
     s.entry.size += whole;
     // Advance past the bytes just written.
     std::uint64_t skip = whole;
@@ -225,12 +227,13 @@ void FileStream::close() {
   s.writer->files.push_back(std::move(s.entry));
 }
 
-FileStream ArtifactWriter::open_stream(std::string_view path) {
+FileStream ArtifactWriter::open_stream(std::string_view path, std::uint64_t size_hint) {
   impl_->reserve_path(path);
   auto stream = std::make_unique<FileStream::Impl>();
   stream->writer = impl_.get();
   stream->file = impl_->staging->create_file(path);
   stream->entry.path = std::string(path);
+  stream->entry.piece_size = Manifest::piece_size_for(size_hint, impl_->min_piece_size);
   {
     std::lock_guard lock(impl_->mutex);
     ++impl_->open_streams;

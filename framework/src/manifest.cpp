@@ -8,8 +8,8 @@ namespace amphora {
 namespace {
 
 constexpr std::size_t kMaxFiles = 1u << 20;
-constexpr std::uint64_t kMinPieceSize = 4096;
-constexpr std::uint64_t kMaxPieceSize = 1ull << 30;
+constexpr std::uint64_t kSmallestPiece = 4096;
+constexpr std::uint64_t kLargestPiece = 1ull << 40;
 
 [[noreturn]] void corrupt(std::string_view where, const std::string& what) {
   throw CorruptData(std::string(where) + ": manifest.json " + what);
@@ -50,6 +50,12 @@ nlohmann::json parse_untrusted_json(std::string_view text) {
   });
 }
 
+std::uint64_t Manifest::piece_size_for(std::uint64_t size, std::uint64_t min_piece_size) {
+  std::uint64_t piece = min_piece_size;
+  while (piece < kLargestPiece && piece_count(size, piece) > kMaxPieces) piece *= 2;
+  return piece;
+}
+
 std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size) {
   return size == 0 ? 1 : (size - 1) / piece_size + 1;
 }
@@ -81,12 +87,11 @@ std::string Manifest::canonical() const {
   for (const auto& f : files) {
     nlohmann::json pieces = nlohmann::json::array();
     for (const auto& p : f.pieces) pieces.push_back(p.hex());
-    files_json.push_back({{"path", f.path}, {"sha256", std::move(pieces)}, {"size", f.size}});
+    files_json.push_back({{"path", f.path}, {"piece_size", f.piece_size}, {"sha256", std::move(pieces)}, {"size", f.size}});
   }
   nlohmann::json doc = {
       {"manifest_version", kFormatVersion},
       {"materializer", {{"name", materializer}, {"version", materializer_version}}},
-      {"piece_size", piece_size},
       {"files", std::move(files_json)},
       {"meta", meta},
   };
@@ -125,7 +130,7 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
                         " was written by a newer Amphora; this build reads version " + std::to_string(kFormatVersion));
     corrupt(where, "has invalid manifest_version " + version.dump());
   }
-  expect_keys(doc, {"manifest_version", "materializer", "piece_size", "files", "meta"}, where, "manifest");
+  expect_keys(doc, {"manifest_version", "materializer", "files", "meta"}, where, "manifest");
 
   Manifest m;
   const auto& mat = field(doc, "materializer", where, "manifest");
@@ -139,9 +144,6 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   if (mat_version < 1 || mat_version > 1'000'000) corrupt(where, "materializer version is out of range");
   m.materializer_version = static_cast<int>(mat_version);
 
-  m.piece_size = unsigned_field(doc, "piece_size", where, "manifest");
-  if (m.piece_size < kMinPieceSize || m.piece_size > kMaxPieceSize)
-    corrupt(where, "piece_size " + std::to_string(m.piece_size) + " is outside [4096, 2^30]");
 
   const auto& meta = field(doc, "meta", where, "manifest");
   if (!meta.is_object()) corrupt(where, "\"meta\" is not an object");
@@ -152,19 +154,23 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   if (files.size() > kMaxFiles) corrupt(where, "lists more than " + std::to_string(kMaxFiles) + " files");
   for (const auto& f : files) {
     if (!f.is_object()) corrupt(where, "has a file entry that is not an object");
-    expect_keys(f, {"path", "size", "sha256"}, where, "file entry");
+    expect_keys(f, {"path", "size", "piece_size", "sha256"}, where, "file entry");
     const auto& path = field(f, "path", where, "file entry");
     if (!path.is_string()) corrupt(where, "has a file path that is not a string");
     FileEntry entry;
     entry.path = path.get<std::string>();
     validate_artifact_path(entry.path, where);
     entry.size = unsigned_field(f, "size", where, "file '" + entry.path + "'");
+    entry.piece_size = unsigned_field(f, "piece_size", where, "file '" + entry.path + "'");
+    if (entry.piece_size < kSmallestPiece || entry.piece_size > kLargestPiece)
+      corrupt(where, "file '" + entry.path + "' piece_size " + std::to_string(entry.piece_size) +
+                         " is outside [4096, 2^40]");
     const auto& pieces = field(f, "sha256", where, "file '" + entry.path + "'");
     if (!pieces.is_array()) corrupt(where, "file '" + entry.path + "' sha256 is not an array");
-    if (pieces.size() != piece_count(entry.size, m.piece_size))
+    if (pieces.size() != piece_count(entry.size, entry.piece_size))
       corrupt(where, "file '" + entry.path + "' lists " + std::to_string(pieces.size()) + " piece digests, but " +
                          std::to_string(entry.size) + " bytes make " +
-                         std::to_string(piece_count(entry.size, m.piece_size)) + " pieces");
+                         std::to_string(piece_count(entry.size, entry.piece_size)) + " pieces");
     entry.pieces.reserve(pieces.size());
     for (const auto& p : pieces) {
       if (!p.is_string()) corrupt(where, "file '" + entry.path + "' has a non-string digest");

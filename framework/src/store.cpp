@@ -347,12 +347,12 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
         continue;
       }
       ConstBytes whole = data->bytes();
-      auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), m.piece_size, {});
+      auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), f.piece_size, {});
       done += f.size;
       for (std::size_t k = 0; k < actual.size(); ++k)
         if (actual[k] != f.pieces[k])
           report.problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
-                                    std::to_string(k * m.piece_size) + "..) does not match its SHA-256");
+                                    std::to_string(k * f.piece_size) + "..) does not match its SHA-256");
       report.bytes += f.size;
       if (progress) progress(done.load(), total);
     }

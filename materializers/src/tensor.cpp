@@ -238,7 +238,8 @@ void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out
   const std::size_t chunks = 1 + data_chunks(t.nbytes());
   std::vector<std::uint64_t> index;
   index.reserve(2 * (chunks + 1));
-  FileStream stream = out.open_stream(kPackedFile);
+  // Frames never exceed their content by more than their 23-byte overhead.
+  FileStream stream = out.open_stream(kPackedFile, header.size() + t.nbytes() + chunks * detail::kFrameOverhead);
   std::vector<std::vector<std::byte>> frames(std::min(kWindowChunks, chunks));
   std::uint64_t stored_raw = 0;
   std::uint64_t raw_offset = 0;

@@ -29,7 +29,15 @@ CLI = os.environ.get("AMPHORA_CLI", "")
 
 HEADER_BYTES = 4096
 CHUNK_BYTES = 1 << 20
-PIECE_SIZE = 2 * 1024 * 1024  # the writer's default piece size (docs/FORMAT.md)
+MIN_PIECE = 2 * 1024 * 1024  # writers' piece size, doubled until a file has at most 256 pieces (docs/FORMAT.md)
+MAX_PIECES = 256
+
+
+def expected_piece_size(size):
+    piece = MIN_PIECE
+    while max(1, -(-size // piece)) > MAX_PIECES:
+        piece *= 2
+    return piece
 AUTO_MIN_BYTES = 64 << 10
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
@@ -628,12 +636,9 @@ class DigestTest(StoreTestCase):
                 # canonical form: sorted keys, no whitespace
                 canon = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
                 self.assertEqual(canon.encode(), mbytes)
-                self.assertEqual(sorted(manifest), ["files", "manifest_version", "materializer", "meta",
-                                                    "piece_size"])
+                self.assertEqual(sorted(manifest), ["files", "manifest_version", "materializer", "meta"])
                 self.assertEqual(manifest["manifest_version"], 1)
                 self.assertEqual(manifest["materializer"], {"name": "amphora.tensor", "version": 1})
-                self.assertEqual(manifest["piece_size"], PIECE_SIZE)
-                self.assertEqual(info["piece_size"], PIECE_SIZE)
                 self.assertEqual(manifest["meta"], info["meta"])
                 self.assertEqual(manifest["files"], info["files"])
                 present = sorted(os.listdir(d))
@@ -643,11 +648,14 @@ class DigestTest(StoreTestCase):
                     with open(p, "rb") as f:
                         data = f.read()
                     self.assertEqual(len(data), entry["size"])
-                    pieces = [hashlib.sha256(data[i:i + PIECE_SIZE]).hexdigest()
-                              for i in range(0, len(data), PIECE_SIZE)] or [hashlib.sha256(b"").hexdigest()]
+                    piece = entry["piece_size"]
+                    if entry["path"] != "tensor.npy.lz4":  # a stream's piece size follows its size hint
+                        self.assertEqual(piece, expected_piece_size(len(data)), entry["path"])
+                    pieces = [hashlib.sha256(data[i:i + piece]).hexdigest()
+                              for i in range(0, len(data), piece)] or [hashlib.sha256(b"").hexdigest()]
                     self.assertEqual(entry["sha256"], pieces, entry["path"])
-                    self.assertEqual(len(entry["sha256"]), max(1, -(-len(data) // PIECE_SIZE)))
-                    if len(data) <= PIECE_SIZE:
+                    self.assertEqual(len(entry["sha256"]), max(1, -(-len(data) // piece)))
+                    if len(data) <= piece:
                         # sha256sum-style: the whole file's hash is the single piece
                         self.assertEqual(hashlib.sha256(data).hexdigest(), entry["sha256"][0])
                     else:

@@ -46,7 +46,7 @@ std::string tensor_manifest(const nlohmann::json& meta, const std::string& file,
   Manifest m;
   m.materializer = "amphora.tensor";
   m.materializer_version = 1;
-  m.files.push_back({file, bytes.size(), {Sha256::of(bytes)}});
+  m.files.push_back({file, bytes.size(), Manifest::piece_size_for(bytes.size()), {Sha256::of(bytes)}});
   m.meta = meta;
   return m.canonical();
 }

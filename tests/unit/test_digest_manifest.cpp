@@ -33,9 +33,8 @@ Manifest sample_manifest() {
   Manifest m;
   m.materializer = "test.sample";
   m.materializer_version = 2;
-  m.piece_size = 4096;
-  m.files.push_back({"a.bin", 5000, {Sha256::of("x"), Sha256::of("y")}});
-  m.files.push_back({"dir/b.bin", 0, {Sha256::of("")}});
+  m.files.push_back({"a.bin", 5000, 4096, {Sha256::of("x"), Sha256::of("y")}});
+  m.files.push_back({"dir/b.bin", 0, 4096, {Sha256::of("")}});
   m.meta = {{"zeta", 1}, {"alpha", {{"y", 2.5}, {"x", "text"}}}};
   return m;
 }
@@ -45,7 +44,7 @@ TEST_CASE("Manifests have one canonical form with sorted keys", "[manifest]") {
   Manifest m = sample_manifest();
   std::string text = m.canonical();
   CHECK(text.find(' ') == std::string::npos);
-  CHECK(text.rfind("{\"files\":[{\"path\":\"a.bin\",\"sha256\":[", 0) == 0);
+  CHECK(text.rfind("{\"files\":[{\"path\":\"a.bin\",\"piece_size\":4096,\"sha256\":[", 0) == 0);
   CHECK(text.find("\"meta\":{\"alpha\":{\"x\":\"text\",\"y\":2.5},\"zeta\":1}") != std::string::npos);
   Manifest back = Manifest::parse(text, "test");
   CHECK(back.canonical() == text);
@@ -90,8 +89,11 @@ TEST_CASE("Manifest parsing rejects malformed and unsafe manifests", "[manifest]
   j["files"][0]["size"] = -5;
   expect_corrupt(j, "non-negative integer");
   j = doc;
-  j["piece_size"] = 7;
+  j["files"][0]["piece_size"] = 7;
   expect_corrupt(j, "piece_size");
+  j = doc;
+  j["piece_size"] = 4096;  // belongs to each file, not the manifest
+  expect_corrupt(j, "unknown field \"piece_size\"");
   j = doc;
   j["files"][0]["sha256"][0] = "zz";
   expect_corrupt(j, "64 digits");

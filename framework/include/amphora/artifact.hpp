@@ -71,7 +71,7 @@ class FileStream {
 class ArtifactWriter {
  public:
   ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
-                 std::uint64_t piece_size = Manifest::kDefaultPieceSize);
+                 std::uint64_t min_piece_size = Manifest::kMinPieceSize);
   ~ArtifactWriter();
   ArtifactWriter(const ArtifactWriter&) = delete;
   ArtifactWriter& operator=(const ArtifactWriter&) = delete;
@@ -90,8 +90,9 @@ class ArtifactWriter {
   }
   void write_file(std::string_view path, ConstBytes data) { write_file(path, {data}); }
 
-  /// Opens a file to be written sequentially.
-  FileStream open_stream(std::string_view path);
+  /// Opens a file to be written sequentially. `size_hint`, an upper bound of
+  /// its final size if known, keeps the number of pieces small for big files.
+  FileStream open_stream(std::string_view path, std::uint64_t size_hint = 0);
 
   /// The materializer's metadata object, stored (and hashed) in the manifest.
   nlohmann::json& meta();

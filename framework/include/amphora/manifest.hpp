@@ -18,17 +18,23 @@ namespace amphora {
 struct FileEntry {
   std::string path;
   std::uint64_t size = 0;
+  std::uint64_t piece_size = 0;
   std::vector<Sha256Value> pieces;
 };
 
 /// Parsed, validated manifest. Value type.
 struct Manifest {
   static constexpr int kFormatVersion = 1;
-  static constexpr std::uint64_t kDefaultPieceSize = 2u << 20;
+  /// Writers use pieces of this size, doubled until a file has at most
+  /// kMaxPieces of them: enough pieces for every core to hash, few enough
+  /// that a manifest stays small (and quick to open) whatever the file size.
+  static constexpr std::uint64_t kMinPieceSize = 2u << 20;
+  static constexpr std::uint64_t kMaxPieces = 256;
+  /// The piece size writers use for a file of `size` bytes.
+  static std::uint64_t piece_size_for(std::uint64_t size, std::uint64_t min_piece_size = kMinPieceSize);
 
   std::string materializer;       ///< stable materializer name, e.g. "amphora.tensor"
   int materializer_version = 0;   ///< that materializer's payload format version
-  std::uint64_t piece_size = kDefaultPieceSize;
   std::vector<FileEntry> files;   ///< sorted by path
   nlohmann::json meta = nlohmann::json::object();  ///< materializer's summary (shape, dtype, stats...)
 
