@@ -158,3 +158,15 @@ TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are 
     }
   }
 }
+
+TEST_CASE("Files get at most 256 pieces of at least 2 MiB", "[digest][pieces]") {
+  constexpr std::uint64_t MiB = 1u << 20;
+  CHECK(Manifest::piece_size_for(0) == 2 * MiB);
+  CHECK(Manifest::piece_size_for(512 * MiB) == 2 * MiB);
+  CHECK(Manifest::piece_size_for(512 * MiB + 1) == 4 * MiB);
+  CHECK(Manifest::piece_size_for(1024 * MiB) == 4 * MiB);
+  CHECK(Manifest::piece_size_for(1ull << 40) == 4096 * MiB);
+  for (std::uint64_t size : {std::uint64_t{1}, 100 * MiB, 3000 * MiB, std::uint64_t{(1ull << 40) + 5}})
+    CHECK(piece_count(size, Manifest::piece_size_for(size)) <= Manifest::kMaxPieces);
+  CHECK(Manifest::piece_size_for(100, 4096) == 4096);
+}
