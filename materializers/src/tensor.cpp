@@ -430,7 +430,7 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   meta["stats"] = stats.finish();
 }
 
-Tensor materializer<Tensor>::load(ArtifactReader& in) {
+Tensor materializer<Tensor>::load(const ArtifactReader& in) {
   Layout l = read_layout(in);
   if (!l.packed) {
     auto file = in.map(kRawFile);
@@ -455,7 +455,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
     throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
                           ") are outside [0, " + std::to_string(l.shape[0]) + ")");
   if (!l.packed) {
-    Tensor whole = materializer<Tensor>::load(const_cast<ArtifactReader&>(in));
+    Tensor whole = materializer<Tensor>::load(in);
     return whole.rows(begin, end);
   }
   std::uint64_t row = dtype_size(l.dtype);

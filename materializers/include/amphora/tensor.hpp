@@ -160,7 +160,7 @@ struct materializer<Tensor> {
   /// Honors out.options().compression; see docs/FORMAT.md for the encodings.
   static void save(const Tensor& tensor, ArtifactWriter& out);
   /// Zero-copy for uncompressed payloads; parallel decompression otherwise.
-  static Tensor load(ArtifactReader& in);
+  static Tensor load(const ArtifactReader& in);
 };
 
 /// Reads rows [begin, end) along the first axis of a stored tensor, touching
