@@ -277,7 +277,12 @@ int cmd_import(const Args& a) {
   options.provenance = {{"imported_from", nlohmann::json::parse(nlohmann::json(fs::absolute(file).string())
                                                                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))}};
   auto value = format->read(file);
+  if (auto show = terminal_progress("importing")) {
+    std::uint64_t total = fs::file_size(file);
+    options.progress = [show, total](std::uint64_t done) { show(std::min(done, total), total); };
+  }
   auto result = store.save_erased(*entry, value.get(), options);
+  if (options.progress) options.progress(~std::uint64_t{0});  // clears the progress line
   std::cout << "imported " << file.string() << " as " << result.name << "@" << result.version << " ("
             << result.digest.str() << ")" << (result.created ? "" : " [identical content was already stored]")
             << "\n";

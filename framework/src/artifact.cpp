@@ -38,6 +38,15 @@ struct ArtifactWriter::Impl {
   std::set<std::string, std::less<>> paths;
   int open_streams = 0;
   bool finished = false;
+  std::mutex progress_mutex;
+  std::uint64_t written = 0;
+
+  void report(std::uint64_t bytes) {
+    if (!options.progress) return;
+    std::lock_guard lock(progress_mutex);
+    written += bytes;
+    options.progress(written);
+  }
 
   void reserve_path(std::string_view path) {
     validate_artifact_path(path, "new artifact");
@@ -74,7 +83,12 @@ struct ArtifactWriter::Impl {
           batch.swap(queue);
         }
         if (batch.empty()) return;
-        for (const auto& p : batch) file.write_at(file_offset + p.at, p.bytes);
+        std::uint64_t bytes = 0;
+        for (const auto& p : batch) {
+          file.write_at(file_offset + p.at, p.bytes);
+          bytes += p.bytes.size();
+        }
+        report(bytes);
       }
     };
     auto digests = detail::hash_pieces(detail::PartList(parts), piece_size, [&](std::uint64_t at, ConstBytes bytes) {
@@ -149,6 +163,7 @@ struct FileStream::Impl {
   void append_partial(ConstBytes data) {
     partial.update(data);
     file->write_at(entry.size, data);
+    writer->report(data.size());
     entry.size += data.size();
     partial_fill += data.size();
     if (partial_fill == entry.piece_size) {

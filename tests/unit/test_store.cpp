@@ -4,6 +4,7 @@
 
 #include <sys/file.h>
 #include <fcntl.h>
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <unistd.h>
@@ -331,4 +332,19 @@ TEST_CASE("A durable store flushes and still behaves the same", "[store]") {
   CHECK(store.verify().ok());
   CHECK(store.gc().kept == 2);
   (void)nested;
+}
+
+TEST_CASE("Saving reports progress up to the payload size", "[store]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  for (Compression c : {Compression::none, Compression::lz4}) {
+    std::vector<std::uint64_t> seen;
+    SaveOptions options;
+    options.compression = c;
+    options.progress = [&](std::uint64_t done) { seen.push_back(done); };
+    auto saved = store.save(test::ramp_tensor(2048, 2048, 3), options);  // 16 MiB
+    REQUIRE_FALSE(seen.empty());
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen.back() == store.open_artifact(saved.digest.str()).manifest().payload_bytes());
+  }
 }

@@ -37,6 +37,9 @@ struct SaveOptions {
   Compression compression = Compression::automatic;
   /// Extra provenance stored with the name record, outside the hashed content.
   nlohmann::json provenance = nlohmann::json::object();
+  /// Called now and then with the payload bytes hashed and written so far,
+  /// by one thread at a time; may be empty.
+  std::function<void(std::uint64_t bytes_written)> progress;
 };
 
 class ArtifactWriter;
