@@ -346,6 +346,14 @@ int cmd_gc(const Args& a) {
   return 0;
 }
 
+// The documented exit statuses: 2 bad argument, 3 not found, 4 damaged data, 1 anything else.
+int exit_status(const std::exception& e) {
+  if (dynamic_cast<const amphora::InvalidArgument*>(&e)) return 2;
+  if (dynamic_cast<const amphora::NotFound*>(&e)) return 3;
+  if (dynamic_cast<const amphora::CorruptData*>(&e)) return 4;
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -371,17 +379,8 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "amphora: " << one_line(e.what()) << " (see amphora --help)\n";
     return 2;
-  } catch (const amphora::InvalidArgument& e) {
-    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
-    return 2;
-  } catch (const amphora::NotFound& e) {
-    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
-    return 3;
-  } catch (const amphora::CorruptData& e) {
-    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
-    return 4;
   } catch (const std::exception& e) {
     std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
-    return 1;
+    return exit_status(e);
   }
 }

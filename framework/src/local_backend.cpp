@@ -468,7 +468,9 @@ std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool cre
       fs::create_directories(dir / sub, ec);
       if (ec) throw IoError("cannot create " + (dir / sub).string() + ": " + ec.message());
     }
-    detail::write_file_atomically(marker, doc.dump(2) + "\n");
+    std::string text = doc.dump(2) + "\n";
+    ConstBytes bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
+    write_file_atomically(marker, {&bytes, 1});
   } else {
     nlohmann::json doc;
     try {

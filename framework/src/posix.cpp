@@ -35,22 +35,6 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
   }
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
-  std::random_device rd;
-  auto tmp = path;
-  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) throw_errno("cannot create", tmp);
-    pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw_errno("cannot rename into place", path, err);
-  }
-}
-
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_size) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
@@ -83,3 +67,27 @@ std::string read_small_fd(int fd, const std::filesystem::path& path, std::size_t
 }
 
 }  // namespace amphora::detail
+
+namespace amphora {
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const ConstBytes> parts) {
+  std::random_device rd;
+  auto tmp = path;
+  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  try {
+    detail::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot create", tmp);
+    std::uint64_t offset = 0;
+    for (const auto& part : parts) {
+      detail::pwrite_all(fd.get(), part.data(), part.size(), offset, tmp);
+      offset += part.size();
+    }
+    if (::close(fd.release()) != 0) detail::throw_errno("cannot close", tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) detail::throw_errno("cannot rename into place", path);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+}  // namespace amphora

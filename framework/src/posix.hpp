@@ -60,8 +60,6 @@ Fd open_beneath(const std::filesystem::path& root, std::string_view relpath, int
 
 /// Writes all of `data` at `offset`, retrying short writes and EINTR.
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::filesystem::path& path);
-/// Writes a small file atomically: temp file in the same directory, then rename.
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 /// Reads a whole (small) file; throws NotFound if missing, IoError otherwise.
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_size);
 /// The same for an open descriptor; `path` is for messages.

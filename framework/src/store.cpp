@@ -1,11 +1,8 @@
-#include <amphora/parallel.hpp>
 #include <amphora/store.hpp>
 
 #include "piece_hash.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
@@ -51,6 +48,43 @@ Digest record_digest(const nlohmann::json& record, std::string_view name, std::u
   if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>()))
     throw CorruptData("name record " + std::string(name) + "@" + std::to_string(version) + " has no valid digest");
   return Digest::parse(it->get<std::string>());
+}
+
+// Checks an artifact's files against its manifest: nothing unlisted, every
+// listed file present at its size and, with `hash`, matching its piece
+// digests. Damage becomes a line in `problems`; I/O failures throw.
+void check_files(StorageBackend& backend, const Digest& digest, const Manifest& m, const std::string& label,
+                 bool hash, std::vector<std::string>& problems,
+                 const std::function<void(std::uint64_t)>& hashed = {}) {
+  std::set<std::string> listed;
+  for (const auto& f : m.files) listed.insert(f.path);
+  for (const auto& present : backend.list_files(digest))
+    if (!listed.count(present)) problems.push_back(label + ": unexpected file '" + present + "'");
+  for (const auto& f : m.files) {
+    std::shared_ptr<const Buffer> data;
+    try {
+      data = backend.map_file(digest, f.path);
+    } catch (const NotFound& e) {
+      problems.push_back(label + ": file '" + f.path + "': " + e.what());
+      continue;
+    } catch (const CorruptData& e) {
+      problems.push_back(label + ": file '" + f.path + "': " + e.what());
+      continue;
+    }
+    if (data->size() != f.size) {
+      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(data->size()) +
+                         " bytes, manifest says " + std::to_string(f.size));
+      continue;
+    }
+    if (!hash) continue;
+    ConstBytes whole = data->bytes();
+    auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), f.piece_size, {});
+    for (std::size_t k = 0; k < actual.size(); ++k)
+      if (actual[k] != f.pieces[k])
+        problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
+                           std::to_string(k * f.piece_size) + "..) does not match its SHA-256");
+    if (hashed) hashed(f.size);
+  }
 }
 
 }  // namespace
@@ -129,17 +163,12 @@ struct Store::Impl {
   bool damaged(const Digest& digest, const Manifest& expected) const {
     try {
       if (backend->read_manifest(digest) != expected.canonical()) return true;
-      std::vector<std::string> want;
-      for (const auto& f : expected.files) {
-        if (backend->map_file(digest, f.path)->size() != f.size) return true;
-        want.push_back(f.path);
-      }
-      return backend->list_files(digest) != want;
-    } catch (const CorruptData&) {
-      return true;
     } catch (const NotFound&) {
       return true;
     }
+    std::vector<std::string> problems;
+    check_files(*backend, digest, expected, "artifact " + digest.str(), false, problems);
+    return !problems.empty();
   }
 
   ArtifactReader open(std::string_view ref) const {
@@ -319,42 +348,20 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
     items.push_back(std::move(item));
   }
 
-  std::atomic<std::uint64_t> done{0};
+  std::uint64_t done = 0;
   for (auto& item : items) {
     ++report.artifacts;
     if (!item.manifest) continue;
     const Manifest& m = *item.manifest;
     std::string label = "artifact " + item.digest.str();
     try {
-      std::set<std::string> listed;
-      for (const auto& f : m.files) listed.insert(f.path);
-      for (const auto& present : backend.list_files(item.digest))
-        if (!listed.count(present)) report.problems.push_back(label + ": unexpected file '" + present + "'");
+      check_files(backend, item.digest, m, label, true, report.problems, [&](std::uint64_t bytes) {
+        done += bytes;
+        report.bytes += bytes;
+        if (progress) progress(done, total);
+      });
     } catch (const Error& e) {
-      report.problems.push_back(e.what());
-    }
-    for (const auto& f : m.files) {
-      std::shared_ptr<const Buffer> data;
-      try {
-        data = backend.map_file(item.digest, f.path);
-      } catch (const Error& e) {
-        report.problems.push_back(label + ": file '" + f.path + "': " + e.what());
-        continue;
-      }
-      if (data->size() != f.size) {
-        report.problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(data->size()) +
-                                  " bytes, manifest says " + std::to_string(f.size));
-        continue;
-      }
-      ConstBytes whole = data->bytes();
-      auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), f.piece_size, {});
-      done += f.size;
-      for (std::size_t k = 0; k < actual.size(); ++k)
-        if (actual[k] != f.pieces[k])
-          report.problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
-                                    std::to_string(k * f.piece_size) + "..) does not match its SHA-256");
-      report.bytes += f.size;
-      if (progress) progress(done.load(), total);
+      report.problems.push_back(label + ": " + e.what());
     }
   }
   return report;

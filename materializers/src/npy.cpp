@@ -4,12 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fcntl.h>
-#include <random>
-#include <unistd.h>
 
 namespace amphora {
 
@@ -308,39 +304,9 @@ Tensor read_npy(const std::filesystem::path& file) { return read_npy(Buffer::map
 
 void write_npy(const Tensor& tensor, const std::filesystem::path& file) {
   std::string header = make_npy_header(tensor.dtype(), tensor.shape());
-  std::random_device rd;
-  std::filesystem::path tmp = file;
-  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot create " + tmp.string() + ": " + std::strerror(errno));
-  auto fail = [&](const char* what) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw IoError(std::string(what) + " " + file.string() + ": " + std::strerror(err));
-  };
-  auto write_all = [&](const std::byte* p, std::size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd, p, std::min<std::size_t>(n, 1u << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("cannot write");
-      }
-      p += w;
-      n -= static_cast<std::size_t>(w);
-    }
-  };
-  write_all(reinterpret_cast<const std::byte*>(header.data()), header.size());
-  write_all(tensor.data(), tensor.nbytes());
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw IoError("cannot close " + tmp.string() + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw IoError("cannot rename " + tmp.string() + " to " + file.string() + ": " + std::strerror(err));
-  }
+  const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
+                              ConstBytes(tensor.data(), tensor.nbytes())};
+  write_file_atomically(file, parts);
 }
 
 }  // namespace amphora

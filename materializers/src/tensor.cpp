@@ -6,7 +6,6 @@
 #include "lz4_frames.hpp"
 #include "tensor_stats.hpp"
 
-#include <lz4.h>
 
 #include <algorithm>
 #include <bit>
@@ -223,10 +222,9 @@ bool worth_compressing(const Tensor& t) {
   std::vector<std::size_t> packed(samples), raw(samples);
   parallel_for(samples, [&](std::size_t s) {
     auto chunk = data_chunk(t, 1 + s * n / samples);
-    std::vector<char> out(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(chunk.size()))));
-    int got = LZ4_compress_default(reinterpret_cast<const char*>(chunk.data()), out.data(),
-                                   static_cast<int>(chunk.size()), static_cast<int>(out.size()));
-    packed[s] = got > 0 ? static_cast<std::size_t>(got) : chunk.size();
+    std::vector<std::byte> frame;
+    detail::encode_frame(chunk, true, frame);
+    packed[s] = frame.size() - detail::kFrameOverhead;
     raw[s] = chunk.size();
   });
   std::size_t p = 0, r = 0;

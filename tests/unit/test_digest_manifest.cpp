@@ -64,19 +64,13 @@ TEST_CASE("Manifest parsing rejects malformed and unsafe manifests", "[manifest]
   CHECK_THROWS_WITH(Manifest::parse("{not json", "artifact X"), Catch::Contains("not valid JSON"));
   CHECK_THROWS_AS(Manifest::parse("[]", "artifact X"), CorruptData);
 
+  for (auto [path, reason] : {std::pair{"../escape", "'..' component"}, std::pair{"/etc/passwd", "absolute"},
+                              std::pair{"dir/.hidden", "hidden"}, std::pair{"manifest.json", "reserved"}}) {
+    auto bad_path = doc;
+    bad_path["files"][0]["path"] = path;
+    expect_corrupt(bad_path, reason);
+  }
   auto j = doc;
-  j["files"][0]["path"] = "../escape";
-  expect_corrupt(j, "'..' component");
-  j = doc;
-  j["files"][0]["path"] = "/etc/passwd";
-  expect_corrupt(j, "absolute");
-  j = doc;
-  j["files"][0]["path"] = "dir/.hidden";
-  expect_corrupt(j, "hidden");
-  j = doc;
-  j["files"][0]["path"] = "manifest.json";
-  expect_corrupt(j, "reserved");
-  j = doc;
   j["files"][0]["sha256"].erase(1);
   expect_corrupt(j, "piece digests");
   j = doc;

@@ -52,4 +52,9 @@ class Buffer {
   std::shared_ptr<const void> owner_;
 };
 
+/// Writes the concatenation of `parts` to `path` atomically: into a temporary
+/// file beside it, renamed into place, so `path` ends up complete or untouched.
+/// Throws IoError naming the file.
+void write_file_atomically(const std::filesystem::path& path, std::span<const ConstBytes> parts);
+
 }  // namespace amphora
