@@ -37,19 +37,22 @@ struct ArtifactWriter::Impl {
   std::vector<FileEntry> files;
   std::set<std::string, std::less<>> paths;
   int open_streams = 0;
+  std::vector<std::string> abandoned_streams;  // destroyed without close()
   bool finished = false;
+  bool materializer_reports = false;
   std::mutex progress_mutex;
   std::uint64_t written = 0;
 
   void report(std::uint64_t bytes) {
-    if (!options.progress) return;
+    if (!options.progress || materializer_reports) return;
     std::lock_guard lock(progress_mutex);
     written += bytes;
     options.progress(written);
   }
 
   void reserve_path(std::string_view path) {
-    validate_artifact_path(path, "new artifact");
+    if (auto problem = artifact_path_problem(path); !problem.empty())
+      throw InvalidArgument("unsafe payload path '" + std::string(path) + "': " + problem);
     std::lock_guard lock(mutex);
     if (finished) throw InvalidArgument("artifact is already finished; cannot add '" + std::string(path) + "'");
     if (!paths.insert(std::string(path)).second)
@@ -131,8 +134,19 @@ void ArtifactWriter::write_file(std::string_view path, std::span<const ConstByte
 nlohmann::json& ArtifactWriter::meta() { return impl_->meta; }
 const SaveOptions& ArtifactWriter::options() const { return impl_->options; }
 
+void ArtifactWriter::report_progress(std::uint64_t done) {
+  std::lock_guard lock(impl_->progress_mutex);
+  impl_->materializer_reports = true;
+  if (impl_->options.progress) impl_->options.progress(done);
+}
+
 Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
   std::lock_guard lock(impl_->mutex);
+  // An unclosed stream would leave its file out of the manifest, and so out
+  // of the digest: two different values could then share one.
+  if (!impl_->abandoned_streams.empty())
+    throw InvalidArgument("materializer " + std::string(materializer) + " did not close payload stream '" +
+                          impl_->abandoned_streams.front() + "'; call FileStream::close() before save returns");
   if (impl_->open_streams > 0)
     throw InvalidArgument("materializer " + std::string(materializer) + " left a payload stream open");
   impl_->finished = true;
@@ -142,8 +156,14 @@ Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
   m.files = impl_->files;
   std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
   if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
+  validate_storable_json(impl_->meta, "materializer " + std::string(materializer) + " metadata");
   m.meta = impl_->meta;
-  impl_->staging->write_manifest(m.canonical());
+  std::string canonical = m.canonical();
+  if (canonical.size() > Manifest::kMaxBytes)
+    throw InvalidArgument("materializer " + std::string(materializer) + " produced a manifest of " +
+                          std::to_string(canonical.size()) + " bytes, more than the limit of " +
+                          std::to_string(Manifest::kMaxBytes) + " (Manifest::kMaxBytes); store bulk data in payload files");
+  impl_->staging->write_manifest(canonical);
   return m;
 }
 
@@ -180,7 +200,8 @@ FileStream& FileStream::operator=(FileStream&&) noexcept = default;
 FileStream::~FileStream() {
   if (impl_ && !impl_->closed) {
     std::lock_guard lock(impl_->writer->mutex);
-    --impl_->writer->open_streams;  // the staging area is discarded with the failed save
+    --impl_->writer->open_streams;
+    impl_->writer->abandoned_streams.push_back(impl_->entry.path);
   }
 }
 
@@ -272,7 +293,12 @@ std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
   try {
     buffer = backend_->map_file(digest_, path);
   } catch (const NotFound&) {
+    // Collected (say by gc) since it was opened is not the same as damaged.
+    if (!backend_->has_artifact(digest_))
+      throw NotFound(label_ + " was removed from the store (by gc?) while it was being read");
     throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is listed in the manifest but missing");
+  } catch (const CorruptData& e) {
+    throw CorruptData(label_ + ": " + e.what());
   }
   if (buffer->size() != entry->size)
     throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(buffer->size()) +

@@ -30,21 +30,21 @@ std::shared_ptr<Buffer> Buffer::allocate(std::size_t size) {
   if (size == 0) return std::make_shared<Buffer>(kEmpty, 0, true, nullptr);
   if (size < kMmapThreshold) {
     std::shared_ptr<std::byte[]> block(new (std::nothrow) std::byte[size]());
-    if (!block) throw InvalidArgument("cannot allocate " + std::to_string(size) + " bytes");
+    if (!block) throw OutOfResources("out of memory: cannot allocate " + std::to_string(size) + " bytes");
     std::byte* data = block.get();
     return std::make_shared<Buffer>(data, size, true, std::shared_ptr<const void>(block, data));
   }
   // Anonymous mappings come zeroed and, with huge pages, fault 2 MiB at a time.
   void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (address == MAP_FAILED)
-    throw InvalidArgument("cannot allocate " + std::to_string(size) + " bytes: " + std::strerror(errno));
+    throw OutOfResources("out of memory: cannot allocate " + std::to_string(size) + " bytes: " + std::strerror(errno));
   ::madvise(address, size, MADV_HUGEPAGE);
   auto mapping = std::make_shared<Mapping>(address, size);
   return std::make_shared<Buffer>(static_cast<std::byte*>(address), size, true, std::move(mapping));
 }
 
 std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path) {
-  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) throw NotFound("no such file " + path.string());
     detail::throw_errno("cannot open", path);
@@ -57,7 +57,8 @@ namespace detail {
 std::shared_ptr<const Buffer> map_fd(int fd, const std::filesystem::path& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw_errno("cannot stat", path);
-  if (!S_ISREG(st.st_mode)) throw IoError("not a regular file: " + path.string());
+  if (!S_ISREG(st.st_mode))
+    throw InvalidArgument(path.string() + " is " + describe_file_type(st.st_mode) + ", not a regular file");
   auto size = static_cast<std::size_t>(st.st_size);
   if (size == 0) return std::make_shared<const Buffer>(kEmpty, 0, false, nullptr);
   void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);

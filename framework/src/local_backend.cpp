@@ -4,6 +4,10 @@
 //   names/<name>/<version>.json       name records
 //   tmp/                              staging areas and their lock files
 //   locks/gc.lock                     shared by publishers, exclusive for gc
+//
+// Every access starts from a descriptor of the store directory and walks
+// down with O_NOFOLLOW (posix.hpp), so no link planted in a store can
+// redirect a read, a write, a rename or a deletion outside it.
 
 #include <amphora/backend.hpp>
 #include <amphora/error.hpp>
@@ -13,9 +17,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
+#include <cstdio>
 #include <fcntl.h>
+#include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
 
@@ -27,6 +34,8 @@ namespace {
 
 constexpr int kLayoutVersion = 1;
 constexpr const char* kMarker = "amphora-store.json";
+constexpr const char* kStructure[] = {"objects", "objects/sha256", "names", "tmp", "locks"};
+constexpr std::size_t kMaxMarkerBytes = 1u << 16;
 
 std::string random_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32));
@@ -38,56 +47,28 @@ std::string random_id() {
   return std::to_string(::getpid()) + "-" + buf;
 }
 
-bool is_hex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-std::uint64_t tree_bytes(const fs::path& dir) {
-  std::uint64_t total = 0;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<std::uint64_t>(st.st_size);
-  }
-  return total;
-}
-
-// Entries of a directory. Any error but a missing directory throws: callers
-// such as gc must never mistake an unreadable directory for an empty one.
-std::vector<fs::directory_entry> list_dir(const fs::path& dir) {
-  std::vector<fs::directory_entry> out;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec == std::errc::no_such_file_or_directory) return out;
-  for (fs::directory_iterator end; !ec && it != end; it.increment(ec)) out.push_back(*it);
-  if (ec) throw IoError("cannot list " + dir.string() + ": " + ec.message());
-  return out;
-}
-
-void remove_tree(const fs::path& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) throw IoError("cannot remove " + path.string() + ": " + ec.message());
+bool is_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 void sync_fd(int fd, const fs::path& path) {
   if (::fsync(fd) != 0) detail::throw_errno("cannot flush", path);
 }
 
-void sync_dir(const fs::path& dir) {
-  detail::Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) detail::throw_errno("cannot open directory", dir);
-  sync_fd(fd.get(), dir);
+std::string object_rel(const Digest& d) {
+  auto hex = d.hex();
+  return "objects/sha256/" + hex.substr(0, 2) + "/" + hex;
 }
+std::string fan_rel(const Digest& d) { return "objects/sha256/" + d.hex().substr(0, 2); }
 
 class FileLease : public Lease {
  public:
-  FileLease(const fs::path& path, int operation) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (!fd_) detail::throw_errno("cannot open lock file", path);
+  FileLease(int locks_dir, const std::string& file, const fs::path& shown, int operation) {
+    fd_ = detail::open_at(locks_dir, file, O_RDWR | O_CREAT);
+    if (!fd_) detail::throw_open_error(shown);
+    detail::require_regular(fd_.get(), shown);
     while (::flock(fd_.get(), operation) != 0) {
-      if (errno != EINTR) detail::throw_errno("cannot lock", path);
+      if (errno != EINTR) detail::throw_errno("cannot lock", shown);
     }
   }
 
@@ -118,258 +99,361 @@ class LocalStagedFile : public StagedFile {
   bool durable_;
 };
 
-class LocalBackend;
+class LocalRandomAccessFile : public RandomAccessFile {
+ public:
+  LocalRandomAccessFile(detail::Fd fd, std::uint64_t size, fs::path path)
+      : fd_(std::move(fd)), size_(size), path_(std::move(path)) {}
+  std::uint64_t size() const override { return size_; }
+  void read_at(std::uint64_t offset, std::size_t size, std::byte* dst) const override {
+    detail::pread_exact(fd_.get(), dst, size, offset, path_);
+  }
+
+ private:
+  detail::Fd fd_;
+  std::uint64_t size_;
+  fs::path path_;
+};
 
 class LocalStaging : public Staging {
  public:
-  LocalStaging(const fs::path& root, const fs::path& tmp, bool durable) : root_(root), durable_(durable) {
+  LocalStaging(int root_fd, const fs::path& root, bool durable) : root_fd_(root_fd), root_(root), durable_(durable) {
+    tmp_fd_ = detail::open_dir_at(root_fd_, "tmp", root_ / "tmp");
     for (int attempt = 0;; ++attempt) {
-      std::string id = "stage-" + random_id();
-      lock_path_ = tmp / (id + ".lock");
-      dir_ = tmp / id;
-      lock_ = detail::Fd(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-      if (!lock_) detail::throw_errno("cannot create staging lock", lock_path_);
-      if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", lock_path_);
+      id_ = "stage-" + random_id();
+      lock_name_ = id_ + ".lock";
+      lock_ = detail::Fd(::openat(tmp_fd_.get(), lock_name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!lock_) detail::throw_errno("cannot create staging lock", shown(lock_name_));
+      if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", shown(lock_name_));
       // A writer stalled between creating and locking its lock file may have
-      // had it swept as abandoned; then the path names another file, or none.
+      // had it swept as abandoned; then the name refers to another file, or none.
       struct stat held {}, named {};
-      if (::fstat(lock_.get(), &held) == 0 && ::stat(lock_path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
-          held.st_dev == named.st_dev)
+      if (::fstat(lock_.get(), &held) == 0 &&
+          ::fstatat(tmp_fd_.get(), lock_name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+          held.st_ino == named.st_ino && held.st_dev == named.st_dev)
         break;
-      if (attempt == 3) throw IoError("cannot hold a staging lock in " + tmp.string());
+      if (attempt == 3) throw IoError("cannot hold a staging lock in " + (root_ / "tmp").string());
     }
-    if (::mkdir(dir_.c_str(), 0755) != 0) {
+    if (::mkdirat(tmp_fd_.get(), id_.c_str(), 0755) != 0) {
       int err = errno;
-      ::unlink(lock_path_.c_str());
-      detail::throw_errno("cannot create staging directory", dir_, err);
+      ::unlinkat(tmp_fd_.get(), lock_name_.c_str(), 0);
+      detail::throw_errno("cannot create staging directory", shown(id_), err);
     }
+    dir_fd_ = detail::open_dir_at(tmp_fd_.get(), id_, shown(id_));
   }
 
   ~LocalStaging() override {
     if (!published_) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
+      try {
+        detail::remove_tree_at(tmp_fd_.get(), id_, shown(id_));
+      } catch (const Error&) {
+        // gc sweeps what is left once this writer's lock is released
+      }
     }
-    ::unlink(lock_path_.c_str());
+    ::unlinkat(tmp_fd_.get(), lock_name_.c_str(), 0);
   }
 
+  // Safe to call from several threads at once for different paths.
   std::unique_ptr<StagedFile> create_file(std::string_view relpath) override {
-    fs::path path = dir_ / fs::path(std::string(relpath));
-    for (fs::path sub = path.parent_path(); sub != dir_; sub = sub.parent_path()) subdirs_.push_back(sub);
-    if (path.parent_path() != dir_) fs::create_directories(path.parent_path());
-    detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) detail::throw_errno("cannot create", path);
-    return std::make_unique<LocalStagedFile>(std::move(fd), path, durable_);
+    std::string rel(relpath);
+    auto slash = rel.rfind('/');
+    detail::Fd parent;
+    if (slash != std::string::npos) {
+      std::string sub = rel.substr(0, slash);
+      {
+        std::lock_guard lock(mutex_);
+        for (auto at = sub.find('/'); at != std::string::npos; at = sub.find('/', at + 1)) subdirs_.insert(sub.substr(0, at));
+        subdirs_.insert(sub);
+      }
+      parent = detail::open_dir_at(dir_fd_.get(), sub, shown(id_ + "/" + sub), true);
+    }
+    int at = parent ? parent.get() : dir_fd_.get();
+    std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    detail::Fd fd(::openat(at, leaf.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot create", shown(id_ + "/" + rel));
+    return std::make_unique<LocalStagedFile>(std::move(fd), shown(id_ + "/" + rel), durable_);
   }
 
   void write_manifest(std::string_view bytes) override {
-    fs::path path = dir_ / "manifest.json";
-    detail::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) detail::throw_errno("cannot create", path);
-    detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, path);
-    if (durable_) sync_fd(fd.get(), path);
+    detail::Fd fd(::openat(dir_fd_.get(), "manifest.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot create", shown(id_ + "/manifest.json"));
+    detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, shown(id_ + "/manifest.json"));
+    if (durable_) sync_fd(fd.get(), shown(id_ + "/manifest.json"));
   }
+
+  bool publish(const Digest& digest) override {
+    detail::Fd fan = detail::open_dir_at(root_fd_, fan_rel(digest), root_ / fan_rel(digest), true);
+    flush_before_publish();
+    auto hex = digest.hex();
+    if (::renameat(tmp_fd_.get(), id_.c_str(), fan.get(), hex.c_str()) == 0) {
+      published_ = true;
+      flush_after_publish(fan.get());
+      return true;
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY) return false;  // identical content is already there
+    detail::throw_errno("cannot publish staged artifact to", root_ / object_rel(digest));
+  }
+
+  // The staged copy and the damaged one trade places in one atomic step, so
+  // the digest never names nothing, whenever the process dies.
+  void replace(const Digest& digest) override {
+    detail::Fd fan = detail::open_dir_at(root_fd_, fan_rel(digest), root_ / fan_rel(digest), true);
+    flush_before_publish();
+    auto hex = digest.hex();
+    detail::fault_point("repair-before-swap");
+    if (::renameat2(tmp_fd_.get(), id_.c_str(), fan.get(), hex.c_str(), RENAME_EXCHANGE) == 0) {
+      published_ = true;  // what is now at tmp/<id> is the damaged copy
+      flush_after_publish(fan.get());
+      detail::fault_point("repair-after-swap");
+      try {
+        detail::remove_tree_at(tmp_fd_.get(), id_, shown(id_));
+      } catch (const Error&) {
+        // unlocked once we return: gc sweeps it
+      }
+      return;
+    }
+    if (errno == ENOENT) {  // the damaged copy vanished meanwhile: plain publish
+      if (!publish(digest)) throw IoError("cannot publish repaired artifact " + digest.str());
+      return;
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+      detail::throw_errno("cannot swap repaired artifact into", root_ / object_rel(digest));
+    // File systems without RENAME_EXCHANGE: move the damaged copy aside and
+    // the staged one in; a crash between the two leaves the digest missing
+    // until the next save of the value (the damaged copy is in tmp/).
+    std::string trash = "trash-" + random_id();
+    bool moved = ::renameat(fan.get(), hex.c_str(), tmp_fd_.get(), trash.c_str()) == 0;
+    if (!moved && errno != ENOENT) detail::throw_errno("cannot move damaged artifact aside", root_ / object_rel(digest));
+    if (::renameat(tmp_fd_.get(), id_.c_str(), fan.get(), hex.c_str()) != 0) {
+      int err = errno;
+      if (moved) ::renameat(tmp_fd_.get(), trash.c_str(), fan.get(), hex.c_str());
+      detail::throw_errno("cannot publish staged artifact to", root_ / object_rel(digest), err);
+    }
+    published_ = true;
+    flush_after_publish(fan.get());
+    if (moved) {
+      try {
+        detail::remove_tree_at(tmp_fd_.get(), trash, shown(trash));
+      } catch (const Error&) {
+      }
+    }
+  }
+
+ private:
+  fs::path shown(const std::string& rel) const { return root_ / "tmp" / rel; }
 
   // With durability on, everything staged reaches the device before the
   // rename that publishes it, and the rename itself right after.
   void flush_before_publish() {
     if (!durable_) return;
-    for (const auto& sub : subdirs_) sync_dir(sub);
-    sync_dir(dir_);
+    std::lock_guard lock(mutex_);
+    for (const auto& sub : subdirs_) {
+      detail::Fd fd = detail::open_dir_at(dir_fd_.get(), sub, shown(id_ + "/" + sub));
+      sync_fd(fd.get(), shown(id_ + "/" + sub));
+    }
+    sync_fd(dir_fd_.get(), shown(id_));
   }
-  void flush_after_publish(const fs::path& target) {
+  void flush_after_publish(int fan_fd) {
     if (!durable_) return;
-    sync_dir(target.parent_path());
-    sync_dir(target.parent_path().parent_path());
+    sync_fd(fan_fd, root_ / "objects/sha256");
+    detail::Fd objects = detail::open_dir_at(root_fd_, "objects/sha256", root_ / "objects/sha256");
+    sync_fd(objects.get(), root_ / "objects/sha256");
+    sync_fd(tmp_fd_.get(), root_ / "tmp");
   }
 
-  bool publish(const Digest& digest) override {
-    auto hex = digest.hex();
-    fs::path target = root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
-    std::error_code ec;
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) throw IoError("cannot create " + target.parent_path().string() + ": " + ec.message());
-    flush_before_publish();
-    if (::rename(dir_.c_str(), target.c_str()) == 0) {
-      published_ = true;
-      flush_after_publish(target);
-      return true;
-    }
-    if (errno == EEXIST || errno == ENOTEMPTY) return false;  // identical content is already there
-    detail::throw_errno("cannot publish staged artifact to", target);
-  }
-
-  void replace(const Digest& digest) override {
-    auto hex = digest.hex();
-    fs::path target = root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
-    fs::path trash = dir_.parent_path() / ("trash-" + random_id());
-    flush_before_publish();
-    bool moved = ::rename(target.c_str(), trash.c_str()) == 0;
-    if (!moved && errno != ENOENT) detail::throw_errno("cannot move damaged artifact aside", target);
-    if (::rename(dir_.c_str(), target.c_str()) != 0) {
-      int err = errno;
-      if (moved) ::rename(trash.c_str(), target.c_str());  // put back what was there
-      detail::throw_errno("cannot publish staged artifact to", target, err);
-    }
-    published_ = true;
-    flush_after_publish(target);
-    if (moved) {
-      std::error_code ec;
-      fs::remove_all(trash, ec);  // best effort: gc sweeps what is left
-    }
-  }
-
- private:
-  fs::path root_, dir_, lock_path_;
+  int root_fd_;
+  fs::path root_;
   bool durable_;
-  std::vector<fs::path> subdirs_;
-  detail::Fd lock_;
+  detail::Fd tmp_fd_, dir_fd_, lock_;
+  std::string id_, lock_name_;
+  std::mutex mutex_;
+  std::set<std::string> subdirs_;
   bool published_ = false;
 };
 
 class LocalBackend : public StorageBackend {
  public:
-  LocalBackend(fs::path root, bool durable) : root_(std::move(root)), durable_(durable) {}
+  LocalBackend(fs::path root, detail::Fd root_fd, bool durable)
+      : root_(std::move(root)), root_fd_(std::move(root_fd)), durable_(durable) {}
 
   std::string location() const override { return root_.string(); }
 
   std::unique_ptr<Staging> begin_artifact() override {
-    return std::make_unique<LocalStaging>(root_, root_ / "tmp", durable_);
+    return std::make_unique<LocalStaging>(root_fd_.get(), root_, durable_);
   }
 
-  fs::path object_dir(const Digest& d) const {
-    auto hex = d.hex();
-    return root_ / "objects" / "sha256" / hex.substr(0, 2) / hex;
+  detail::Fd dir(const std::string& rel, bool create = false) const {
+    return detail::open_dir_at(root_fd_.get(), rel, root_ / rel, create);
   }
 
   bool has_artifact(const Digest& d) override {
+    detail::Fd fd = detail::open_at(root_fd_.get(), object_rel(d) + "/manifest.json", O_RDONLY);
     struct stat st {};
-    return ::stat((object_dir(d) / "manifest.json").c_str(), &st) == 0;
+    return fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode);
   }
 
   std::string read_manifest(const Digest& d) override {
-    auto dir = object_dir(d);
-    detail::Fd fd = detail::open_beneath(dir, "manifest.json", O_RDONLY);
+    fs::path shown = root_ / object_rel(d) / "manifest.json";
+    detail::Fd fd = detail::open_at(root_fd_.get(), object_rel(d) + "/manifest.json", O_RDONLY);
     if (!fd) {
-      if (errno == ENOENT || errno == ENOTDIR) throw NotFound("no artifact " + d.str() + " in store " + location());
-      detail::throw_errno("cannot open", dir / "manifest.json");
+      if (errno == ENOENT) throw NotFound("no artifact " + d.str() + " in store " + location());
+      detail::throw_open_error(shown);
     }
-    return detail::read_small_fd(fd.get(), dir / "manifest.json", 64u << 20);
+    return detail::read_small_fd(fd.get(), shown, Manifest::kMaxBytes);
+  }
+
+  detail::Fd open_payload(const Digest& d, std::string_view relpath, struct stat& st) {
+    fs::path shown = root_ / object_rel(d) / std::string(relpath);
+    detail::Fd fd = detail::open_at(root_fd_.get(), object_rel(d) + "/" + std::string(relpath), O_RDONLY);
+    if (!fd) {
+      if (errno == ELOOP) throw CorruptData("'" + std::string(relpath) + "' is a symbolic link (" + shown.string() + ")");
+      detail::throw_open_error(shown);
+    }
+    if (::fstat(fd.get(), &st) != 0) detail::throw_errno("cannot stat", shown);
+    if (!S_ISREG(st.st_mode))
+      throw CorruptData("'" + std::string(relpath) + "' is " + detail::describe_file_type(st.st_mode) +
+                        ", not a regular file (" + shown.string() + ")");
+    return fd;
   }
 
   std::shared_ptr<const Buffer> map_file(const Digest& d, std::string_view relpath) override {
-    auto dir = object_dir(d);
-    detail::Fd fd = detail::open_beneath(dir, relpath, O_RDONLY);
-    if (!fd) {
-      if (errno == ENOENT || errno == ENOTDIR) throw NotFound("no file " + (dir / std::string(relpath)).string());
-      if (errno == ELOOP) throw CorruptData((dir / std::string(relpath)).string() + " is a symbolic link");
-      detail::throw_errno("cannot open", dir / std::string(relpath));
-    }
     struct stat st {};
-    if (::fstat(fd.get(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw CorruptData((dir / std::string(relpath)).string() + " is not a regular file");
-    return detail::map_fd(fd.get(), dir / std::string(relpath));
+    detail::Fd fd = open_payload(d, relpath, st);
+    return detail::map_fd(fd.get(), root_ / object_rel(d) / std::string(relpath));
   }
 
-  std::vector<std::string> list_files(const Digest& d) override {
-    std::vector<std::string> out;
-    auto dir = object_dir(d);
-    std::error_code ec;
-    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      auto status = it->symlink_status();
-      if (fs::is_directory(status)) continue;
-      auto rel = fs::relative(it->path(), dir).generic_string();
-      if (rel != "manifest.json") out.push_back(rel);
+  std::unique_ptr<RandomAccessFile> open_file(const Digest& d, std::string_view relpath) override {
+    struct stat st {};
+    detail::Fd fd = open_payload(d, relpath, st);
+    return std::make_unique<LocalRandomAccessFile>(std::move(fd), static_cast<std::uint64_t>(st.st_size),
+                                                   root_ / object_rel(d) / std::string(relpath));
+  }
+
+  void walk(int dirfd, const fs::path& shown, const std::string& prefix, std::vector<StoredFile>& out, int depth) {
+    if (depth > 64) throw CorruptData(shown.string() + " nests directories more than 64 deep");
+    for (const auto& e : detail::list_dir_at(dirfd, shown)) {
+      std::string rel = prefix.empty() ? e.name : prefix + "/" + e.name;
+      if (e.is_dir()) {
+        detail::Fd sub = detail::open_dir_at(dirfd, e.name, shown / e.name);
+        walk(sub.get(), shown / e.name, rel, out, depth + 1);
+      } else if (rel != "manifest.json") {
+        out.push_back({rel, e.is_regular(), e.is_regular() ? "" : detail::describe_file_type(e.mode)});
+      }
     }
-    if (ec) throw IoError("cannot list " + dir.string() + ": " + ec.message());
-    std::sort(out.begin(), out.end());
+  }
+
+  std::vector<StoredFile> list_files(const Digest& d) override {
+    std::vector<StoredFile> out;
+    detail::Fd art = dir(object_rel(d));
+    walk(art.get(), root_ / object_rel(d), "", out, 0);
+    std::sort(out.begin(), out.end(), [](const StoredFile& a, const StoredFile& b) { return a.path < b.path; });
     return out;
   }
 
   std::vector<Digest> list_artifacts() override {
     std::vector<Digest> out;
-    for (const auto& fan : list_dir(root_ / "objects" / "sha256")) {
-      if (!fan.is_directory()) continue;
-      for (const auto& entry : list_dir(fan.path())) {
-        auto name = entry.path().filename().string();
-        if (is_hex64(name) && name.substr(0, 2) == fan.path().filename().string())
-          out.push_back(Digest(Sha256Value::from_hex(name)));
+    detail::Fd objects = dir("objects/sha256");
+    for (const auto& fan : detail::list_dir_at(objects.get(), root_ / "objects/sha256")) {
+      bool fan_name = fan.name.size() == 2 && is_hex(fan.name);
+      if (!fan.is_dir()) {
+        if (fan_name)
+          throw CorruptData(root_.string() + ": objects/sha256/" + fan.name + " is " +
+                            detail::describe_file_type(fan.mode) + ", not a directory");
+        continue;
       }
+      if (!fan_name) continue;
+      detail::Fd fan_fd = dir("objects/sha256/" + fan.name);
+      for (const auto& entry : detail::list_dir_at(fan_fd.get(), root_ / "objects/sha256" / fan.name))
+        if (entry.name.size() == 64 && is_hex(entry.name) && entry.name.compare(0, 2, fan.name) == 0)
+          out.push_back(Digest(Sha256Value::from_hex(entry.name)));
     }
     std::sort(out.begin(), out.end());
     return out;
   }
 
-  std::uint64_t artifact_bytes(const Digest& d) override { return tree_bytes(object_dir(d)); }
+  std::uint64_t artifact_bytes(const Digest& d) override {
+    try {
+      detail::Fd fan = dir(fan_rel(d));
+      return detail::tree_bytes_at(fan.get(), d.hex());
+    } catch (const NotFound&) {
+      return 0;
+    }
+  }
 
   std::uint64_t remove_artifact(const Digest& d) override {
-    auto dir = object_dir(d);
-    std::uint64_t bytes = tree_bytes(dir);
-    // Renaming first makes the removal atomic for readers resolving the digest.
-    fs::path trash = root_ / "tmp" / ("trash-" + random_id());
-    if (::rename(dir.c_str(), trash.c_str()) != 0) {
-      if (errno == ENOENT) return 0;
-      detail::throw_errno("cannot remove artifact", dir);
+    detail::Fd fan;
+    try {
+      fan = dir(fan_rel(d));
+    } catch (const NotFound&) {
+      return 0;
     }
-    remove_tree(trash);
+    detail::Fd tmp = dir("tmp");
+    auto hex = d.hex();
+    std::uint64_t bytes = detail::tree_bytes_at(fan.get(), hex);
+    // Renaming first makes the removal atomic for readers resolving the digest.
+    std::string trash = "trash-" + random_id();
+    if (::renameat(fan.get(), hex.c_str(), tmp.get(), trash.c_str()) != 0) {
+      if (errno == ENOENT) return 0;
+      detail::throw_errno("cannot remove artifact", root_ / object_rel(d));
+    }
+    detail::remove_tree_at(tmp.get(), trash, root_ / "tmp" / trash);
     return bytes;
   }
 
-  fs::path name_dir(std::string_view name) const { return root_ / "names" / std::string(name); }
-
   std::uint64_t add_version(std::string_view name, nlohmann::json record) override {
-    auto dir = name_dir(name);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw IoError("cannot create " + dir.string() + ": " + ec.message());
-    auto versions = list_versions(name);
+    std::string rel = "names/" + std::string(name);
+    detail::Fd name_dir = dir(rel, true);
+    detail::Fd tmp = dir("tmp");
+    auto versions = versions_in(name_dir.get(), root_ / rel);
     if (!versions.empty() && versions.back() == std::numeric_limits<std::uint64_t>::max())
       throw CorruptData("name '" + std::string(name) + "' has a version file at the largest possible number");
     std::uint64_t version = versions.empty() ? 1 : versions.back() + 1;
-    fs::path tmp = root_ / "tmp" / ("name-" + random_id() + ".json");
+    std::string tmp_name = "name-" + random_id() + ".json";
+    fs::path tmp_shown = root_ / "tmp" / tmp_name;
     for (;; ++version) {
       record["version"] = version;
+      auto text = record.dump(2, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+      if (text.size() > kMaxRecordBytes)
+        throw InvalidArgument("the name record for '" + std::string(name) + "' is " + std::to_string(text.size()) +
+                              " bytes, more than the " + std::to_string(kMaxRecordBytes) + " a record may hold");
       {
-        detail::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (!fd) detail::throw_errno("cannot create", tmp);
-        auto text = record.dump(2) + "\n";
-        detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp);
-        if (::ftruncate(fd.get(), static_cast<off_t>(text.size())) != 0) detail::throw_errno("cannot truncate", tmp);
-        if (durable_) sync_fd(fd.get(), tmp);
+        detail::Fd fd(::openat(tmp.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+        if (!fd) detail::throw_errno("cannot create", tmp_shown);
+        detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp_shown);
+        if (::ftruncate(fd.get(), static_cast<off_t>(text.size())) != 0) detail::throw_errno("cannot truncate", tmp_shown);
+        if (durable_) sync_fd(fd.get(), tmp_shown);
       }
       // link() never replaces an existing file: exactly one writer wins each version.
-      fs::path target = dir / (std::to_string(version) + ".json");
-      if (::link(tmp.c_str(), target.c_str()) == 0) {
+      std::string file = std::to_string(version) + ".json";
+      if (::linkat(tmp.get(), tmp_name.c_str(), name_dir.get(), file.c_str(), 0) == 0) {
         if (durable_) {
-          sync_dir(dir);
-          sync_dir(dir.parent_path());
+          sync_fd(name_dir.get(), root_ / rel);
+          detail::Fd names = dir("names");
+          sync_fd(names.get(), root_ / "names");
         }
         break;
       }
       if (errno != EEXIST) {
         int err = errno;
-        ::unlink(tmp.c_str());
-        detail::throw_errno("cannot record version", target, err);
+        ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
+        detail::throw_errno("cannot record version", root_ / rel / file, err);
       }
     }
-    ::unlink(tmp.c_str());
+    ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
     return version;
   }
 
   std::vector<std::string> list_names() override {
     std::vector<std::string> out;
-    for (const auto& entry : list_dir(root_ / "names"))
-      if (entry.is_directory() && !list_versions(entry.path().filename().string()).empty())
-        out.push_back(entry.path().filename().string());
-    std::sort(out.begin(), out.end());
+    detail::Fd names = dir("names");
+    for (const auto& e : detail::list_dir_at(names.get(), root_ / "names")) out.push_back(e.name);
     return out;
   }
 
-  std::vector<std::uint64_t> list_versions(std::string_view name) override {
+  static std::vector<std::uint64_t> versions_in(int name_dir, const fs::path& shown) {
     std::vector<std::uint64_t> out;
-    for (const auto& entry : list_dir(name_dir(name))) {
-      auto file = entry.path().filename().string();
-      if (file.size() < 6 || file.compare(file.size() - 5, 5, ".json") != 0 || file[0] == '0') continue;
+    for (const auto& e : detail::list_dir_at(name_dir, shown)) {
+      const auto& file = e.name;
+      if (file.size() < 6 || !file.ends_with(".json") || file[0] == '0') continue;
       std::uint64_t v = 0;
       auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);
       if (err == std::errc() && ptr == file.data() + file.size() - 5) out.push_back(v);
@@ -378,13 +462,27 @@ class LocalBackend : public StorageBackend {
     return out;
   }
 
+  std::vector<std::uint64_t> list_versions(std::string_view name) override {
+    std::string rel = "names/" + std::string(name);
+    detail::Fd name_dir;
+    try {
+      name_dir = dir(rel);
+    } catch (const NotFound&) {
+      return {};
+    }
+    return versions_in(name_dir.get(), root_ / rel);
+  }
+
   nlohmann::json read_version(std::string_view name, std::uint64_t version) override {
-    auto path = name_dir(name) / (std::to_string(version) + ".json");
+    std::string rel = "names/" + std::string(name) + "/" + std::to_string(version) + ".json";
+    fs::path path = root_ / rel;
     std::string text;
     try {
-      text = detail::read_small_file(path, 1u << 20);
+      text = detail::read_small_at(root_fd_.get(), rel, path, kMaxRecordBytes);
     } catch (const NotFound&) {
       throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "'");
+    } catch (const CorruptData& e) {
+      throw CorruptData(std::string("name record ") + e.what());
     }
     try {
       auto doc = parse_untrusted_json(text);
@@ -395,51 +493,50 @@ class LocalBackend : public StorageBackend {
     }
   }
 
-  std::unique_ptr<Lease> publish_lease() override {
-    return std::make_unique<FileLease>(root_ / "locks" / "gc.lock", LOCK_SH);
+  std::unique_ptr<Lease> lease(const std::string& file, int operation) {
+    detail::Fd locks = dir("locks");
+    return std::make_unique<FileLease>(locks.get(), file, root_ / "locks" / file, operation);
   }
-  std::unique_ptr<Lease> gc_lease() override {
-    return std::make_unique<FileLease>(root_ / "locks" / "gc.lock", LOCK_EX);
-  }
+  std::unique_ptr<Lease> publish_lease() override { return lease("gc.lock", LOCK_SH); }
+  std::unique_ptr<Lease> gc_lease() override { return lease("gc.lock", LOCK_EX); }
   std::unique_ptr<Lease> repair_lease(const Digest& digest) override {
-    return std::make_unique<FileLease>(root_ / "locks" / ("repair-" + digest.hex() + ".lock"), LOCK_EX);
+    return lease("repair-" + digest.hex() + ".lock", LOCK_EX);
   }
 
   StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) override {
     StagingSweep sweep;
-    fs::path tmp = root_ / "tmp";
-    auto now = fs::file_time_type::clock::now();
-    auto old_enough = [&](const fs::path& p) {
-      std::error_code ec;
-      auto t = fs::last_write_time(p, ec);
-      return !ec && now - t > grace;
+    detail::Fd tmp = dir("tmp");
+    fs::path shown = root_ / "tmp";
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    auto old_enough = [&](const detail::DirEntry& e) {
+      auto age_ns = (static_cast<std::int64_t>(now.tv_sec) - e.mtime.tv_sec) * 1'000'000'000 + (now.tv_nsec - e.mtime.tv_nsec);
+      return age_ns > std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count();
     };
-    auto drop = [&](const fs::path& p) {
-      sweep.bytes += fs::is_directory(p) ? tree_bytes(p) : 0;
+    auto entries = detail::list_dir_at(tmp.get(), shown);
+    std::set<std::string> present;
+    for (const auto& e : entries) present.insert(e.name);
+    auto drop = [&](const detail::DirEntry& e) {
+      sweep.bytes += detail::tree_bytes_at(tmp.get(), e.name);
       ++sweep.removed;
-      if (!dry_run) remove_tree(p);
+      if (!dry_run) detail::remove_tree_at(tmp.get(), e.name, shown / e.name);
     };
-    std::vector<fs::path> entries;
-    for (const auto& entry : list_dir(tmp)) entries.push_back(entry.path());
-    std::sort(entries.begin(), entries.end());
-    for (const auto& p : entries) {
-      auto file = p.filename().string();
-      if (file.ends_with(".lock")) {
-        fs::path dir = p;
-        dir.replace_extension();
-        detail::Fd fd(::open(p.c_str(), O_RDWR | O_CLOEXEC));
+    for (const auto& e : entries) {
+      if (e.name.ends_with(".lock") && e.is_regular()) {
+        detail::Fd fd = detail::open_at(tmp.get(), e.name, O_RDWR);
         if (!fd) continue;
-        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || !old_enough(p)) {
-          ++sweep.in_use;  // a live writer holds it
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || !old_enough(e)) {
+          ++sweep.in_use;  // a live writer holds it, or it is too young to judge
           continue;
         }
-        if (fs::exists(dir)) drop(dir);
-        if (!dry_run) ::unlink(p.c_str());
-      } else if (fs::is_directory(p)) {
-        bool owned = fs::exists(fs::path(p.string() + ".lock"));
-        if (!owned && old_enough(p)) drop(p);
-      } else if (old_enough(p)) {
-        if (!dry_run) ::unlink(p.c_str());
+        std::string staged = e.name.substr(0, e.name.size() - 5);
+        auto it = std::find_if(entries.begin(), entries.end(), [&](const detail::DirEntry& x) { return x.name == staged; });
+        if (it != entries.end()) drop(*it);
+        if (!dry_run) ::unlinkat(tmp.get(), e.name.c_str(), 0);
+      } else if (e.is_dir()) {
+        if (!present.count(e.name + ".lock") && old_enough(e)) drop(e);
+      } else if (old_enough(e)) {
+        if (!dry_run) ::unlinkat(tmp.get(), e.name.c_str(), 0);  // a link is removed, never followed
       }
     }
     return sweep;
@@ -447,48 +544,64 @@ class LocalBackend : public StorageBackend {
 
  private:
   fs::path root_;
+  detail::Fd root_fd_;
   bool durable_;
 };
+
+nlohmann::json read_marker(int root_fd, const fs::path& dir) {
+  fs::path marker = dir / kMarker;
+  std::string text = detail::read_small_at(root_fd, kMarker, marker, kMaxMarkerBytes);
+  nlohmann::json doc;
+  try {
+    doc = parse_untrusted_json(text);
+  } catch (const nlohmann::json::exception&) {
+    throw CorruptData(marker.string() + " is not valid JSON");
+  }
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "amphora-store" ||
+      !doc.contains("layout_version") || !doc["layout_version"].is_number_integer())
+    throw CorruptData(marker.string() + " is not an Amphora store marker");
+  const auto& layout = doc["layout_version"];
+  bool newer = layout.is_number_unsigned() ? layout.get<std::uint64_t>() > kLayoutVersion
+                                           : layout.get<std::int64_t>() > kLayoutVersion;
+  if (newer)
+    throw Unsupported("store " + dir.string() + " has layout version " + layout.dump() +
+                      ", newer than the version " + std::to_string(kLayoutVersion) + " this build understands");
+  if (layout.get<std::int64_t>() < 1) throw CorruptData(marker.string() + " has an invalid layout_version " + layout.dump());
+  return doc;
+}
 
 }  // namespace
 
 std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool create, bool durable) {
-  fs::path marker = dir / kMarker;
-  std::error_code ec;
-  bool exists = fs::exists(marker, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    throw IoError("cannot read " + marker.string() + ": " + ec.message());
-  if (!exists) {
-    if (!create)
-      throw NotFound(dir.string() + " is not an Amphora store (no " + kMarker + "); create one with `amphora init`");
+  const char* how = create ? "" : "; create one with `amphora init` (from C++: Store::open with .create = true)";
+  detail::Fd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root && errno == ENOENT && create) {
+    std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw IoError("cannot create store directory " + dir.string() + ": " + ec.message());
+    root = detail::Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  }
+  if (!root) {
+    if (errno == ENOENT) throw NotFound("store directory " + dir.string() + " does not exist" + how);
+    if (errno == ENOTDIR) throw NotFound(dir.string() + " is not a directory, so not an Amphora store" + how);
+    detail::throw_errno("cannot open store directory", dir);
+  }
+  struct stat st {};
+  if (::fstatat(root.get(), kMarker, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno != ENOENT) detail::throw_errno("cannot read", dir / kMarker);
+    if (!create) throw NotFound(dir.string() + " is not an Amphora store (it has no " + kMarker + ")" + how);
+    for (const char* sub : kStructure) detail::open_dir_at(root.get(), sub, dir / sub, true);
     nlohmann::json doc = {{"format", "amphora-store"}, {"layout_version", kLayoutVersion}};
-    for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) {
-      fs::create_directories(dir / sub, ec);
-      if (ec) throw IoError("cannot create " + (dir / sub).string() + ": " + ec.message());
-    }
     std::string text = doc.dump(2) + "\n";
     ConstBytes bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
-    write_file_atomically(marker, {&bytes, 1});
+    write_file_atomically(dir / kMarker, {&bytes, 1});
   } else {
-    nlohmann::json doc;
-    try {
-      doc = parse_untrusted_json(detail::read_small_file(marker, 1u << 16));
-    } catch (const nlohmann::json::exception& e) {
-      throw CorruptData(marker.string() + " is not valid JSON: " + e.what());
-    }
-    if (!doc.is_object() || !doc.contains("format") || doc["format"] != "amphora-store" ||
-        !doc.contains("layout_version") || !doc["layout_version"].is_number_integer())
-      throw CorruptData(marker.string() + " is not an Amphora store marker");
-    if (doc["layout_version"].get<std::int64_t>() < 1)
-      throw CorruptData(marker.string() + " has an invalid layout_version");
-    if (doc["layout_version"].get<std::int64_t>() > kLayoutVersion)
-      throw Unsupported("store " + dir.string() + " has layout version " + doc["layout_version"].dump() +
-                        "; this build understands up to " + std::to_string(kLayoutVersion));
-    for (const char* sub : {"objects/sha256", "names", "tmp", "locks"}) fs::create_directories(dir / sub, ec);
+    read_marker(root.get(), dir);
+    // A store's own directories must be real: a link there could aim gc's
+    // deletions, or a writer's files, anywhere on the machine.
+    for (const char* sub : kStructure) detail::open_dir_at(root.get(), sub, dir / sub, true);
   }
-  return std::make_shared<LocalBackend>(fs::absolute(dir), durable);
+  return std::make_shared<LocalBackend>(fs::absolute(dir), std::move(root), durable);
 }
 
 }  // namespace amphora

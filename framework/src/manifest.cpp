@@ -2,12 +2,14 @@
 #include <amphora/manifest.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace amphora {
 
 namespace {
 
 constexpr std::size_t kMaxFiles = 1u << 20;
+constexpr int kMaxJsonDepth = 64;
 constexpr std::uint64_t kSmallestPiece = 4096;
 constexpr std::uint64_t kLargestPiece = 1ull << 40;
 
@@ -41,10 +43,9 @@ void expect_keys(const nlohmann::json& object, std::initializer_list<const char*
 }  // namespace
 
 nlohmann::json parse_untrusted_json(std::string_view text) {
-  constexpr int kMaxDepth = 64;
   return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxDepth)
-      throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxDepth) + " levels",
+    if (depth > kMaxJsonDepth)
+      throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
                                                  nullptr);
     return true;
   });
@@ -60,27 +61,92 @@ std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size) {
   return size == 0 ? 1 : (size - 1) / piece_size + 1;
 }
 
-void validate_artifact_path(std::string_view path, std::string_view where) {
-  auto bad = [&](const std::string& why) {
-    throw CorruptData(std::string(where) + ": unsafe payload path '" + std::string(path) + "': " + why);
-  };
-  if (path.empty()) bad("empty");
-  if (path.size() > 1024) bad("longer than 1024 characters");
-  if (path.front() == '/') bad("absolute");
+std::string artifact_path_problem(std::string_view path) {
+  if (path.empty()) return "empty";
+  if (path.size() > 1024) return "longer than 1024 characters";
+  if (path.front() == '/') return "absolute";
   std::size_t start = 0;
   while (start <= path.size()) {
     std::size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
     auto part = path.substr(start, end - start);
-    if (part.empty()) bad("empty component");
-    if (part == "." || part == "..") bad("'" + std::string(part) + "' component");
-    if (part.front() == '.') bad("hidden component");
+    if (part.empty()) return "empty component";
+    if (part == "." || part == "..") return "'" + std::string(part) + "' component";
+    if (part.front() == '.') return "hidden component";
     for (unsigned char c : part)
-      if (c < 0x20 || c == 0x7f || c == '\\') bad("control character or backslash");
+      if (c < 0x20 || c == 0x7f || c == '\\') return "control character or backslash";
     start = end + 1;
   }
-  if (path == "manifest.json") bad("reserved name");
+  if (path == "manifest.json") return "reserved name";
+  return {};
 }
+
+void validate_artifact_path(std::string_view path, std::string_view where) {
+  auto problem = artifact_path_problem(path);
+  if (!problem.empty())
+    throw CorruptData(std::string(where) + ": unsafe payload path '" + std::string(path) + "': " + problem);
+}
+
+bool is_valid_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    unsigned c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int extra;
+    std::uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07, min = 0x10000;
+    else return false;
+    if (end - p <= extra) return false;
+    for (int k = 1; k <= extra; ++k) {
+      if ((p[k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += extra + 1;
+  }
+  return true;
+}
+
+namespace {
+
+void check_storable(const nlohmann::json& v, std::string_view what, const std::string& at, int depth) {
+  auto where = [&] { return std::string(what) + (at.empty() ? "" : " at " + at); };
+  if (depth > kMaxJsonDepth - 4)
+    throw InvalidArgument(where() + " nests deeper than " + std::to_string(kMaxJsonDepth - 4) + " levels");
+  switch (v.type()) {
+    case nlohmann::json::value_t::number_float:
+      if (!std::isfinite(v.get<double>()))
+        throw InvalidArgument(where() + " holds " + (std::isnan(v.get<double>()) ? "NaN" : "an infinity") +
+                              ", which JSON cannot represent");
+      return;
+    case nlohmann::json::value_t::string:
+      if (!is_valid_utf8(v.get_ref<const std::string&>())) throw InvalidArgument(where() + " holds a string that is not valid UTF-8");
+      return;
+    case nlohmann::json::value_t::object:
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!is_valid_utf8(it.key())) throw InvalidArgument(where() + " has a key that is not valid UTF-8");
+        check_storable(it.value(), what, at + "." + it.key(), depth + 1);
+      }
+      return;
+    case nlohmann::json::value_t::array:
+      for (std::size_t i = 0; i < v.size(); ++i) check_storable(v[i], what, at + "[" + std::to_string(i) + "]", depth + 1);
+      return;
+    case nlohmann::json::value_t::binary:
+      throw InvalidArgument(where() + " holds binary data, which JSON cannot represent");
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+void validate_storable_json(const nlohmann::json& value, std::string_view what) { check_storable(value, what, "", 0); }
 
 std::string Manifest::canonical() const {
   nlohmann::json files_json = nlohmann::json::array();

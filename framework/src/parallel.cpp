@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <pthread.h>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace amphora {
@@ -28,13 +33,26 @@ std::size_t configured_threads() {
 }
 
 // Helpers only ever pick up work the caller is also pulling from, so a full
-// pool slows a loop down but never blocks it.
+// pool (or an empty one) slows a loop down but never blocks it.
 class Pool {
  public:
+  // A forked child gets a copy of the pool's memory but none of its threads,
+  // and possibly a mutex some parent thread held: it must never touch the
+  // parent's pool. The child handler forgets it (leaks it, deliberately) and
+  // the child's first parallel loop builds a pool of its own.
   static Pool& instance() {
-    static Pool pool(configured_threads() - 1);
-    return pool;
+    std::call_once(atfork_once_, [] { ::pthread_atfork(&lock_for_fork, &unlock_after_fork, &reset_in_child); });
+    if (Pool* pool = current_.load(std::memory_order_acquire)) return *pool;
+    std::lock_guard lock(creation_mutex());
+    if (!current_.load(std::memory_order_relaxed)) {
+      Pool* pool = new Pool(configured_threads() - 1);
+      pool->older_ = abandoned_;
+      current_.store(pool, std::memory_order_release);
+    }
+    return *current_.load(std::memory_order_relaxed);
   }
+
+  std::size_t helpers() const { return workers_.size(); }
 
   void submit(std::function<void()> job) {
     {
@@ -44,21 +62,25 @@ class Pool {
     cv_.notify_one();
   }
 
-  ~Pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-
  private:
-  explicit Pool(std::size_t helpers) {
+  explicit Pool(std::size_t wanted) {
     // libcrypto initialises itself on first use and keeps state for the thread
     // that did so; let the calling thread do it rather than a worker.
     (void)Sha256::of("", 0);
-    for (std::size_t i = 0; i < helpers; ++i) workers_.emplace_back([this] { run(); });
+    for (std::size_t i = 0; i < wanted; ++i) {
+      try {
+        workers_.emplace_back([this] { run(); });
+      } catch (const std::system_error& e) {
+        // Under a thread limit (ulimit -u, a pids cgroup) run with what started:
+        // the caller always takes part, so every loop still completes.
+        std::fprintf(stderr, "amphora: warning: started %zu of %zu worker threads (%s); continuing with %zu\n",
+                     workers_.size(), wanted, e.what(), workers_.size() + 1);
+        break;
+      }
+    }
+    // Workers live until the process exits; a pool is never destroyed, so
+    // exit never waits on (or races with) a busy worker.
+    for (auto& t : workers_) t.detach();
   }
 
   void run() {
@@ -66,8 +88,7 @@ class Pool {
       std::function<void()> job;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
+        cv_.wait(lock, [&] { return !jobs_.empty(); });
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
@@ -75,11 +96,26 @@ class Pool {
     }
   }
 
+  static std::mutex& creation_mutex() {
+    static std::mutex* m = new std::mutex;
+    return *m;
+  }
+  static void lock_for_fork() { creation_mutex().lock(); }
+  static void unlock_after_fork() { creation_mutex().unlock(); }
+  static void reset_in_child() {
+    abandoned_ = current_.exchange(nullptr);  // kept reachable, never used again
+    new (&creation_mutex()) std::mutex;  // the parent's lock state means nothing here
+  }
+
+  static inline std::once_flag atfork_once_;
+  static inline std::atomic<Pool*> current_{nullptr};
+  static inline Pool* abandoned_ = nullptr;
+
+  Pool* older_ = nullptr;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::vector<std::thread> workers_;
-  bool stopping_ = false;
 };
 
 struct Loop {
@@ -113,10 +149,7 @@ struct Loop {
 
 }  // namespace
 
-std::size_t parallel_threads() {
-  static const std::size_t n = configured_threads();
-  return n;
-}
+std::size_t parallel_threads() { return Pool::instance().helpers() + 1; }
 
 void parallel_for(std::size_t count, const std::function<void(std::size_t)>& body, std::size_t max_threads) {
   std::size_t threads = std::min(count, max_threads ? std::min(max_threads, parallel_threads()) : parallel_threads());
@@ -127,7 +160,8 @@ void parallel_for(std::size_t count, const std::function<void(std::size_t)>& bod
   auto loop = std::make_shared<Loop>();
   loop->count = count;
   loop->body = &body;
-  for (std::size_t t = 1; t < threads; ++t) Pool::instance().submit([loop] { loop->work(); });
+  Pool& pool = Pool::instance();
+  for (std::size_t t = 1; t < threads; ++t) pool.submit([loop] { loop->work(); });
   loop->work();
   std::unique_lock lock(loop->mutex);
   loop->cv.wait(lock, [&] { return loop->finished == count; });

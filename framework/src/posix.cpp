@@ -1,24 +1,171 @@
 #include "posix.hpp"
 
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <dirent.h>
 #include <fcntl.h>
 #include <random>
-#include <sys/stat.h>
 
 namespace amphora::detail {
+
+std::string describe_file_type(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+  }
+  return "not a regular file";
+}
+
+namespace {
+
+// Splits "a/b/c" into its components; empty components are kept so callers
+// can refuse them.
+std::vector<std::string> components(std::string_view relpath) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    auto slash = relpath.find('/', start);
+    out.emplace_back(relpath.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) return out;
+    start = slash + 1;
+  }
+}
+
+}  // namespace
+
+Fd open_at(int dirfd, std::string_view relpath, int flags, mode_t mode) {
+  auto parts = components(relpath);
+  Fd holder;
+  int dir = dirfd;
+  for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
+    Fd next(::openat(dir, parts[k].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) return next;
+    holder = std::move(next);
+    dir = holder.get();
+  }
+  return Fd(::openat(dir, parts.back().c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode));
+}
 
 Fd open_beneath(const std::filesystem::path& root, std::string_view relpath, int flags) {
   Fd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return dir;
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t slash = relpath.find('/', start);
-    std::string part(relpath.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
-    if (slash == std::string_view::npos) return Fd(::openat(dir.get(), part.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    Fd next(::openat(dir.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next) return next;
-    dir = std::move(next);
-    start = slash + 1;
+  return open_at(dir.get(), relpath, flags);
+}
+
+void throw_open_error(const std::filesystem::path& shown, int err) {
+  if (err == ENOENT) throw NotFound("no such file " + shown.string());
+  if (err == ELOOP) throw CorruptData(shown.string() + " is a symbolic link");
+  if (err == ENOTDIR) throw CorruptData(shown.string() + ": a directory on the way is a symbolic link or a file");
+  throw_errno("cannot open", shown, err);
+}
+
+Fd open_dir_at(int dirfd, std::string_view relpath, const std::filesystem::path& shown, bool create) {
+  if (relpath.empty()) return Fd(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+  Fd holder;
+  int dir = dirfd;
+  std::filesystem::path walked = shown;
+  for (const auto& part : components(relpath)) {
+    if (part.empty() || part == "." || part == "..") throw InvalidArgument("bad directory path '" + std::string(relpath) + "'");
+    Fd next(::openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next && errno == ENOENT && create) {
+      if (::mkdirat(dir, part.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("cannot create directory", shown);
+      next = Fd(::openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    if (!next) {
+      int err = errno;
+      struct stat st {};
+      if ((err == ELOOP || err == ENOTDIR) && ::fstatat(dir, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        throw CorruptData(shown.string() + ": '" + part + "' is " + describe_file_type(st.st_mode) +
+                          ", not a directory");
+      if (err == ENOENT) throw NotFound("no directory " + shown.string());
+      throw_errno("cannot open directory", shown, err);
+    }
+    holder = std::move(next);
+    dir = holder.get();
   }
+  return holder;
+}
+
+void require_regular(int fd, const std::filesystem::path& shown) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_errno("cannot stat", shown);
+  if (!S_ISREG(st.st_mode)) throw CorruptData(shown.string() + " is " + describe_file_type(st.st_mode) + ", not a regular file");
+}
+
+std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown) {
+  // fdopendir takes ownership of its descriptor: give it a duplicate.
+  int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) throw_errno("cannot list", shown);
+  DIR* dir = ::fdopendir(dup);
+  if (!dir) {
+    int err = errno;
+    ::close(dup);
+    throw_errno("cannot list", shown, err);
+  }
+  ::rewinddir(dir);
+  std::vector<DirEntry> out;
+  for (;;) {
+    errno = 0;
+    dirent* e = ::readdir(dir);
+    if (!e) {
+      int err = errno;
+      ::closedir(dir);
+      if (err != 0) throw_errno("cannot list", shown, err);
+      break;
+    }
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      int err = errno;
+      ::closedir(dir);
+      throw_errno("cannot stat", shown / e->d_name, err);
+    }
+    out.push_back({std::string(name), st.st_mode, st.st_mtim, static_cast<std::uint64_t>(st.st_size)});
+  }
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+void remove_tree_at(int dirfd, const std::string& name, const std::filesystem::path& shown) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return;
+    throw_errno("cannot stat", shown);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) {
+      if (errno == ENOENT) return;
+      throw_errno("cannot open directory", shown);
+    }
+    for (const auto& e : list_dir_at(sub.get(), shown)) remove_tree_at(sub.get(), e.name, shown / e.name);
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw_errno("cannot remove", shown);
+    return;
+  }
+  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno("cannot remove", shown);
+}
+
+std::uint64_t tree_bytes_at(int dirfd, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+  if (S_ISREG(st.st_mode)) return static_cast<std::uint64_t>(st.st_size);
+  if (!S_ISDIR(st.st_mode)) return 0;
+  Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sub) return 0;
+  std::uint64_t total = 0;
+  try {
+    for (const auto& e : list_dir_at(sub.get(), name)) total += tree_bytes_at(sub.get(), e.name);
+  } catch (const IoError&) {
+  }
+  return total;
 }
 
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::filesystem::path& path) {
@@ -35,19 +182,34 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
   }
 }
 
-std::string read_small_file(const std::filesystem::path& path, std::size_t max_size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT || errno == ENOTDIR) throw NotFound("no such file " + path.string());
-    throw_errno("cannot open", path);
+void pread_exact(int fd, void* dst, std::size_t size, std::uint64_t offset, const std::filesystem::path& path) {
+  auto* p = static_cast<char*>(dst);
+  while (size > 0) {
+    ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("cannot read", path);
+    }
+    if (n == 0)
+      throw CorruptData(path.string() + " ended at byte " + std::to_string(offset) +
+                        ": the file shrank while it was being read");
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
   }
-  return read_small_fd(fd.get(), path, max_size);
+}
+
+std::string read_small_at(int dirfd, std::string_view relpath, const std::filesystem::path& shown,
+                          std::size_t max_size) {
+  Fd fd = open_at(dirfd, relpath, O_RDONLY);
+  if (!fd) throw_open_error(shown);
+  return read_small_fd(fd.get(), shown, max_size);
 }
 
 std::string read_small_fd(int fd, const std::filesystem::path& path, std::size_t max_size) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw_errno("cannot stat", path);
-  if (!S_ISREG(st.st_mode)) throw CorruptData(path.string() + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) throw CorruptData(path.string() + " is " + describe_file_type(st.st_mode) + ", not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > max_size)
     throw CorruptData(path.string() + " is " + std::to_string(st.st_size) + " bytes, more than the " +
                       std::to_string(max_size) + " allowed");
@@ -66,6 +228,11 @@ std::string read_small_fd(int fd, const std::filesystem::path& path, std::size_t
   return out;
 }
 
+void fault_point(const char* point) {
+  static const char* armed = std::getenv("AMPHORA_FAULT_KILL_AT");
+  if (armed && std::strcmp(armed, point) == 0) ::raise(SIGKILL);
+}
+
 }  // namespace amphora::detail
 
 namespace amphora {
@@ -75,14 +242,15 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const Co
   auto tmp = path;
   tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   try {
-    detail::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) detail::throw_errno("cannot create", tmp);
+    detail::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    // Name the file asked for: the temporary name means nothing to the caller.
+    if (!fd) detail::throw_errno("cannot write", path);
     std::uint64_t offset = 0;
     for (const auto& part : parts) {
-      detail::pwrite_all(fd.get(), part.data(), part.size(), offset, tmp);
+      detail::pwrite_all(fd.get(), part.data(), part.size(), offset, path);
       offset += part.size();
     }
-    if (::close(fd.release()) != 0) detail::throw_errno("cannot close", tmp);
+    if (::close(fd.release()) != 0) detail::throw_errno("cannot write", path);
     if (::rename(tmp.c_str(), path.c_str()) != 0) detail::throw_errno("cannot rename into place", path);
   } catch (...) {
     ::unlink(tmp.c_str());

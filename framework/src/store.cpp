@@ -1,11 +1,15 @@
 #include <amphora/store.hpp>
 
-#include "piece_hash.hpp"
+#include <amphora/parallel.hpp>
 
 #include <algorithm>
+#include <mutex>
+#include <new>
+#include <system_error>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <set>
 #include <unistd.h>
 
@@ -50,40 +54,100 @@ Digest record_digest(const nlohmann::json& record, std::string_view name, std::u
   return Digest::parse(it->get<std::string>());
 }
 
+// SHA-256 of each piece of a stored file, read with pread on all cores: a
+// file that shrinks meanwhile is an error, never a SIGBUS.
+std::vector<Sha256Value> hash_stored_file(const RandomAccessFile& file, const FileEntry& f,
+                                          const std::function<void(std::uint64_t)>& hashed) {
+  constexpr std::size_t kBlock = 1u << 20;
+  const std::uint64_t pieces = piece_count(f.size, f.piece_size);
+  std::vector<Sha256Value> out(static_cast<std::size_t>(pieces));
+  std::mutex progress_mutex;
+  parallel_for(static_cast<std::size_t>(pieces), [&](std::size_t k) {
+    thread_local std::vector<std::byte> buffer(kBlock);
+    Sha256 hash;
+    std::uint64_t begin = k * f.piece_size, end = std::min(f.size, begin + f.piece_size);
+    for (std::uint64_t at = begin; at < end; at += kBlock) {
+      auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, end - at));
+      file.read_at(at, n, buffer.data());
+      hash.update(buffer.data(), n);
+    }
+    out[k] = hash.finish();
+    if (hashed) {
+      std::lock_guard lock(progress_mutex);
+      hashed(end - begin);
+    }
+  });
+  return out;
+}
+
 // Checks an artifact's files against its manifest: nothing unlisted, every
-// listed file present at its size and, with `hash`, matching its piece
+// listed file a regular file of its size and, with `hash`, matching its piece
 // digests. Damage becomes a line in `problems`; I/O failures throw.
 void check_files(StorageBackend& backend, const Digest& digest, const Manifest& m, const std::string& label,
                  bool hash, std::vector<std::string>& problems,
                  const std::function<void(std::uint64_t)>& hashed = {}) {
   std::set<std::string> listed;
   for (const auto& f : m.files) listed.insert(f.path);
-  for (const auto& present : backend.list_files(digest))
-    if (!listed.count(present)) problems.push_back(label + ": unexpected file '" + present + "'");
+  for (const auto& present : backend.list_files(digest)) {
+    if (listed.count(present.path)) continue;  // its own check below says what is wrong with it
+    if (present.regular)
+      problems.push_back(label + ": unexpected file '" + present.path + "'");
+    else
+      problems.push_back(label + ": unexpected entry '" + present.path + "', " + present.kind);
+  }
   for (const auto& f : m.files) {
-    std::shared_ptr<const Buffer> data;
+    std::unique_ptr<RandomAccessFile> file;
     try {
-      data = backend.map_file(digest, f.path);
-    } catch (const NotFound& e) {
-      problems.push_back(label + ": file '" + f.path + "': " + e.what());
+      file = backend.open_file(digest, f.path);
+    } catch (const NotFound&) {
+      problems.push_back(label + ": file '" + f.path + "' is missing");
       continue;
     } catch (const CorruptData& e) {
-      problems.push_back(label + ": file '" + f.path + "': " + e.what());
+      problems.push_back(label + ": " + e.what());
       continue;
     }
-    if (data->size() != f.size) {
-      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(data->size()) +
+    if (file->size() != f.size) {
+      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(file->size()) +
                          " bytes, manifest says " + std::to_string(f.size));
       continue;
     }
     if (!hash) continue;
-    ConstBytes whole = data->bytes();
-    auto actual = detail::hash_pieces(detail::PartList({&whole, 1}), f.piece_size, {});
+    std::vector<Sha256Value> actual;
+    try {
+      actual = hash_stored_file(*file, f, hashed);
+    } catch (const CorruptData& e) {
+      problems.push_back(label + ": file '" + f.path + "': " + e.what());
+      continue;
+    }
     for (std::size_t k = 0; k < actual.size(); ++k)
       if (actual[k] != f.pieces[k])
         problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
                            std::to_string(k * f.piece_size) + "..) does not match its SHA-256");
-    if (hashed) hashed(f.size);
+  }
+}
+
+// Every failure leaving the Store is an amphora::Error of the right class,
+// whatever the standard library or nlohmann::json threw underneath.
+template <class F>
+auto translated(bool reading, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw OutOfResources("out of memory");
+  } catch (const std::length_error& e) {
+    throw OutOfResources(std::string("out of memory: ") + e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw IoError(e.what());
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::resource_unavailable_try_again || e.code() == std::errc::not_enough_memory ||
+        e.code() == std::errc::too_many_files_open)
+      throw OutOfResources(e.what());
+    throw IoError(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    if (reading) throw CorruptData(std::string("stored metadata does not have the expected form: ") + e.what());
+    throw InvalidArgument(std::string("value cannot be stored as JSON: ") + e.what());
   }
 }
 
@@ -94,10 +158,12 @@ struct Store::Impl {
   std::shared_ptr<StorageBackend> backend;
   std::shared_ptr<Registry> registry;
 
+  // Only published artifacts count: a directory without a manifest (a
+  // leftover verify reports) must not make a prefix ambiguous.
   std::vector<Digest> match_prefix(std::string_view hex) const {
     std::vector<Digest> out;
     for (const auto& d : backend->list_artifacts())
-      if (d.hex().compare(0, hex.size(), hex) == 0) out.push_back(d);
+      if (d.hex().compare(0, hex.size(), hex) == 0 && backend->has_artifact(d)) out.push_back(d);
     return out;
   }
 
@@ -106,7 +172,8 @@ struct Store::Impl {
     if (matches.empty()) throw NotFound("no artifact matches '" + std::string(ref) + "' in store " + path.string());
     if (matches.size() > 1) {
       std::string list;
-      for (std::size_t i = 0; i < matches.size() && i < 5; ++i) list += (i ? ", " : "") + matches[i].short_str();
+      for (std::size_t i = 0; i < matches.size() && i < 5; ++i) list += (i ? ", " : "") + matches[i].str();
+      if (matches.size() > 5) list += ", ...";
       throw InvalidArgument("ref '" + std::string(ref) + "' is ambiguous: it matches " +
                             std::to_string(matches.size()) + " artifacts (" + list + "); give more digits");
     }
@@ -153,22 +220,77 @@ struct Store::Impl {
       if (!versions.empty()) return record_digest(backend->read_version(ref, versions.back()), ref, versions.back());
     }
     if (ref.size() >= 8 && ref.size() <= 64 && is_hex(ref)) return resolve_prefix(ref, ref);
+    if (ref.size() < 8 && ref.size() >= 4 && is_hex(ref))
+      throw NotFound("no name '" + std::string(ref) + "' in store " + path.string() +
+                            ", and '" + std::string(ref) + "' is too short for a digest prefix: give at least 8 hex digits");
     if (!valid_name) validate_name(ref);  // throws the precise reason
     throw NotFound("no name or artifact '" + std::string(ref) + "' in store " + path.string());
   }
 
-  // Cheap check that a stored artifact lost a file or bytes. Only damage
-  // counts: an I/O failure (say, out of file descriptors) propagates rather
-  // than condemn a good copy.
+  // Whether a stored copy of an artifact we just staged lost or changed any
+  // byte. Its payload is re-hashed: a size check alone would let a flipped
+  // byte pass for an intact copy. Only damage counts: an I/O failure (say, out
+  // of file descriptors) propagates rather than condemn a good copy.
   bool damaged(const Digest& digest, const Manifest& expected) const {
     try {
       if (backend->read_manifest(digest) != expected.canonical()) return true;
     } catch (const NotFound&) {
       return true;
+    } catch (const CorruptData&) {
+      return true;
     }
     std::vector<std::string> problems;
-    check_files(*backend, digest, expected, "artifact " + digest.str(), false, problems);
+    try {
+      check_files(*backend, digest, expected, "artifact " + digest.str(), true, problems);
+    } catch (const NotFound&) {
+      return true;
+    } catch (const CorruptData&) {
+      return true;
+    }
     return !problems.empty();
+  }
+
+  // Healthy versions of every name (or one), with a line per unreadable one.
+  NameScan scan(std::optional<std::string_view> only) const {
+    NameScan out;
+    std::vector<std::string> names;
+    if (only) {
+      validate_name(*only);
+      names.emplace_back(*only);
+    } else {
+      names = backend->list_names();
+    }
+    for (const auto& name : names) {
+      std::string shown = "names/" + name;
+      try {
+        validate_name(name);
+      } catch (const InvalidArgument&) {
+        out.problems.push_back(shown + " in store " + path.string() + " is not a valid name; ignored");
+        continue;
+      }
+      std::vector<std::uint64_t> versions;
+      try {
+        versions = backend->list_versions(name);
+      } catch (const Error& e) {
+        out.problems.push_back(e.what());
+        continue;
+      }
+      for (auto v : versions) {
+        try {
+          VersionInfo info;
+          info.name = name;
+          info.version = v;
+          info.record = backend->read_version(name, v);
+          info.digest = record_digest(info.record, name, v);
+          out.versions.push_back(std::move(info));
+        } catch (const NotFound&) {
+          // removed (by rm) since listed
+        } catch (const Error& e) {
+          out.problems.push_back(e.what());
+        }
+      }
+    }
+    return out;
   }
 
   ArtifactReader open(std::string_view ref) const {
@@ -189,7 +311,7 @@ Store Store::open(const fs::path& dir, OpenOptions options) {
   impl->path = dir;
   const char* env = std::getenv("AMPHORA_DURABLE");
   bool durable = options.durable || (env && std::string_view(env) == "1");
-  impl->backend = open_local_backend(dir, options.create, durable);
+  impl->backend = translated(true, [&] { return open_local_backend(dir, options.create, durable); });
   impl->registry = options.registry ? std::move(options.registry) : std::make_shared<Registry>();
   return Store(std::move(impl));
 }
@@ -204,49 +326,64 @@ Registry& Store::registry() const { return *impl_->registry; }
 const std::shared_ptr<StorageBackend>& Store::backend() const { return impl_->backend; }
 
 SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options) {
-  if (!options.name.empty()) validate_name(options.name);
-  if (!options.provenance.is_object()) throw InvalidArgument("SaveOptions::provenance must be a JSON object");
-  try {
-    (void)options.provenance.dump();  // fail before writing anything, not after publishing
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(std::string("SaveOptions::provenance cannot be stored: ") + e.what());
-  }
-  ArtifactWriter writer(impl_->backend->begin_artifact(), options);
-  entry.save(value, writer);
-  Manifest manifest = writer.finish(entry.name, entry.version);
-  SaveResult result;
-  result.digest = manifest.digest();
+  return translated(false, [&] {
+    if (!options.name.empty()) validate_name(options.name);
+    if (!options.provenance.is_object()) throw InvalidArgument("SaveOptions::provenance must be a JSON object");
+    validate_storable_json(options.provenance, "SaveOptions::provenance");
+    ArtifactWriter writer(impl_->backend->begin_artifact(), options);
+    entry.save(value, writer);
+    Manifest manifest = writer.finish(entry.name, entry.version);
+    SaveResult result;
+    result.digest = manifest.digest();
 
-  // From publishing until the name exists the artifact is unreferenced; the
-  // shared lease keeps gc from collecting it in that window.
-  auto lease = impl_->backend->publish_lease();
-  result.created = writer.publish(result.digest);
-  if (!result.created && impl_->damaged(result.digest, manifest)) {
-    // The stored copy lost files or bytes; ours is complete, so it takes its
-    // place. One repairer per digest, and only if still damaged once it may.
-    auto repair = impl_->backend->repair_lease(result.digest);
-    if (impl_->damaged(result.digest, manifest)) {
-      writer.replace(result.digest);
-      result.created = true;
+    // The name record is built and measured before anything is published, so
+    // a record the store would refuse (or could not read back) fails the save.
+    nlohmann::json record;
+    if (!options.name.empty()) {
+      record = options.provenance;
+      record["name"] = options.name;
+      record["digest"] = result.digest.str();
+      record["materializer"] = entry.name;
+      record["materializer_version"] = entry.version;
+      record["payload_bytes"] = manifest.payload_bytes();
+      record["created_at"] = utc_now();
+      record["host"] = host_name();
+      record["pid"] = ::getpid();
+      nlohmann::json measured = record;
+      measured["version"] = std::numeric_limits<std::uint64_t>::max();
+      std::size_t bytes = measured.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).size() + 1;
+      if (bytes > StorageBackend::kMaxRecordBytes)
+        throw InvalidArgument("the name record for '" + options.name + "' would be " + std::to_string(bytes) +
+                              " bytes, more than the limit of " + std::to_string(StorageBackend::kMaxRecordBytes) +
+                              " (1 MiB); keep SaveOptions::provenance small");
     }
-  }
-  if (!options.name.empty()) {
-    nlohmann::json record = options.provenance;
-    record["name"] = options.name;
-    record["digest"] = result.digest.str();
-    record["materializer"] = entry.name;
-    record["materializer_version"] = entry.version;
-    record["payload_bytes"] = manifest.payload_bytes();
-    record["created_at"] = utc_now();
-    record["host"] = host_name();
-    record["pid"] = ::getpid();
-    result.name = options.name;
-    result.version = impl_->backend->add_version(options.name, std::move(record));
-  }
-  return result;
+
+    // From publishing until the name exists the artifact is unreferenced; the
+    // shared lease keeps gc from collecting it in that window.
+    auto lease = impl_->backend->publish_lease();
+    result.created = writer.publish(result.digest);
+    if (!result.created && impl_->damaged(result.digest, manifest)) {
+      // The stored copy lost or changed bytes; ours is complete, so it takes
+      // its place. One repairer per digest, and only if still damaged once it may.
+      auto repair = impl_->backend->repair_lease(result.digest);
+      if (impl_->damaged(result.digest, manifest)) {
+        writer.replace(result.digest);
+        result.created = true;
+      }
+    }
+    if (!options.name.empty()) {
+      result.name = options.name;
+      result.version = impl_->backend->add_version(options.name, std::move(record));
+    }
+    return result;
+  });
 }
 
 std::shared_ptr<void> Store::load_erased(std::string_view ref, std::string_view expected) const {
+  return translated(true, [&] { return load_checked(ref, expected); });
+}
+
+std::shared_ptr<void> Store::load_checked(std::string_view ref, std::string_view expected) const {
   ArtifactReader reader = impl_->open(ref);
   const Manifest& m = reader.manifest();
   auto entry = impl_->registry->find(m.materializer);
@@ -264,12 +401,29 @@ std::shared_ptr<void> Store::load_erased(std::string_view ref, std::string_view 
   return entry->load(reader);
 }
 
-Digest Store::resolve(std::string_view ref) const { return impl_->resolve(ref); }
-ArtifactReader Store::open_artifact(std::string_view ref) const { return impl_->open(ref); }
+Digest Store::resolve(std::string_view ref) const {
+  return translated(true, [&] { return impl_->resolve(ref); });
+}
+ArtifactReader Store::open_artifact(std::string_view ref) const {
+  return translated(true, [&] { return impl_->open(ref); });
+}
 
-std::vector<std::string> Store::names() const { return impl_->backend->list_names(); }
+std::vector<std::string> Store::names() const {
+  std::vector<std::string> out;
+  for (const auto& v : scan_names().versions)
+    if (out.empty() || out.back() != v.name) out.push_back(v.name);
+  return out;
+}
+
+NameScan Store::scan_names(std::optional<std::string_view> name) const {
+  return translated(true, [&] { return impl_->scan(name); });
+}
 
 std::vector<VersionInfo> Store::versions(std::string_view name) const {
+  return translated(true, [&] { return versions_checked(name); });
+}
+
+std::vector<VersionInfo> Store::versions_checked(std::string_view name) const {
   validate_name(name);
   auto versions = impl_->backend->list_versions(name);
   if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + impl_->path.string());
@@ -285,17 +439,22 @@ std::vector<VersionInfo> Store::versions(std::string_view name) const {
   return out;
 }
 
-std::vector<VersionInfo> Store::names_of(const Digest& digest) const {
+std::vector<VersionInfo> Store::names_of(const Digest& digest, std::vector<std::string>* problems) const {
+  auto scan = scan_names();
   std::vector<VersionInfo> out;
-  for (const auto& name : names())
-    for (auto& info : versions(name))
-      if (info.digest == digest) out.push_back(std::move(info));
+  for (auto& info : scan.versions)
+    if (info.digest == digest) out.push_back(std::move(info));
+  if (problems) problems->insert(problems->end(), scan.problems.begin(), scan.problems.end());
   return out;
 }
 
 std::vector<Digest> Store::artifacts() const { return impl_->backend->list_artifacts(); }
 
 VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& progress) const {
+  return translated(true, [&] { return verify_checked(ref, progress); });
+}
+
+VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Progress& progress) const {
   auto& backend = *impl_->backend;
   VerifyReport report;
   std::vector<Digest> digests;
@@ -303,45 +462,47 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
     digests.push_back(resolve(*ref));
   } else {
     digests = backend.list_artifacts();
-    for (const auto& name : names()) {
-      for (auto v : backend.list_versions(name)) {
-        try {
-          Digest d = record_digest(backend.read_version(name, v), name, v);
-          if (!backend.has_artifact(d))
-            report.problems.push_back("name " + name + "@" + std::to_string(v) + " points to missing artifact " +
-                                      d.str());
-        } catch (const Error& e) {
-          report.problems.push_back(e.what());
-        }
-      }
-    }
+    auto scan = scan_names();
+    report.problems = std::move(scan.problems);
+    for (const auto& info : scan.versions)
+      if (!backend.has_artifact(info.digest))
+        report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
+                                  " points to missing artifact " + info.digest.str());
   }
 
   struct Item {
     Digest digest;
-    std::string bytes;
     std::optional<Manifest> manifest;
   };
   std::vector<Item> items;
   std::uint64_t total = 0;
   for (const auto& d : digests) {
-    Item item{d, {}, std::nullopt};
+    Item item{d, std::nullopt};
     std::string label = "artifact " + d.str();
     try {
+      std::string bytes;
       try {
-        item.bytes = backend.read_manifest(d);
+        bytes = backend.read_manifest(d);
       } catch (const NotFound&) {
-        if (!ref && !backend.has_artifact(d)) continue;  // collected by a concurrent gc since listed
-        throw;
+        try {
+          backend.list_files(d);
+        } catch (const NotFound&) {
+          if (!ref) continue;  // collected by a concurrent gc since listed
+          throw;
+        }
+        report.problems.push_back(label + ": directory has no manifest.json (a damaged or stray artifact directory)");
+        ++report.artifacts;
+        continue;
       }
-      if (Sha256::of(item.bytes) != d.value()) {
+      if (Sha256::of(bytes) != d.value()) {
         report.problems.push_back(label + ": manifest.json does not hash to the artifact's digest (found sha256:" +
-                                  Sha256::of(item.bytes).hex() + ")");
+                                  Sha256::of(bytes).hex() + ")");
       }
-      item.manifest = Manifest::parse(item.bytes, label);
-      if (item.manifest->canonical() != item.bytes)
-        report.problems.push_back(label + ": manifest.json is not in canonical form");
+      item.manifest = Manifest::parse(bytes, label);
+      if (item.manifest->canonical() != bytes) report.problems.push_back(label + ": manifest.json is not in canonical form");
       total += item.manifest->payload_bytes();
+    } catch (const Unsupported& e) {
+      report.unsupported.push_back(e.what());
     } catch (const Error& e) {
       report.problems.push_back(e.what());
     }
@@ -354,6 +515,7 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
     if (!item.manifest) continue;
     const Manifest& m = *item.manifest;
     std::string label = "artifact " + item.digest.str();
+    std::size_t before = report.problems.size();
     try {
       check_files(backend, item.digest, m, label, true, report.problems, [&](std::uint64_t bytes) {
         done += bytes;
@@ -363,27 +525,62 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
     } catch (const Error& e) {
       report.problems.push_back(label + ": " + e.what());
     }
+    if (report.problems.size() != before) continue;
+    // The bytes are the ones hashed; now whether they mean what the metadata says.
+    auto entry = impl_->registry->find(m.materializer);
+    if (!entry) {
+      ++report.structure_unchecked;
+      continue;
+    }
+    if (m.materializer_version > entry->version) {
+      report.unsupported.push_back(label + " uses '" + m.materializer + "' format version " +
+                                   std::to_string(m.materializer_version) + ", newer than the version " +
+                                   std::to_string(entry->version) + " this build reads");
+      continue;
+    }
+    ArtifactReader reader(impl_->backend, item.digest, m, label);
+    try {
+      translated(true, [&] {
+        if (entry->validate)
+          entry->validate(reader);
+        else
+          (void)entry->load(reader);
+      });
+    } catch (const Unsupported& e) {
+      report.unsupported.push_back(e.what());
+    } catch (const NotFound& e) {
+      if (backend.has_artifact(item.digest)) report.problems.push_back(e.what());
+    } catch (const Error& e) {
+      report.problems.push_back(e.what());
+    }
   }
   return report;
 }
 
 GcReport Store::gc(bool dry_run, std::chrono::seconds staging_grace) {
-  auto& backend = *impl_->backend;
-  GcReport report;
-  auto lease = backend.gc_lease();
-  std::set<Digest> live;
-  for (const auto& name : backend.list_names())
-    for (auto v : backend.list_versions(name)) live.insert(record_digest(backend.read_version(name, v), name, v));
-  for (const auto& d : backend.list_artifacts()) {
-    if (live.count(d)) {
-      ++report.kept;
-      continue;
+  return translated(true, [&] {
+    auto& backend = *impl_->backend;
+    GcReport report;
+    auto lease = backend.gc_lease();
+    auto scan = scan_names();
+    if (!scan.problems.empty())
+      throw CorruptData("gc refused: the store is inconsistent, and collecting now could delete what an unreadable "
+                        "record points at: " + scan.problems.front() +
+                        (scan.problems.size() > 1 ? " (and " + std::to_string(scan.problems.size() - 1) + " more)" : "") +
+                        "; run `amphora verify`, then repair or remove the bad records");
+    std::set<Digest> live;
+    for (const auto& info : scan.versions) live.insert(info.digest);
+    for (const auto& d : backend.list_artifacts()) {
+      if (live.count(d)) {
+        ++report.kept;
+        continue;
+      }
+      report.removed.push_back(d);
+      report.bytes_freed += dry_run ? backend.artifact_bytes(d) : backend.remove_artifact(d);
     }
-    report.removed.push_back(d);
-    report.bytes_freed += dry_run ? backend.artifact_bytes(d) : backend.remove_artifact(d);
-  }
-  report.staging = backend.sweep_staging(dry_run, staging_grace);
-  return report;
+    report.staging = backend.sweep_staging(dry_run, staging_grace);
+    return report;
+  });
 }
 
 }  // namespace amphora

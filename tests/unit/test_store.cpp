@@ -95,10 +95,25 @@ TEST_CASE("Refs resolve names, versions, digests and prefixes", "[store][refs]")
   CHECK_THROWS_AS(store.resolve("sha256:" + std::string(64, '0')), NotFound);
   CHECK_THROWS_AS(store.resolve("../etc"), InvalidArgument);
 
-  // Two artifacts sharing an 8-digit prefix make that prefix ambiguous.
+  // Two artifacts sharing an 8-digit prefix make that prefix ambiguous; the
+  // message lists full digests (short ones could be identical too).
   std::string stem = "abcdef12";
-  for (char tail : {'1', '2'}) fs::create_directories(dir.path() / "objects/sha256/ab" / (stem + std::string(56, tail)));
-  CHECK_THROWS_WITH(store.resolve(stem), Catch::Contains("ambiguous") && Catch::Contains("2 artifacts"));
+  for (char tail : {'1', '2'}) {
+    auto art = dir.path() / "objects/sha256/ab" / (stem + std::string(56, tail));
+    fs::create_directories(art);
+    test::write_text(art / "manifest.json", "{}");
+  }
+  CHECK_THROWS_WITH(store.resolve(stem), Catch::Contains("ambiguous") && Catch::Contains("2 artifacts") &&
+                                             Catch::Contains("sha256:" + stem + std::string(56, '1')) &&
+                                             Catch::Contains("sha256:" + stem + std::string(56, '2')));
+  // A directory without a manifest is no artifact: it does not make a prefix ambiguous.
+  fs::create_directories(dir.path() / "objects/sha256/ab" / (stem + std::string(55, '3') + "4"));
+  CHECK_THROWS_WITH(store.resolve(stem), Catch::Contains("2 artifacts"));
+  fs::create_directories(dir.path() / "objects/sha256/cd" / ("cdcdcdcd" + std::string(56, '0')));
+  CHECK_THROWS_AS(store.resolve("cdcdcdcd"), NotFound);
+  // Too short to be a prefix: say how many digits are needed.
+  CHECK_THROWS_WITH(store.resolve(v1.digest.hex().substr(0, 6)), Catch::Contains("at least 8 hex digits"));
+  CHECK_THROWS_WITH(store.resolve(v1.digest.hex().substr(0, 7)), Catch::Contains("at least 8 hex digits"));
 }
 
 TEST_CASE("Names are validated", "[store][refs]") {

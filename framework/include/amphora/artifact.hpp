@@ -45,7 +45,7 @@ struct SaveOptions {
 class ArtifactWriter;
 
 /// A payload file written sequentially and hashed as it is written. Close it
-/// before the materializer returns.
+/// before the materializer returns: a stream destroyed unclosed fails the save.
 class FileStream {
  public:
   ~FileStream();
@@ -98,11 +98,19 @@ class ArtifactWriter {
   FileStream open_stream(std::string_view path, std::uint64_t size_hint = 0);
 
   /// The materializer's metadata object, stored (and hashed) in the manifest.
+  /// Must hold no NaN/infinite numbers and only UTF-8 text (checked when the
+  /// save finishes: InvalidArgument).
   nlohmann::json& meta();
+  /// Reports progress in the materializer's own units (for example input
+  /// bytes consumed, when what is written is compressed). Once called, the
+  /// writer stops reporting payload bytes written by itself.
+  void report_progress(std::uint64_t done);
   const SaveOptions& options() const;
 
   /// Used by Store: completes the manifest for `materializer`/`version`,
-  /// writes it, and returns it. Fails if a stream is still open.
+  /// writes it, and returns it. Throws InvalidArgument if a stream was left
+  /// open or destroyed unclosed, the metadata cannot be stored exactly, or the
+  /// manifest would exceed Manifest::kMaxBytes.
   Manifest finish(std::string_view materializer, int version);
   /// Used by Store: publishes the finished artifact; false when it already existed.
   bool publish(const Digest& digest);

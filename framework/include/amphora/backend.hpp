@@ -48,6 +48,26 @@ class Staging {
   virtual void replace(const Digest& digest) = 0;
 };
 
+/// A stored payload file opened for positional reads (like a file descriptor:
+/// reads stay valid even if the file is renamed or collected meanwhile).
+/// Thread-safe.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  /// Size when opened.
+  virtual std::uint64_t size() const = 0;
+  /// Reads exactly `size` bytes at `offset` into `dst`. Throws CorruptData
+  /// when the file ends first (it shrank), IoError on failure.
+  virtual void read_at(std::uint64_t offset, std::size_t size, std::byte* dst) const = 0;
+};
+
+/// One entry found inside an artifact directory.
+struct StoredFile {
+  std::string path;    ///< '/'-separated, relative to the artifact
+  bool regular = true; ///< false for a symbolic link, FIFO, device or socket
+  std::string kind;    ///< "a symbolic link", "a FIFO", ... when not regular
+};
+
 /// Held while it lives; released on destruction.
 class Lease {
  public:
@@ -71,11 +91,17 @@ class StorageBackend {
   virtual bool has_artifact(const Digest& digest) = 0;
   /// manifest.json bytes; throws NotFound.
   virtual std::string read_manifest(const Digest& digest) = 0;
-  /// Maps payload file `relpath` (validated by the caller) read-only; throws NotFound.
+  /// Maps payload file `relpath` (validated by the caller) read-only. Throws
+  /// NotFound when missing, CorruptData when it is a link or not a regular file.
   virtual std::shared_ptr<const Buffer> map_file(const Digest& digest, std::string_view relpath) = 0;
-  /// Every regular file in the artifact other than manifest.json, plus any
-  /// entry that is not a regular file or directory (reported as-is so verify can flag it).
-  virtual std::vector<std::string> list_files(const Digest& digest) = 0;
+  /// Opens payload file `relpath` for positional reads; errors as map_file.
+  virtual std::unique_ptr<RandomAccessFile> open_file(const Digest& digest, std::string_view relpath) = 0;
+  /// Every entry in the artifact other than manifest.json and directories,
+  /// sorted by path, links and special files included (flagged) so verify can
+  /// report them. Throws NotFound when the artifact directory is missing.
+  virtual std::vector<StoredFile> list_files(const Digest& digest) = 0;
+  /// Every artifact directory, with or without a manifest. Throws CorruptData
+  /// when a fan-out directory is a symbolic link or not a directory.
   virtual std::vector<Digest> list_artifacts() = 0;
   /// Removes an artifact; returns the bytes freed.
   virtual std::uint64_t remove_artifact(const Digest& digest) = 0;
@@ -83,12 +109,18 @@ class StorageBackend {
 
   /// Appends the next version of `name`, atomically and uniquely even with
   /// concurrent writers, storing `record` (to which "version" is added).
+  /// Throws InvalidArgument when the serialized record exceeds kMaxRecordBytes.
   virtual std::uint64_t add_version(std::string_view name, nlohmann::json record) = 0;
+  /// Every entry of the names area, valid name or not, for the caller to vet.
   virtual std::vector<std::string> list_names() = 0;
-  /// Ascending; empty if the name does not exist.
+  /// Ascending; empty if the name does not exist. Throws CorruptData when
+  /// the name's directory is a link or not a directory.
   virtual std::vector<std::uint64_t> list_versions(std::string_view name) = 0;
-  /// Throws NotFound.
+  /// Throws NotFound, or CorruptData for a record that is not a small regular
+  /// file holding a JSON object.
   virtual nlohmann::json read_version(std::string_view name, std::uint64_t version) = 0;
+  /// Largest name record, serialized, that a store accepts.
+  static constexpr std::size_t kMaxRecordBytes = 1u << 20;
 
   /// Shared lease taken by writers between publishing an artifact and
   /// recording the name that keeps it alive; gc waits for these.
@@ -106,7 +138,8 @@ class StorageBackend {
 /// the device (fdatasync/fsync) before anything that depends on them is
 /// published, so a power loss cannot expose a published artifact or name whose
 /// data never reached the disk. Throws NotFound when the directory is not a
-/// store and `create` is false.
+/// store and `create` is false, CorruptData when the marker or one of the
+/// store's own directories is a symbolic link or not what it should be.
 std::shared_ptr<StorageBackend> open_local_backend(const std::filesystem::path& dir, bool create,
                                                    bool durable = false);
 

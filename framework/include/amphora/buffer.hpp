@@ -21,10 +21,13 @@ class Buffer {
  public:
   /// Zero-filled writable memory. Large blocks come from anonymous mmap with
   /// transparent huge pages requested, so filling them is not bound by 4 KiB
-  /// page faults. Throws InvalidArgument when `size` cannot be allocated.
+  /// page faults. Throws OutOfResources when `size` cannot be allocated.
   static std::shared_ptr<Buffer> allocate(std::size_t size);
 
-  /// Maps a whole file read-only. Throws IoError naming the file.
+  /// Maps a whole file read-only. Throws NotFound, InvalidArgument when it is
+  /// not a regular file, IoError otherwise. A mapped file must not shrink
+  /// while mapped (reading past its new end raises SIGBUS): use it for files
+  /// nobody rewrites in place, such as stored payloads.
   static std::shared_ptr<const Buffer> map_file(const std::filesystem::path& path);
 
   /// A view of `length` bytes at `offset` of `parent`, keeping `parent` alive.

@@ -45,4 +45,11 @@ class IoError : public Error {
   using Error::Error;
 };
 
+/// The machine ran out of something Amphora needed: memory, threads or file
+/// descriptors. Nothing is wrong with the data or the arguments.
+class OutOfResources : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace amphora

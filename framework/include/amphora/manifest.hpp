@@ -30,6 +30,8 @@ struct Manifest {
   /// that a manifest stays small (and quick to open) whatever the file size.
   static constexpr std::uint64_t kMinPieceSize = 2u << 20;
   static constexpr std::uint64_t kMaxPieces = 256;
+  /// Largest manifest.json a store writes or reads.
+  static constexpr std::size_t kMaxBytes = 64u << 20;
   /// The piece size writers use for a file of `size` bytes.
   static std::uint64_t piece_size_for(std::uint64_t size, std::uint64_t min_piece_size = kMinPieceSize);
 
@@ -59,9 +61,20 @@ nlohmann::json parse_untrusted_json(std::string_view text);
 /// Number of pieces a file of `size` bytes has for `piece_size`.
 std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size);
 
-/// Throws CorruptData (naming `where`) unless `path` is a safe relative path
-/// inside an artifact: non-empty, '/'-separated, no '.', '..', empty or hidden
+/// Why `path` is not a safe relative path inside an artifact, or "" when it
+/// is one: non-empty, '/'-separated, no '.', '..', empty or hidden
 /// components, no backslash or control characters, not absolute.
+std::string artifact_path_problem(std::string_view path);
+/// Throws CorruptData (naming `where`) unless `path` is a safe artifact path.
 void validate_artifact_path(std::string_view path, std::string_view where);
+
+/// Throws InvalidArgument (naming `what` and the offending key path) unless
+/// `value` can be stored and read back exactly: no NaN or infinite numbers
+/// (JSON has none), only valid UTF-8 in strings and keys, and nesting no
+/// deeper than parse_untrusted_json accepts.
+void validate_storable_json(const nlohmann::json& value, std::string_view what);
+/// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
+/// code points above U+10FFFF).
+bool is_valid_utf8(std::string_view text);
 
 }  // namespace amphora

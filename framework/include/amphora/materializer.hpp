@@ -6,6 +6,8 @@
 //     static constexpr int version = 1;                          // payload format version
 //     static void save(const BBoxes& value, amphora::ArtifactWriter& out);
 //     static BBoxes load(amphora::ArtifactReader& in);
+//     // optional: the structural check `amphora verify` runs (defaults to a full load)
+//     static void validate(const amphora::ArtifactReader& in);
 //   };
 //
 // then register it once: registry.add<BBoxes>().

@@ -29,6 +29,10 @@ struct MaterializerEntry {
   std::string origin;  ///< "built-in", "application" or a plugin path
   std::function<void(const void* value, ArtifactWriter& out)> save;
   std::function<std::shared_ptr<void>(ArtifactReader& in)> load;
+  /// Structural check run by Store::verify once the hashes match: throws
+  /// CorruptData (or Unsupported) when the metadata contradicts the payload.
+  /// Empty = a full load is the check.
+  std::function<void(const ArtifactReader& in)> validate;
 };
 
 /// How the CLI imports and exports one file kind (chosen by extension).
@@ -46,7 +50,8 @@ struct FileFormat {
 /// Entries are never removed.
 class Registry {
  public:
-  /// Registers materializer<T>. A type that does not satisfy Materializable
+  /// Registers materializer<T>; if it declares `static void validate(const
+  /// ArtifactReader&)`, verify runs it. A type that does not satisfy Materializable
   /// fails to compile with a message saying what to specialize. Throws
   /// InvalidArgument when the name is malformed or already registered (naming
   /// both types) or T already has a materializer.
@@ -68,6 +73,8 @@ class Registry {
     entry.load = [](ArtifactReader& in) -> std::shared_ptr<void> {
       return std::make_shared<T>(materializer<T>::load(in));
     };
+    if constexpr (requires(const ArtifactReader& in) { materializer<T>::validate(in); })
+      entry.validate = [](const ArtifactReader& in) { materializer<T>::validate(in); };
     add_entry(std::move(entry));
   }
 

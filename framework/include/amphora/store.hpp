@@ -37,8 +37,18 @@ struct VersionInfo {
 struct VerifyReport {
   std::size_t artifacts = 0;
   std::uint64_t bytes = 0;
-  std::vector<std::string> problems;  ///< one line each, naming the artifact and file
+  std::vector<std::string> problems;     ///< damage, one line each, naming the artifact and file
+  std::vector<std::string> unsupported;  ///< artifacts this build cannot check (newer formats)
+  std::size_t structure_unchecked = 0;   ///< artifacts of unregistered materializers: hashes checked only
+  /// No damage found (unsupported artifacts are not damage, but not checked either).
   bool ok() const { return problems.empty(); }
+};
+
+/// The name records of a store, read leniently: one bad record does not hide
+/// the healthy ones.
+struct NameScan {
+  std::vector<VersionInfo> versions;  ///< healthy versions, by name then version
+  std::vector<std::string> problems;  ///< one line per record or name entry that could not be read
 };
 
 struct GcReport {
@@ -64,8 +74,9 @@ class Store {
     bool durable = false;
   };
 
-  /// Opens the store at `dir`. Throws NotFound when it is not a store and
-  /// `create` is false, IoError when it cannot be created.
+  /// Opens the store at `dir`. Throws NotFound when it is missing or not a
+  /// store and `create` is false, CorruptData when its marker or one of its own
+  /// directories is a symbolic link, IoError when it cannot be created.
   static Store open(const std::filesystem::path& dir, OpenOptions options);
   static Store open(const std::filesystem::path& dir) { return open(dir, OpenOptions{}); }
   /// `--store` / `$AMPHORA_STORE` / `./.amphora`, in that order of preference.
@@ -76,7 +87,9 @@ class Store {
   const std::shared_ptr<StorageBackend>& backend() const;
 
   /// Materializes `value` with the materializer registered for T. Throws
-  /// Unsupported when none is, InvalidArgument for a bad name.
+  /// Unsupported when none is, InvalidArgument for a bad name, for provenance
+  /// or metadata that cannot be stored exactly (NaN, invalid UTF-8) or that
+  /// exceeds the record or manifest size limit, before anything is published.
   template <class T>
   SaveResult save(const T& value, const SaveOptions& options = {}) {
     return save_erased(*registry().for_type(typeid(T)), &value, options);
@@ -102,24 +115,35 @@ class Store {
   /// Opens a published artifact for reading (manifest parsed and validated).
   ArtifactReader open_artifact(std::string_view ref) const;
 
-  /// Every name, sorted.
+  /// Every name with at least one readable version, sorted.
   std::vector<std::string> names() const;
-  /// Every version of `name`, ascending. Throws NotFound if there is none.
+  /// Every version of `name`, ascending. Throws NotFound if there is none,
+  /// CorruptData if one of its records cannot be read.
   std::vector<VersionInfo> versions(std::string_view name) const;
-  /// Every name version that points at `digest`.
-  std::vector<VersionInfo> names_of(const Digest& digest) const;
+  /// Every readable version of every name (or of `name` only), with a line
+  /// for each record that could not be read instead of an exception.
+  NameScan scan_names(std::optional<std::string_view> name = std::nullopt) const;
+  /// Every readable name version that points at `digest`; unreadable records
+  /// are skipped and, when `problems` is given, described there.
+  std::vector<VersionInfo> names_of(const Digest& digest, std::vector<std::string>* problems = nullptr) const;
   std::vector<Digest> artifacts() const;
 
-  /// Re-hashes every payload file of `ref` (or of every artifact) and checks
-  /// it against its manifest, and each manifest against its digest.
+  /// Re-hashes every payload file of `ref` (or of every artifact and checks
+  /// every name record) against the manifests, each manifest against its
+  /// digest, and runs the materializer's structural validation.
   VerifyReport verify(std::optional<std::string_view> ref = std::nullopt, const Progress& progress = {}) const;
 
   /// Removes artifacts no name reaches and staging areas whose writer is gone.
+  /// Refuses (CorruptData, saying where) while a name record cannot be read:
+  /// what it pointed at would otherwise be collected.
   GcReport gc(bool dry_run = false, std::chrono::seconds staging_grace = std::chrono::seconds(60));
 
  private:
   struct Impl;
   explicit Store(std::shared_ptr<Impl> impl);
+  std::shared_ptr<void> load_checked(std::string_view ref, std::string_view expected) const;
+  std::vector<VersionInfo> versions_checked(std::string_view name) const;
+  VerifyReport verify_checked(std::optional<std::string_view> ref, const Progress& progress) const;
   std::shared_ptr<Impl> impl_;
 };
 
