@@ -4,12 +4,14 @@
 #include <amphora/builtins.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -26,7 +28,8 @@ Commands:
   show REF [--json]                      show an artifact's manifest, files and metadata
   import FILE --name NAME [--compress none|lz4|auto]
                                          store a file (.npy) as the next version of NAME
-  export REF FILE                        write an artifact to a file (.npy)
+  export REF FILE [--force]              write an artifact to a file (.npy); an existing regular
+                                         file is replaced, a symbolic link only with --force
   verify [REF]                           re-hash payloads and check them against manifests
   gc [--dry-run]                         remove artifacts no name reaches, and stale staging
 
@@ -35,11 +38,37 @@ The store is --store DIR, else $AMPHORA_STORE, else ./.amphora.
 Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.
 )";
 
+// Text that came from a store (records, metadata, file names, messages that
+// quote them) is shown with control characters escaped, so a crafted store
+// cannot send escape sequences to the user's terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char buf[8];
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {  // C1 controls, U+0080..U+009F
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+      out += buf;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string one_line(std::string text) {
   for (char& c : text)
     if (c == '\n' || c == '\r') c = ' ';
-  return text;
+  return printable(text);
 }
+
+void warn(const std::string& text) { std::cerr << "amphora: warning: " << one_line(text) << "\n"; }
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -59,7 +88,7 @@ bool has_flag(const Args& a, const std::string& f) {
 
 Args parse_args(int argc, char** argv) {
   static const std::vector<std::string> kValued = {"--store", "--name", "--compress"};
-  static const std::vector<std::string> kFlags = {"--json", "--dry-run", "--help", "-h", "--version"};
+  static const std::vector<std::string> kFlags = {"--json", "--dry-run", "--force", "--help", "-h", "--version"};
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -173,38 +202,46 @@ int cmd_ls(const Args& a) {
   expect_positional(a, 0, 1);
   allow_only(a, {"--json"});
   Store store = open_store(a);
+  // One unreadable record is reported, not allowed to hide the healthy ones.
+  std::optional<std::string_view> only;
+  if (!a.positional.empty()) only = a.positional[0];
+  auto scan = store.scan_names(only);
+  for (const auto& p : scan.problems) warn(p);
   std::vector<amphora::VersionInfo> rows;
   std::map<std::string, std::size_t> version_counts;
-  if (a.positional.empty()) {
-    for (const auto& name : store.names()) {
-      auto versions = store.versions(name);
-      version_counts[name] = versions.size();
-      rows.push_back(versions.back());
+  if (!only) {
+    for (auto& v : scan.versions) {
+      if (!rows.empty() && rows.back().name == v.name) rows.pop_back();
+      ++version_counts[v.name];
+      rows.push_back(std::move(v));
     }
   } else {
-    rows = store.versions(a.positional[0]);
+    rows = std::move(scan.versions);
+    if (rows.empty() && scan.problems.empty())
+      throw amphora::NotFound("no name '" + a.positional[0] + "' in store " + store.path().string());
   }
   if (has_flag(a, "--json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
       auto j = version_json(r);
-      if (a.positional.empty()) j["versions"] = version_counts[r.name];
+      if (!only) j["versions"] = version_counts[r.name];
       out.push_back(std::move(j));
     }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
   if (rows.empty()) {
-    std::cout << "(no names in " << store.path().string() << ")\n";
+    std::cout << "(no names in " << printable(store.path().string()) << ")\n";
     return 0;
   }
   std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");
   for (const auto& r : rows) {
     std::string version = std::to_string(r.version);
-    if (a.positional.empty() && version_counts[r.name] > 1) version += "/" + std::to_string(version_counts[r.name]);
+    if (!only && version_counts[r.name] > 1) version += "/" + std::to_string(version_counts[r.name]);
     std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
-                text_field(r.record, "materializer").c_str(), human_bytes(count_field(r.record, "payload_bytes")).c_str(),
-                text_field(r.record, "created_at").c_str());
+                printable(text_field(r.record, "materializer")).c_str(),
+                human_bytes(count_field(r.record, "payload_bytes")).c_str(),
+                printable(text_field(r.record, "created_at")).c_str());
   }
   return 0;
 }
@@ -215,8 +252,9 @@ int cmd_show(const Args& a) {
   Store store = open_store(a);
   amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
   const auto& m = reader.manifest();
-  std::vector<std::string> names;
-  for (const auto& v : store.names_of(reader.digest())) names.push_back(v.name + "@" + std::to_string(v.version));
+  std::vector<std::string> names, problems;
+  for (const auto& v : store.names_of(reader.digest(), &problems)) names.push_back(v.name + "@" + std::to_string(v.version));
+  for (const auto& p : problems) warn(p);
   auto registered = store.registry().find(m.materializer);
   if (has_flag(a, "--json")) {
     nlohmann::json files = nlohmann::json::array();
@@ -236,7 +274,7 @@ int cmd_show(const Args& a) {
     return 0;
   }
   std::cout << "digest        " << reader.digest().str() << "\n";
-  std::cout << "materializer  " << m.materializer << " (format " << m.materializer_version << ")"
+  std::cout << "materializer  " << printable(m.materializer) << " (format " << m.materializer_version << ")"
             << (registered ? "" : "  [not registered: cannot be loaded by this build]") << "\n";
   std::cout << "names         ";
   for (std::size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
@@ -244,7 +282,7 @@ int cmd_show(const Args& a) {
   std::cout << "payload       " << human_bytes(m.payload_bytes()) << " in " << m.files.size() << " file"
             << (m.files.size() == 1 ? "" : "s") << "\n";
   for (const auto& f : m.files)
-    std::printf("  %-28s %14llu bytes  %zu piece%s\n", f.path.c_str(), static_cast<unsigned long long>(f.size),
+    std::printf("  %-28s %14llu bytes  %zu piece%s\n", printable(f.path).c_str(), static_cast<unsigned long long>(f.size),
                 f.pieces.size(), f.pieces.size() == 1 ? "" : "s");
   std::cout << "meta\n";
   std::string meta = m.meta.dump(2);
@@ -252,7 +290,7 @@ int cmd_show(const Args& a) {
   while (start < meta.size()) {
     auto end = meta.find('\n', start);
     if (end == std::string::npos) end = meta.size();
-    std::cout << "  " << meta.substr(start, end - start) << "\n";
+    std::cout << "  " << printable(meta.substr(start, end - start)) << "\n";
     start = end + 1;
   }
   return 0;
@@ -289,11 +327,34 @@ int cmd_import(const Args& a) {
   return 0;
 }
 
+// The destination may be replaced only if it is a regular file, or, with
+// --force, a symbolic link (the link is replaced; its target is untouched).
+// A FIFO, device, socket or directory is never replaced.
+void check_destination(const fs::path& file, bool force) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0) return;
+  if (S_ISREG(st.st_mode)) return;
+  if (S_ISLNK(st.st_mode)) {
+    if (force) return;
+    throw amphora::Error(file.string() + " is a symbolic link; refusing to replace it (pass --force to replace the "
+                                         "link itself; its target is left alone)");
+  }
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  throw amphora::Error(file.string() + " exists and is " + kind + "; export replaces only a regular file" +
+                       (force ? " (or, with --force, a symbolic link)" : ""));
+}
+
 int cmd_export(const Args& a) {
   expect_positional(a, 2, 2);
-  allow_only(a, {});
+  allow_only(a, {"--force"});
   Store store = open_store(a);
   fs::path file = a.positional[1];
+  check_destination(file, has_flag(a, "--force"));
   amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
   auto format = store.registry().format_for(file);
   if (!format || format->materializer != reader.manifest().materializer) {
@@ -306,6 +367,7 @@ int cmd_export(const Args& a) {
   auto report = store.verify(reader.digest().str());
   if (!report.ok()) throw amphora::CorruptData(report.problems.front());
   auto value = store.load_erased(reader.digest().str(), format->materializer);
+  check_destination(file, has_flag(a, "--force"));  // again: it may have appeared meanwhile
   format->write(value.get(), file);
   std::cout << "exported " << reader.label() << " to " << file.string() << "\n";
   return 0;
@@ -319,6 +381,7 @@ int cmd_verify(const Args& a) {
   if (!a.positional.empty()) ref = a.positional[0];
   auto report = store.verify(ref, terminal_progress("verifying"));
   for (const auto& p : report.problems) std::cout << "problem: " << one_line(p) << "\n";
+  for (const auto& u : report.unsupported) std::cout << "unsupported: " << one_line(u) << "\n";
   if (!report.ok()) {
     std::size_t more = report.problems.size() - 1;
     std::cerr << "amphora: verify failed: " << one_line(report.problems.front());
@@ -326,8 +389,17 @@ int cmd_verify(const Args& a) {
     std::cerr << "\n";
     return 4;
   }
+  if (!report.unsupported.empty()) {
+    std::cerr << "amphora: error: cannot verify " << report.unsupported.size() << " artifact"
+              << (report.unsupported.size() == 1 ? "" : "s") << " this build does not understand: "
+              << one_line(report.unsupported.front()) << "\n";
+    return 1;
+  }
   std::cout << "verified " << report.artifacts << " artifact" << (report.artifacts == 1 ? "" : "s") << " ("
-            << human_bytes(report.bytes) << "): all intact\n";
+            << human_bytes(report.bytes) << "): all intact";
+  if (report.structure_unchecked)
+    std::cout << " (" << report.structure_unchecked << " of unregistered materializers: hashes checked, structure not)";
+  std::cout << "\n";
   return 0;
 }
 
@@ -354,9 +426,7 @@ int exit_status(const std::exception& e) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int dispatch(int argc, char** argv) {
   try {
     Args a = parse_args(argc, argv);
     if (has_flag(a, "--help") || has_flag(a, "-h") || a.command == "help") {
@@ -379,8 +449,30 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "amphora: " << one_line(e.what()) << " (see amphora --help)\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "amphora: error: out of memory\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
     return exit_status(e);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = dispatch(argc, argv);
+  // Output that never arrived (a full disk, a closed pipe) is a failure, not
+  // a silent success.
+  errno = 0;
+  std::cout.flush();
+  bool failed = !std::cout.good();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) failed = true;
+  if (failed) {
+    int err = errno;
+    std::cerr << "amphora: error: cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
+              << "\n";
+    return status == 0 ? 1 : status;
+  }
+  return status;
 }

@@ -80,11 +80,13 @@ std::shared_ptr<const MaterializerEntry> Registry::find(std::string_view name) c
 }
 
 std::shared_ptr<const FileFormat> Registry::format_for(const std::filesystem::path& file) const {
-  auto ext = file.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // Matched on the file name's ending rather than path::extension(), which
+  // sees no extension in a name like ".npy".
+  auto name = file.filename().string();
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   std::shared_lock lock(mutex_);
   for (const auto& f : formats_)
-    if (f->extension == ext) return f;
+    if (name.ends_with(f->extension)) return f;
   return nullptr;
 }
 
