@@ -349,15 +349,17 @@ class LocalBackend : public StorageBackend {
     return out;
   }
 
-  std::vector<Digest> list_artifacts() override {
+  std::vector<Digest> list_artifacts(std::vector<std::string>* problems) override {
     std::vector<Digest> out;
     detail::Fd objects = dir("objects/sha256");
     for (const auto& fan : detail::list_dir_at(objects.get(), root_ / "objects/sha256")) {
       bool fan_name = fan.name.size() == 2 && is_hex(fan.name);
       if (!fan.is_dir()) {
-        if (fan_name)
-          throw CorruptData(root_.string() + ": objects/sha256/" + fan.name + " is " +
-                            detail::describe_file_type(fan.mode) + ", not a directory");
+        if (!fan_name) continue;
+        std::string problem = root_.string() + ": objects/sha256/" + fan.name + " is " +
+                              detail::describe_file_type(fan.mode) + ", not a directory";
+        if (!problems) throw CorruptData(problem);
+        problems->push_back(problem);
         continue;
       }
       if (!fan_name) continue;

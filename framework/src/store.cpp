@@ -461,9 +461,9 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   if (ref) {
     digests.push_back(resolve(*ref));
   } else {
-    digests = backend.list_artifacts();
     auto scan = scan_names();
     report.problems = std::move(scan.problems);
+    digests = backend.list_artifacts(&report.problems);
     for (const auto& info : scan.versions)
       if (!backend.has_artifact(info.digest))
         report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +

@@ -1,5 +1,6 @@
 // A separate writer process for the multi-process tests:
 //   amphora_test_writer digest STORE SEED ROWS COLS   save once, print the digest
+//   amphora_test_writer named STORE NAME SEED ROWS COLS  the same, under NAME
 //   amphora_test_writer many STORE NAME COUNT SEED    save COUNT small tensors under NAME
 //   amphora_test_writer loop STORE NAME MIB           save MIB-sized tensors until killed
 
@@ -39,6 +40,13 @@ int main(int argc, char** argv) {
       auto store = open_store(argv[2]);
       auto t = random_floats(std::stoll(argv[4]), std::stoll(argv[5]), std::stoull(argv[3]));
       std::cout << store.save(t).digest.str() << std::endl;
+      return 0;
+    }
+    if (mode == "named" && argc == 7) {
+      auto store = open_store(argv[2]);
+      auto t = random_floats(std::stoll(argv[5]), std::stoll(argv[6]), std::stoull(argv[4]));
+      auto r = store.save(t, {.name = argv[3], .compression = amphora::Compression::none});
+      std::cout << r.digest.str() << " " << (r.created ? "created" : "existing") << std::endl;
       return 0;
     }
     if (mode == "many" && argc == 6) {

@@ -122,17 +122,27 @@ TEST_CASE("Writers killed mid-save never leave a visible partial artifact", "[pr
   Store store = test::make_store(dir / "store");
   std::mt19937 rng(12345);
   const int kills = 6 * test::scale();
+  int mid_write = 0;
   for (int k = 0; k < kills; ++k) {
     auto child = spawn_writer({"loop", (dir / "store").string(), "crash", "32"}, dir / "loop.out");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 900));
+    // Kill only once a save has completed, so the loop is busy saving the next one.
+    for (int wait = 0; wait < 3000 && test::read_text(dir / "loop.out").find("saved 0") == std::string::npos; ++wait)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
     ::kill(child.pid, SIGKILL);
     CHECK(wait_exit(child) == 128 + SIGKILL);
+    for (const auto& e : fs::directory_iterator(dir / "store/tmp"))
+      if (e.is_directory() && e.path().filename().string().starts_with("stage-") && !fs::is_empty(e.path())) {
+        ++mid_write;  // the kill landed while a payload was being written
+        break;
+      }
 
     // Whatever was published is complete; every name points at a complete artifact.
     auto report = store.verify();
     INFO("after kill " << k << ": " << (report.problems.empty() ? "" : report.problems[0]));
     REQUIRE(report.ok());
   }
+  CHECK(mid_write > 0);
   // The killed writers' staging areas are collectable and nothing else is harmed.
   auto gc = store.gc(false, std::chrono::seconds(0));
   CHECK(gc.staging.in_use == 0);
@@ -143,6 +153,40 @@ TEST_CASE("Writers killed mid-save never leave a visible partial artifact", "[pr
   }
   CHECK(leftovers == 0);
   CHECK(store.verify().ok());
-  if (!store.names().empty())
-    for (const auto& v : store.versions("crash")) CHECK(store.load<Tensor>(v.digest.str()).num_elements() == 32 * 1024 * 256);
+  auto versions = store.versions("crash");
+  REQUIRE(versions.size() >= static_cast<std::size_t>(kills));
+  for (const auto& v : versions) CHECK(store.load<Tensor>(v.digest.str()).num_elements() == 32 * 1024 * 256);
+}
+
+TEST_CASE("A repair killed at any step never leaves the digest naming nothing", "[processes][repair]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const std::vector<std::string> args = {"named", (dir / "store").string(), "r", "91", "1024", "1024"};  // 4 MiB
+  auto first = spawn_writer(args, dir / "first.out");
+  REQUIRE(wait_exit(first) == 0);
+  std::string digest_text = test::read_text(dir / "first.out").substr(0, 71);
+  Digest digest = Digest::parse(digest_text);
+  auto payload = test::object_dir(dir / "store", digest) / "tensor.npy";
+
+  for (const char* point : {"repair-before-swap", "repair-after-swap"}) {
+    INFO(point);
+    test::flip_byte(payload, 4096 + 1000);
+    REQUIRE_FALSE(store.verify(digest.str()).ok());
+    auto killed = spawn_writer(args, dir / "killed.out", {std::string("AMPHORA_FAULT_KILL_AT=") + point});
+    REQUIRE(wait_exit(killed) == 128 + SIGKILL);
+    // Whichever step the kill hit, the digest still names a whole artifact:
+    // the damaged copy before the swap, the repaired one after it.
+    REQUIRE(store.backend()->has_artifact(digest));
+    CHECK(store.verify(digest.str()).ok() == (std::string(point) == "repair-after-swap"));
+    // gc keeps the named artifact and sweeps the killed writer's leftovers.
+    auto gc = store.gc(false, std::chrono::seconds(0));
+    CHECK(gc.kept == 1);
+    CHECK(gc.removed.empty());
+    CHECK(store.backend()->has_artifact(digest));
+    // The next save of the value repairs whatever is still damaged.
+    auto again = spawn_writer(args, dir / "again.out");
+    REQUIRE(wait_exit(again) == 0);
+    CHECK(store.verify().ok());
+    CHECK(test::read_text(dir / "again.out").substr(0, 71) == digest_text);
+  }
 }

@@ -100,9 +100,10 @@ class StorageBackend {
   /// sorted by path, links and special files included (flagged) so verify can
   /// report them. Throws NotFound when the artifact directory is missing.
   virtual std::vector<StoredFile> list_files(const Digest& digest) = 0;
-  /// Every artifact directory, with or without a manifest. Throws CorruptData
-  /// when a fan-out directory is a symbolic link or not a directory.
-  virtual std::vector<Digest> list_artifacts() = 0;
+  /// Every artifact directory, with or without a manifest. A fan-out
+  /// directory that is a symbolic link or not a directory is described in
+  /// `problems` and skipped when `problems` is given, else throws CorruptData.
+  virtual std::vector<Digest> list_artifacts(std::vector<std::string>* problems = nullptr) = 0;
   /// Removes an artifact; returns the bytes freed.
   virtual std::uint64_t remove_artifact(const Digest& digest) = 0;
   virtual std::uint64_t artifact_bytes(const Digest& digest) = 0;

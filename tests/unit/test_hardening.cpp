@@ -1,0 +1,518 @@
+// The store's promises against a hostile store and a careless caller: never
+// read or write outside the store, never lose or misreport data, never hang or
+// crash, and fail with the right amphora::Error class and a message that says
+// what is wrong.
+
+#include "support.hpp"
+
+#include <amphora/npy.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Fails the test (rather than hanging the suite) if a call blocks.
+struct HangGuard {
+  explicit HangGuard(unsigned seconds) { ::alarm(seconds); }
+  ~HangGuard() { ::alarm(0); }
+};
+
+void make_old(const fs::path& p) {
+  struct timeval times[2] = {{1000000000, 0}, {1000000000, 0}};
+  REQUIRE(::lutimes(p.c_str(), times) == 0);
+}
+
+struct Unclosed {};
+struct BigMeta {};
+struct Checked {
+  std::string text;
+};
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Checked> {
+  static constexpr std::string_view name = "test.checked";
+  static constexpr int version = 1;
+  static void save(const Checked& c, ArtifactWriter& out) {
+    out.write_file("text.txt", ConstBytes(reinterpret_cast<const std::byte*>(c.text.data()), c.text.size()));
+    out.meta()["length"] = c.text.size();
+  }
+  static Checked load(ArtifactReader& in) {
+    auto b = in.map("text.txt");
+    return {std::string(reinterpret_cast<const char*>(b->data()), b->size())};
+  }
+  // The metadata must agree with the payload: verify runs this.
+  static void validate(const ArtifactReader& in) {
+    if (in.meta().at("length").get<std::uint64_t>() != in.map("text.txt")->size())
+      throw CorruptData(in.label() + ": length in metadata disagrees with text.txt");
+  }
+};
+
+TEST_CASE("gc never deletes through a symbolic link", "[hardening][symlink]") {
+  test::TempDir dir;
+  fs::create_directories(dir / "outside/deep");
+  test::write_text(dir / "outside/old.txt", "precious");
+  test::write_text(dir / "outside/deep/older.txt", "precious too");
+  make_old(dir / "outside/old.txt");
+  make_old(dir / "outside/deep/older.txt");
+  make_old(dir / "outside/deep");
+
+  SECTION("tmp/ replaced by a link, after the store was opened") {
+    Store store = test::make_store(dir / "store");
+    fs::remove_all(dir / "store/tmp");
+    fs::create_directory_symlink(dir / "outside", dir / "store/tmp");
+    CHECK_THROWS_AS(store.gc(false, std::chrono::seconds(0)), CorruptData);
+    CHECK_THROWS_WITH(store.gc(false, std::chrono::seconds(0)), Catch::Contains("'tmp' is a symbolic link"));
+    CHECK(test::read_text(dir / "outside/old.txt") == "precious");
+    CHECK(test::read_text(dir / "outside/deep/older.txt") == "precious too");
+    // And a store whose structure is a link is refused when opened.
+    CHECK_THROWS_WITH(Store::open(dir / "store"), Catch::Contains("'tmp' is a symbolic link"));
+    CHECK_THROWS_AS(Store::open(dir / "store"), CorruptData);
+  }
+  SECTION("an objects/sha256/XX fan directory replaced by a link") {
+    Store store = test::make_store(dir / "store");
+    auto victim = dir / "outside" / ("ab" + std::string(62, '0'));
+    fs::create_directories(victim);
+    test::write_text(victim / "data", "keep me");
+    fs::create_directory_symlink(dir / "outside", dir / "store/objects/sha256/ab");
+    CHECK_THROWS_WITH(store.gc(), Catch::Contains("objects/sha256/ab is a symbolic link"));
+    CHECK(test::read_text(victim / "data") == "keep me");
+    auto report = store.verify();
+    CHECK_FALSE(report.ok());
+  }
+}
+
+TEST_CASE("Writes and reads never go through a link elsewhere", "[hardening][symlink]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::int32, {16}, 1);
+  fs::create_directories(dir / "outside");
+
+  SECTION("names/NAME linked outside receives nothing") {
+    fs::create_directory_symlink(dir / "outside", dir / "store/names/evil");
+    CHECK_THROWS_AS(store.save(t, {.name = "evil"}), CorruptData);
+    CHECK(fs::is_empty(dir / "outside"));
+    auto scan = store.scan_names();
+    REQUIRE(scan.problems.size() == 1);
+    CHECK_THAT(scan.problems[0], Catch::Contains("evil"));
+  }
+  SECTION("a dangling locks/gc.lock link does not create its target") {
+    fs::remove(dir / "store/locks/gc.lock");
+    fs::create_symlink(dir / "outside/created-by-amphora", dir / "store/locks/gc.lock");
+    CHECK_THROWS_AS(store.save(t, {.name = "x"}), CorruptData);
+    CHECK_THROWS_AS(store.gc(), CorruptData);
+    CHECK_FALSE(fs::exists(dir / "outside/created-by-amphora"));
+  }
+  SECTION("a name record linked to another file is not read") {
+    store.save(t, {.name = "n"});
+    test::write_text(dir / "outside/secret.json", "SECRET-CONTENT not json");
+    fs::create_symlink(dir / "outside/secret.json", dir / "store/names/n/2.json");
+    auto scan = store.scan_names();
+    REQUIRE(scan.problems.size() == 1);
+    CHECK_THAT(scan.problems[0], Catch::Contains("symbolic link") && !Catch::Contains("SECRET"));
+    CHECK(scan.versions.size() == 1);
+    CHECK_THROWS_WITH(store.resolve("n"), Catch::Contains("symbolic link") && !Catch::Contains("SECRET"));
+    CHECK(store.resolve("n@1") == store.scan_names().versions[0].digest);
+  }
+  SECTION("the store marker as a link is refused without echoing its target") {
+    test::write_text(dir / "outside/marker", "SECRET-CONTENT");
+    fs::remove(dir / "store/amphora-store.json");
+    fs::create_symlink(dir / "outside/marker", dir / "store/amphora-store.json");
+    CHECK_THROWS_AS(Store::open(dir / "store"), CorruptData);
+    CHECK_THROWS_WITH(Store::open(dir / "store"), Catch::Contains("symbolic link") && !Catch::Contains("SECRET"));
+  }
+}
+
+TEST_CASE("A payload replaced by a link of the right size is named as a link", "[hardening][symlink]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::float32, {64}, 3);
+  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
+  // The outside copy holds exactly the right bytes: only the link check can fire.
+  fs::copy_file(payload, dir / "copy.npy");
+  fs::remove(payload);
+  fs::create_symlink(dir / "copy.npy", payload);
+  auto report = store.verify("t");
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("'tensor.npy' is a symbolic link") &&
+                                     !Catch::Contains("unexpected") && !Catch::Contains(".."));
+  CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
+  CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("'tensor.npy' is a symbolic link"));
+  // An unlisted link is reported as an unexpected link, by its own name.
+  fs::create_symlink("/etc/passwd", test::object_dir(dir / "store", saved.digest) / "extra");
+  auto again = store.verify("t");
+  CHECK(std::any_of(again.problems.begin(), again.problems.end(), [](const std::string& p) {
+    return p.find("unexpected entry 'extra', a symbolic link") != std::string::npos;
+  }));
+}
+
+TEST_CASE("FIFOs in a store fail fast instead of blocking", "[hardening][fifo]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::int32, {64}, 1);
+  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  HangGuard guard(60);
+
+  SECTION("as a payload file") {
+    auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
+    fs::remove(payload);
+    REQUIRE(::mkfifo(payload.c_str(), 0644) == 0);
+    CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
+    CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("'tensor.npy' is a FIFO, not a regular file"));
+    auto report = store.verify("t");
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains("'tensor.npy' is a FIFO"));
+  }
+  SECTION("as a name record") {
+    REQUIRE(::mkfifo((dir / "store/names/t/2.json").c_str(), 0644) == 0);
+    auto scan = store.scan_names();
+    REQUIRE(scan.problems.size() == 1);
+    CHECK_THAT(scan.problems[0], Catch::Contains("2.json is a FIFO"));
+    CHECK(store.names() == std::vector<std::string>{"t"});
+    CHECK_FALSE(store.verify().ok());
+    CHECK_THROWS_AS(store.gc(), CorruptData);
+  }
+  SECTION("as the store marker") {
+    fs::remove(dir / "store/amphora-store.json");
+    REQUIRE(::mkfifo((dir / "store/amphora-store.json").c_str(), 0644) == 0);
+    CHECK_THROWS_AS(Store::open(dir / "store"), CorruptData);
+    CHECK_THROWS_WITH(Store::open(dir / "store"), Catch::Contains("is a FIFO"));
+  }
+}
+
+TEST_CASE("Re-saving identical content repairs a copy with a flipped byte", "[hardening][repair]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::uint8, {5 << 20}, 7);  // three pieces
+  auto first = store.save(t, {.name = "t", .compression = Compression::none});
+  test::flip_byte(test::object_dir(dir / "store", first.digest) / "tensor.npy", (2u << 20) + 12345);
+  REQUIRE_FALSE(store.verify("t").ok());
+  auto again = store.save(t, {.name = "t", .compression = Compression::none});
+  CHECK(again.digest == first.digest);
+  CHECK(again.created);  // not "identical content was already stored"
+  CHECK(store.verify().ok());
+  CHECK(store.load<Tensor>("t@1").bit_equal(t));
+  // An intact copy is left alone.
+  CHECK_FALSE(store.save(t, {.name = "t", .compression = Compression::none}).created);
+}
+
+TEST_CASE("Two threads repairing one damaged artifact at once", "[hardening][repair][concurrency]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::float32, {1 << 20}, 5);
+  for (int round = 0; round < 3; ++round) {
+    auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+    fs::remove(test::object_dir(dir / "store", saved.digest) / "tensor.npy");
+    std::vector<SaveResult> results(2);
+    std::thread a([&] { results[0] = store.save(t, {.name = "t", .compression = Compression::none}); });
+    std::thread b([&] { results[1] = store.save(t, {.name = "t", .compression = Compression::none}); });
+    a.join();
+    b.join();
+    CHECK((results[0].created || results[1].created));
+    CHECK(results[0].digest == results[1].digest);
+    CHECK(store.verify().ok());
+    CHECK(store.load<Tensor>("t").bit_equal(t));
+  }
+  CHECK(store.gc(false, std::chrono::seconds(0)).kept == 1);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("gc racing writers loses no named artifact", "[hardening][gc][concurrency]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::atomic<bool> done{false};
+  std::vector<std::vector<SaveResult>> saved(2);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 20; ++i) {
+        saved[w].push_back(store.save(test::random_tensor(DType::float32, {4096}, w * 1000 + i),
+                                      {.name = "w" + std::to_string(w)}));
+        store.save(test::random_tensor(DType::float32, {256}, 50000 + w * 1000 + i));  // unnamed: collectable
+      }
+    });
+  std::thread collector([&] {
+    while (!done) store.gc(false, std::chrono::seconds(0));
+  });
+  for (auto& w : writers) w.join();
+  done = true;
+  collector.join();
+  for (const auto& list : saved)
+    for (const auto& r : list) CHECK(store.load<Tensor>(r.name + "@" + std::to_string(r.version)).num_elements() == 4096);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("verify runs the materializer's structural validation", "[hardening][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  store.registry().add<Checked>();
+  auto good = store.save(Checked{"hello"}, {.name = "c"});
+  CHECK(store.verify().ok());
+
+  // Plant an artifact whose hashes are right but whose metadata lies.
+  Manifest m = store.open_artifact("c").manifest();
+  m.meta["length"] = 99;
+  auto bytes = m.canonical();
+  Digest lying(Sha256::of(bytes));
+  auto obj = test::object_dir(dir / "store", lying);
+  fs::create_directories(obj);
+  test::write_text(obj / "manifest.json", bytes);
+  fs::copy_file(test::object_dir(dir / "store", good.digest) / "text.txt", obj / "text.txt");
+  auto report = store.verify(lying.str());
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("length in metadata disagrees"));
+
+  // Without the materializer registered, only hashes can be checked: said so.
+  Store bare = Store::open(dir / "store");
+  auto unchecked = bare.verify(lying.str());
+  CHECK(unchecked.ok());
+  CHECK(unchecked.structure_unchecked == 1);
+}
+
+TEST_CASE("A tensor whose metadata contradicts its payload fails verify", "[hardening][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(test::random_tensor(DType::float32, {64}, 2), {.compression = Compression::none});
+  Manifest m = store.open_artifact(saved.digest.str()).manifest();
+  m.meta["dtype"] = "int32";  // same size, wrong dtype: the .npy header disagrees
+  auto bytes = m.canonical();
+  Digest lying(Sha256::of(bytes));
+  auto obj = test::object_dir(dir / "store", lying);
+  fs::create_directories(obj);
+  test::write_text(obj / "manifest.json", bytes);
+  fs::copy_file(test::object_dir(dir / "store", saved.digest) / "tensor.npy", obj / "tensor.npy");
+  auto report = store.verify(lying.str());
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("header does not match"));
+}
+
+TEST_CASE("Newer formats are reported as unsupported, not as damage", "[hardening][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::string manifest = R"({"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}})";
+  Digest d(Sha256::of(manifest));
+  fs::create_directories(test::object_dir(dir / "store", d));
+  test::write_text(test::object_dir(dir / "store", d) / "manifest.json", manifest);
+  auto report = store.verify();
+  CHECK(report.ok());
+  REQUIRE(report.unsupported.size() == 1);
+  CHECK_THAT(report.unsupported[0], Catch::Contains("manifest version 2") && Catch::Contains("newer"));
+  CHECK_THROWS_AS(store.open_artifact(d.str()), Unsupported);
+}
+
+TEST_CASE("Directories without a manifest are reported by verify", "[hardening][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto stray = dir / "store/objects/sha256/12" / ("12" + std::string(62, 'a'));
+  fs::create_directories(stray);
+  auto report = store.verify();
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("has no manifest.json"));
+}
+
+TEST_CASE("Saves that could not be read back are refused before publishing", "[hardening][save]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::int8, {8}, 1);
+
+  SECTION("a stream the materializer forgot to close") {
+    MaterializerEntry e;
+    e.name = "test.unclosed";
+    e.version = 1;
+    e.type = typeid(Unclosed);
+    e.save = [](const void*, ArtifactWriter& out) {
+      out.write_file("a.bin", ConstBytes());
+      auto stream = out.open_stream("forgotten.bin");
+      stream.append(ConstBytes(reinterpret_cast<const std::byte*>("data"), 4));
+    };
+    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+    store.registry().add_entry(e);
+    CHECK_THROWS_AS(store.save(Unclosed{}, {.name = "u"}), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(Unclosed{}, {.name = "u"}), Catch::Contains("'forgotten.bin'") && Catch::Contains("close"));
+  }
+  SECTION("provenance over the record limit") {
+    SaveOptions options{.name = "big"};
+    options.provenance = {{"notes", std::string(1100000, 'x')}};
+    CHECK_THROWS_AS(store.save(t, options), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(t, options), Catch::Contains("1048576"));
+  }
+  SECTION("a manifest over the manifest limit") {
+    MaterializerEntry e;
+    e.name = "test.bigmeta";
+    e.version = 1;
+    e.type = typeid(BigMeta);
+    e.save = [](const void*, ArtifactWriter& out) { out.meta()["blob"] = std::string(Manifest::kMaxBytes, 'm'); };
+    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+    store.registry().add_entry(e);
+    CHECK_THROWS_AS(store.save(BigMeta{}), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(BigMeta{}), Catch::Contains("Manifest::kMaxBytes"));
+  }
+  SECTION("NaN, infinity or invalid UTF-8 in provenance") {
+    SaveOptions nan{.name = "p"};
+    nan.provenance = {{"loss", std::nan("")}};
+    CHECK_THROWS_WITH(store.save(t, nan), Catch::Contains("provenance at .loss holds NaN"));
+    SaveOptions inf{.name = "p"};
+    inf.provenance = {{"deep", {{"x", {1.0, INFINITY}}}}};
+    CHECK_THROWS_WITH(store.save(t, inf), Catch::Contains(".deep.x[1] holds an infinity"));
+    SaveOptions bad{.name = "p"};
+    bad.provenance = {{"who", std::string("caf\xe9")}};
+    CHECK_THROWS_AS(store.save(t, bad), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(t, bad), Catch::Contains("not valid UTF-8"));
+  }
+  SECTION("NaN or invalid UTF-8 in a materializer's metadata") {
+    for (nlohmann::json v : {nlohmann::json(std::nan("")), nlohmann::json(std::string("\xff\xfe"))}) {
+      MaterializerEntry e;
+      e.name = "test.badmeta";
+      e.version = 1;
+      e.type = typeid(BigMeta);
+      e.save = [v](const void*, ArtifactWriter& out) { out.meta()["value"] = v; };
+      e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+      auto registry = std::make_shared<Registry>();
+      registry->add_entry(e);
+      Store s = Store::open(dir / "store", {.registry = registry});
+      CHECK_THROWS_AS(s.save(BigMeta{}), InvalidArgument);
+      CHECK_THROWS_WITH(s.save(BigMeta{}), Catch::Contains("metadata at .value"));
+    }
+  }
+  SECTION("a bad payload path is the materializer's mistake, not damaged data") {
+    MaterializerEntry e;
+    e.name = "test.escape";
+    e.version = 1;
+    e.type = typeid(BigMeta);
+    e.save = [](const void*, ArtifactWriter& out) { out.write_file("../escape", ConstBytes()); };
+    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+    store.registry().add_entry(e);
+    CHECK_THROWS_AS(store.save(BigMeta{}), InvalidArgument);
+  }
+  // Whatever failed, nothing was published or named.
+  CHECK(store.artifacts().empty());
+  CHECK(store.scan_names().versions.empty());
+}
+
+TEST_CASE("One bad name record does not take the store down", "[hardening][names]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto good = store.save(test::random_tensor(DType::int16, {8}, 1), {.name = "good"});
+  store.save(test::random_tensor(DType::int16, {8}, 2), {.name = "other"});
+  fs::create_directories(dir / "store/names/-x");
+  test::write_text(dir / "store/names/-x/1.json", "{}");
+  test::write_text(dir / "store/names/other/2.json", "not json");
+  test::write_text(dir / "store/names/other/3.json", std::string(2u << 20, ' '));
+  fs::create_directories(dir / "store/names/other/4.json");
+  test::write_text(dir / "store/names/other/5.json", std::string(200, '[') + std::string(200, ']'));
+  test::write_text(dir / "store/names/other/6.json", R"({"digest":"sha256:nothex"})");
+
+  auto scan = store.scan_names();
+  CHECK(scan.versions.size() == 2);
+  REQUIRE(scan.problems.size() == 6);
+  CHECK_THAT(scan.problems[0], Catch::Contains("names/-x") && Catch::Contains("not a valid name"));
+  CHECK_THAT(scan.problems[1], Catch::Contains("2.json is not valid JSON"));
+  CHECK_THAT(scan.problems[2], Catch::Contains("3.json") && Catch::Contains("more than the 1048576 allowed"));
+  CHECK_THAT(scan.problems[3], Catch::Contains("4.json is a directory"));
+  CHECK_THAT(scan.problems[4], Catch::Contains("nesting deeper"));
+  CHECK_THAT(scan.problems[5], Catch::Contains("other@6 has no valid digest"));
+  CHECK(store.names() == std::vector<std::string>{"good", "other"});
+  std::vector<std::string> problems;
+  CHECK(store.names_of(good.digest, &problems).size() == 1);
+  CHECK(problems.size() == 6);
+  CHECK(store.load<Tensor>("good").num_elements() == 8);
+  CHECK(store.verify().problems.size() == 6);
+  CHECK_THROWS_AS(store.gc(), CorruptData);
+  CHECK_THROWS_WITH(store.gc(), Catch::Contains("gc refused") && Catch::Contains("names/-x"));
+  CHECK(store.artifacts().size() == 2);
+}
+
+TEST_CASE("Errors carry the right class", "[hardening][errors]") {
+  test::TempDir dir;
+  SECTION("a missing store says it is missing and how to create one") {
+    CHECK_THROWS_AS(Store::open(dir / "absent"), NotFound);
+    CHECK_THROWS_WITH(Store::open(dir / "absent"), Catch::Contains("does not exist") && Catch::Contains(".create = true"));
+    fs::create_directories(dir / "empty");
+    CHECK_THROWS_WITH(Store::open(dir / "empty"), Catch::Contains("not an Amphora store") && Catch::Contains(".create = true"));
+  }
+  SECTION("a layout version at or above 2^63 is newer, not invalid") {
+    fs::create_directories(dir / "s");
+    test::write_text(dir / "s/amphora-store.json", R"({"format":"amphora-store","layout_version":9223372036854775808})");
+    CHECK_THROWS_AS(Store::open(dir / "s"), Unsupported);
+    CHECK_THROWS_WITH(Store::open(dir / "s"), Catch::Contains("newer"));
+    test::write_text(dir / "s/amphora-store.json", R"({"format":"amphora-store","layout_version":0})");
+    CHECK_THROWS_AS(Store::open(dir / "s"), CorruptData);
+  }
+  SECTION("out of memory is OutOfResources, not a usage error") {
+    CHECK_THROWS_AS(Buffer::allocate(std::size_t{1} << 60), OutOfResources);
+  }
+  SECTION("an artifact collected while open is not found, not damaged") {
+    Store store = test::make_store(dir / "store");
+    auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.compression = Compression::none});
+    ArtifactReader reader = store.open_artifact(saved.digest.str());
+    store.gc();
+    CHECK_THROWS_AS(materializer<Tensor>::load(reader), NotFound);
+    CHECK_THROWS_WITH(materializer<Tensor>::load(reader), Catch::Contains("removed"));
+  }
+}
+
+TEST_CASE("A payload that shrinks while verify hashes it is an error, not a crash", "[hardening][sigbus]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::uint8, {64 << 20}, 11);
+  for (int round = 0; round < 3; ++round) {
+    auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+    auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
+    std::thread truncator([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2 + 5 * round));
+      ::truncate(payload.c_str(), 3 << 20);
+    });
+    auto report = store.verify("t");
+    truncator.join();
+    CHECK_FALSE(report.ok());  // either the size check or the short read caught it
+    fs::remove_all(test::object_dir(dir / "store", saved.digest));
+  }
+  // The primitive itself: a file that shrinks after opening reads as CorruptData.
+  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto file = store.backend()->open_file(saved.digest, "tensor.npy");
+  ::truncate((test::object_dir(dir / "store", saved.digest) / "tensor.npy").c_str(), 100);
+  std::vector<std::byte> buf(4096);
+  CHECK_THROWS_AS(file->read_at(0, buf.size(), buf.data()), CorruptData);
+  CHECK_THROWS_WITH(file->read_at(0, buf.size(), buf.data()), Catch::Contains("shrank"));
+}
+
+TEST_CASE("A forked child can save and load", "[hardening][fork]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor big = test::random_tensor(DType::float32, {4 << 20}, 3);  // 16 MiB: parallel hashing
+  store.save(big, {.name = "parent", .compression = Compression::lz4});
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(60);  // a deadlock fails the test instead of hanging it
+    int status = 1;
+    try {
+      Tensor t = test::random_tensor(DType::float32, {4 << 20}, 4);
+      auto saved = store.save(t, {.name = "child", .compression = Compression::lz4});
+      status = store.load<Tensor>(saved.digest.str()).bit_equal(t) && store.verify("child").ok() ? 0 : 2;
+    } catch (...) {
+      status = 3;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // And the parent's pool still works afterwards.
+  CHECK(store.load<Tensor>("parent").bit_equal(big));
+  CHECK(store.load<Tensor>("child").num_elements() == big.num_elements());
+}
