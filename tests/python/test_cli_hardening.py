@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""CLI behaviour against hostile stores, odd destinations and a starved machine.
+
+Run as:
+    /usr/bin/python3 tests/python/test_cli_hardening.py --cli build/bin/amphora
+
+Every test works in a fresh temporary store and asserts the exit status and
+the message a user would see.
+"""
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+CLI = os.environ.get("AMPHORA_CLI", "")
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
+
+
+class CliTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="amphora-cli-")
+        self.store = os.path.join(self.tmp, "store")
+        self.run_cli("init", check=EXIT_OK)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def run_cli(self, *args, check=None, stdout=None, env=None, preexec_fn=None, timeout=120):
+        proc = subprocess.run([CLI, "--store", self.store, *map(str, args)], text=True, timeout=timeout,
+                              stdout=stdout if stdout is not None else subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, preexec_fn=preexec_fn)
+        if check is not None:
+            self.assertEqual(proc.returncode, check,
+                             f"amphora {' '.join(map(str, args))}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        return proc
+
+    def import_array(self, arr, name):
+        src = self.path(name + ".npy")
+        np.save(src, arr)
+        out = self.run_cli("import", src, "--name", name, "--compress", "none", check=EXIT_OK).stdout
+        return out.split("(")[1].split(")")[0]
+
+    def object_dir(self, digest):
+        hexd = digest.split(":")[1]
+        return os.path.join(self.store, "objects", "sha256", hexd[:2], hexd)
+
+
+class ExportDestinationTest(CliTestCase):
+    def setUp(self):
+        super().setUp()
+        self.arr = np.arange(12, dtype=np.int32).reshape(3, 4)
+        self.import_array(self.arr, "a")
+
+    def test_regular_file_is_replaced(self):
+        dest = self.path("out.npy")
+        with open(dest, "w") as f:
+            f.write("old")
+        self.run_cli("export", "a", dest, check=EXIT_OK)
+        np.testing.assert_array_equal(np.load(dest), self.arr)
+
+    def test_symlink_needs_force_and_target_is_untouched(self):
+        target = self.path("target.txt")
+        with open(target, "w") as f:
+            f.write("keep")
+        dest = self.path("link.npy")
+        os.symlink(target, dest)
+        proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)
+        self.assertIn("is a symbolic link", proc.stderr)
+        self.assertIn("--force", proc.stderr)
+        self.assertTrue(os.path.islink(dest))
+        self.run_cli("export", "a", dest, "--force", check=EXIT_OK)
+        self.assertFalse(os.path.islink(dest))
+        np.testing.assert_array_equal(np.load(dest), self.arr)
+        with open(target) as f:
+            self.assertEqual(f.read(), "keep")
+
+    def test_fifo_is_refused_even_with_force(self):
+        dest = self.path("pipe.npy")
+        os.mkfifo(dest)
+        for extra in ([], ["--force"]):
+            proc = self.run_cli("export", "a", dest, *extra, check=EXIT_FAILURE, timeout=30)
+            self.assertIn("is a FIFO", proc.stderr)
+            self.assertTrue(stat.S_ISFIFO(os.lstat(dest).st_mode))
+
+    def test_device_is_never_replaced(self):
+        if os.geteuid() != 0:
+            self.skipTest("creating a device node needs root")
+        dest = self.path("null.npy")
+        os.mknod(dest, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        proc = self.run_cli("export", "a", dest, "--force", check=EXIT_FAILURE)
+        self.assertIn("character device", proc.stderr)
+        self.assertTrue(stat.S_ISCHR(os.lstat(dest).st_mode))
+
+    def test_directory_is_refused(self):
+        dest = self.path("adir.npy")
+        os.mkdir(dest)
+        proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)
+        self.assertIn("is a directory", proc.stderr)
+
+    def test_missing_directory_names_the_file_asked_for(self):
+        dest = self.path("no", "such", "dir", "out.npy")
+        proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)
+        self.assertIn(dest, proc.stderr)
+        self.assertNotIn(".tmp-", proc.stderr)
+        self.assertIn("No such file or directory", proc.stderr)
+
+    def test_file_named_dot_npy(self):
+        dest = self.path(".npy")
+        self.run_cli("export", "a", dest, check=EXIT_OK)
+        np.testing.assert_array_equal(np.load(dest), self.arr)
+        proc = self.run_cli("import", dest, "--name", "b", check=EXIT_OK)
+        self.assertIn("identical content was already stored", proc.stdout)
+
+
+class OutputTest(CliTestCase):
+    def test_failed_stdout_is_an_error(self):
+        self.import_array(np.zeros(3), "z")
+        for args in (["ls", "--json"], ["ls"], ["show", "z"], ["verify"]):
+            with open("/dev/full", "w") as full:
+                proc = self.run_cli(*args, stdout=full)
+            self.assertEqual(proc.returncode, EXIT_FAILURE, args)
+            self.assertIn("cannot write to standard output", proc.stderr)
+
+    def test_control_characters_from_records_are_escaped(self):
+        self.import_array(np.zeros(3), "z")
+        record_path = os.path.join(self.store, "names", "z", "1.json")
+        os.chmod(record_path, 0o644)
+        with open(record_path) as f:
+            record = json.load(f)
+        record["created_at"] = "\x1b]0;owned\x07\x1b[2J"
+        record["materializer"] = "evil\u009b31m"
+        with open(record_path, "w") as f:
+            json.dump(record, f)
+        proc = self.run_cli("ls", check=EXIT_OK)
+        for bad in ("\x1b", "\x07", "\u009b"):
+            self.assertNotIn(bad, proc.stdout)
+        self.assertIn("\\x1b]0;owned\\x07", proc.stdout)
+        self.assertIn("evil\\u009b31m", proc.stdout)
+        # --json keeps the exact value, escaped by JSON itself.
+        out = json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(out[0]["created_at"], record["created_at"])
+
+
+class BadRecordsTest(CliTestCase):
+    def setUp(self):
+        super().setUp()
+        self.good = self.import_array(np.arange(5), "good")
+        self.import_array(np.arange(6), "other")
+        names = os.path.join(self.store, "names")
+        os.mkdir(os.path.join(names, "-x"))
+        with open(os.path.join(names, "other", "2.json"), "w") as f:
+            f.write("{not json")
+        with open(os.path.join(names, "other", "3.json"), "w") as f:
+            f.write('{"digest": "sha256:12"}')
+
+    def test_ls_lists_the_healthy_and_warns_once_per_bad_record(self):
+        for args in (["ls"], ["ls", "--json"]):
+            proc = self.run_cli(*args, check=EXIT_OK)
+            self.assertIn("good", proc.stdout)
+            self.assertIn("other", proc.stdout)
+            warnings = [l for l in proc.stderr.splitlines() if "warning" in l]
+            self.assertEqual(len(warnings), 3, proc.stderr)
+            self.assertTrue(any("names/-x" in w for w in warnings))
+            self.assertTrue(any("2.json is not valid JSON" in w for w in warnings))
+            self.assertTrue(any("other@3 has no valid digest" in w for w in warnings))
+        out = json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(sorted(r["name"] for r in out), ["good", "other"])
+
+    def test_show_of_a_healthy_ref_works(self):
+        proc = self.run_cli("show", "good", check=EXIT_OK)
+        self.assertIn(self.good, proc.stdout)
+        self.run_cli("show", "other@1", check=EXIT_OK)
+        self.run_cli("export", "good", self.path("g.npy"), check=EXIT_OK)
+
+    def test_verify_and_gc_report_the_store_inconsistent(self):
+        proc = self.run_cli("verify", check=EXIT_CORRUPT)
+        self.assertIn("names/-x", proc.stdout)
+        proc = self.run_cli("gc", check=EXIT_CORRUPT)
+        self.assertIn("gc refused", proc.stderr)
+        self.assertIn("names/-x", proc.stderr)
+
+
+class UnsupportedTest(CliTestCase):
+    def test_newer_manifest_version_is_unsupported_for_show_and_verify(self):
+        manifest = b'{"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}}'
+        hexd = hashlib.sha256(manifest).hexdigest()
+        art = os.path.join(self.store, "objects", "sha256", hexd[:2], hexd)
+        os.makedirs(art)
+        with open(os.path.join(art, "manifest.json"), "wb") as f:
+            f.write(manifest)
+        for args in (["show", "sha256:" + hexd], ["verify", "sha256:" + hexd], ["verify"]):
+            proc = self.run_cli(*args, check=EXIT_FAILURE)
+            self.assertIn("manifest version 2", proc.stdout + proc.stderr)
+            self.assertIn("newer", proc.stdout + proc.stderr)
+
+
+class StarvedMachineTest(CliTestCase):
+    """Thread creation fails under a real process limit (RLIMIT_NPROC for an unprivileged user)."""
+
+    def run_limited(self, nproc, *args):
+        def limit():
+            os.setgid(65534)
+            os.setuid(65534)
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        env = dict(os.environ, AMPHORA_THREADS="4")
+        return self.run_cli(*args, env=env, preexec_fn=limit)
+
+    def test_runs_on_the_threads_that_started(self):
+        if os.geteuid() != 0:
+            self.skipTest("dropping to an unprivileged user with a process limit needs root")
+        os.chmod(self.tmp, 0o777)
+        for root, dirs, files in os.walk(self.store):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o777)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o666)
+        src = self.path("big.npy")
+        np.save(src, np.random.default_rng(1).random((2048, 1024)))  # 16 MiB: parallel hashing
+        os.chmod(src, 0o644)
+        for nproc, started in ((1, 0), (2, 1)):
+            proc = self.run_limited(nproc, "import", src, "--name", "n%d" % nproc, "--compress", "lz4")
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            warnings = [l for l in proc.stderr.splitlines() if "worker threads" in l]
+            self.assertEqual(len(warnings), 1, proc.stderr)  # said once
+            self.assertIn("started %d of 3 worker threads" % started, warnings[0])
+            proc = self.run_limited(nproc, "verify", "n%d" % nproc)
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+        self.run_cli("verify", check=EXIT_OK)
+
+
+def main():
+    global CLI
+    args = sys.argv[1:]
+    if len(args) >= 2 and args[0] == "--cli":
+        CLI = os.path.abspath(args[1])
+        args = args[2:]
+    if not CLI:
+        sys.exit("usage: test_cli_hardening.py --cli PATH [unittest args]")
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=1)
+
+
+if __name__ == "__main__":
+    main()
