@@ -190,3 +190,37 @@ TEST_CASE("A repair killed at any step never leaves the digest naming nothing", 
     CHECK(test::read_text(dir / "again.out").substr(0, 71) == digest_text);
   }
 }
+
+TEST_CASE("gc running beside writer processes loses no named artifact", "[processes][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const int writers = 3, each = 20 * test::scale();
+  std::vector<Child> children;
+  for (int w = 0; w < writers; ++w)
+    children.push_back(spawn_writer({"many", (dir / "store").string(), "n" + std::to_string(w), std::to_string(each),
+                                     std::to_string(w + 7)},
+                                    dir / ("w" + std::to_string(w) + ".out")));
+  // Collect continuously, with no grace for staging areas, while they save.
+  int collections = 0;
+  for (bool running = true; running; ++collections) {
+    store.gc(false, std::chrono::seconds(0));
+    running = false;
+    for (auto& c : children)
+      if (::waitpid(c.pid, nullptr, WNOHANG) == 0) running = true;
+  }
+  CHECK(collections > 1);
+  for (int w = 0; w < writers; ++w) {
+    std::istringstream lines(test::read_text(dir / ("w" + std::to_string(w) + ".out")));
+    std::uint64_t version;
+    std::string digest;
+    int count = 0;
+    while (lines >> version >> digest) {
+      ++count;
+      auto ref = "n" + std::to_string(w) + "@" + std::to_string(version);
+      CHECK(store.resolve(ref).str() == digest);
+      CHECK(store.load<Tensor>(ref).num_elements() == 64);
+    }
+    CHECK(count == each);
+  }
+  CHECK(store.verify().ok());
+}
