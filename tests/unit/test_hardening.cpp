@@ -33,6 +33,18 @@ void make_old(const fs::path& p) {
   REQUIRE(::lutimes(p.c_str(), times) == 0);
 }
 
+// A materializer for type Tag that only saves, as `save` says.
+template <class Tag>
+MaterializerEntry saving_entry(std::string name, std::function<void(ArtifactWriter&)> save) {
+  MaterializerEntry e;
+  e.name = std::move(name);
+  e.version = 1;
+  e.type = typeid(Tag);
+  e.save = [save = std::move(save)](const void*, ArtifactWriter& out) { save(out); };
+  e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+  return e;
+}
+
 struct Unclosed {};
 struct BigMeta {};
 struct Checked {
@@ -329,17 +341,11 @@ TEST_CASE("Saves that could not be read back are refused before publishing", "[h
   Tensor t = test::random_tensor(DType::int8, {8}, 1);
 
   SECTION("a stream the materializer forgot to close") {
-    MaterializerEntry e;
-    e.name = "test.unclosed";
-    e.version = 1;
-    e.type = typeid(Unclosed);
-    e.save = [](const void*, ArtifactWriter& out) {
+    store.registry().add_entry(saving_entry<Unclosed>("test.unclosed", [](ArtifactWriter& out) {
       out.write_file("a.bin", ConstBytes());
       auto stream = out.open_stream("forgotten.bin");
       stream.append(ConstBytes(reinterpret_cast<const std::byte*>("data"), 4));
-    };
-    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
-    store.registry().add_entry(e);
+    }));
     CHECK_THROWS_AS(store.save(Unclosed{}, {.name = "u"}), InvalidArgument);
     CHECK_THROWS_WITH(store.save(Unclosed{}, {.name = "u"}), Catch::Contains("'forgotten.bin'") && Catch::Contains("close"));
   }
@@ -350,13 +356,8 @@ TEST_CASE("Saves that could not be read back are refused before publishing", "[h
     CHECK_THROWS_WITH(store.save(t, options), Catch::Contains("1048576"));
   }
   SECTION("a manifest over the manifest limit") {
-    MaterializerEntry e;
-    e.name = "test.bigmeta";
-    e.version = 1;
-    e.type = typeid(BigMeta);
-    e.save = [](const void*, ArtifactWriter& out) { out.meta()["blob"] = std::string(Manifest::kMaxBytes, 'm'); };
-    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
-    store.registry().add_entry(e);
+    store.registry().add_entry(saving_entry<BigMeta>(
+        "test.bigmeta", [](ArtifactWriter& out) { out.meta()["blob"] = std::string(Manifest::kMaxBytes, 'm'); }));
     CHECK_THROWS_AS(store.save(BigMeta{}), InvalidArgument);
     CHECK_THROWS_WITH(store.save(BigMeta{}), Catch::Contains("Manifest::kMaxBytes"));
   }
@@ -374,27 +375,16 @@ TEST_CASE("Saves that could not be read back are refused before publishing", "[h
   }
   SECTION("NaN or invalid UTF-8 in a materializer's metadata") {
     for (nlohmann::json v : {nlohmann::json(std::nan("")), nlohmann::json(std::string("\xff\xfe"))}) {
-      MaterializerEntry e;
-      e.name = "test.badmeta";
-      e.version = 1;
-      e.type = typeid(BigMeta);
-      e.save = [v](const void*, ArtifactWriter& out) { out.meta()["value"] = v; };
-      e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
       auto registry = std::make_shared<Registry>();
-      registry->add_entry(e);
+      registry->add_entry(saving_entry<BigMeta>("test.badmeta", [v](ArtifactWriter& out) { out.meta()["value"] = v; }));
       Store s = Store::open(dir / "store", {.registry = registry});
       CHECK_THROWS_AS(s.save(BigMeta{}), InvalidArgument);
       CHECK_THROWS_WITH(s.save(BigMeta{}), Catch::Contains("metadata at .value"));
     }
   }
   SECTION("a bad payload path is the materializer's mistake, not damaged data") {
-    MaterializerEntry e;
-    e.name = "test.escape";
-    e.version = 1;
-    e.type = typeid(BigMeta);
-    e.save = [](const void*, ArtifactWriter& out) { out.write_file("../escape", ConstBytes()); };
-    e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
-    store.registry().add_entry(e);
+    store.registry().add_entry(
+        saving_entry<BigMeta>("test.escape", [](ArtifactWriter& out) { out.write_file("../escape", ConstBytes()); }));
     CHECK_THROWS_AS(store.save(BigMeta{}), InvalidArgument);
   }
   // Whatever failed, nothing was published or named.
