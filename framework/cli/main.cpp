@@ -231,7 +231,10 @@ int cmd_ls(const Args& a) {
     return 0;
   }
   if (rows.empty()) {
-    std::cout << "(no names in " << printable(store.path().string()) << ")\n";
+    if (only)
+      std::cout << "(no readable versions of " << a.positional[0] << ")\n";
+    else
+      std::cout << "(no names in " << printable(store.path().string()) << ")\n";
     return 0;
   }
   std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");

@@ -5,6 +5,7 @@
 #include "piece_hash.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <set>
 
@@ -39,7 +40,7 @@ struct ArtifactWriter::Impl {
   int open_streams = 0;
   std::vector<std::string> abandoned_streams;  // destroyed without close()
   bool finished = false;
-  bool materializer_reports = false;
+  std::atomic<bool> materializer_reports{false};
   std::mutex progress_mutex;
   std::uint64_t written = 0;
 
