@@ -242,8 +242,8 @@ TEST_CASE("Tensors without elements put their data at a multiple of 64, not 4096
     auto obj = test::object_dir(dir.path(), raw.digest);
     CHECK(test::read_text(obj / "tensor.npy") == header);
     auto packed = store.save(t, {.compression = Compression::lz4});
-    auto index = read_npy(test::object_dir(dir.path(), packed.digest) / "tensor.chunks.npy").values<std::uint64_t>();
-    CHECK(index[3] == header.size());  // the sentinel's raw offset: the whole .npy
+    Tensor index = read_npy(test::object_dir(dir.path(), packed.digest) / "tensor.chunks.npy");
+    CHECK(index.values<std::uint64_t>()[3] == header.size());  // the sentinel's raw offset: the whole .npy
     for (const auto& d : {raw.digest, packed.digest}) {
       CHECK(store.load<Tensor>(d.str()).shape() == shape);
       CHECK_NOTHROW(materializer<Tensor>::validate(store.open_artifact(d.str())));

@@ -1,8 +1,8 @@
 #pragma once
 // N-dimensional arrays and their materializer, "amphora.tensor".
-// Payload: a NumPy .npy file whose data starts at byte 4096 (at byte 64 or
-// 128 for a tensor without elements), or the same file as independent LZ4
-// frames with a chunk index (docs/FORMAT.md).
+// Payload: a NumPy .npy file whose data starts at byte 4096 (at the next
+// multiple of 64 after the header for a tensor without elements), or the same
+// file as independent LZ4 frames with a chunk index (docs/FORMAT.md).
 
 #include <amphora/buffer.hpp>
 #include <amphora/materializer.hpp>
