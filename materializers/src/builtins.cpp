@@ -8,12 +8,9 @@ void register_builtins(Registry& registry) {
   registry.add<Tensor>("built-in");
   registry.add_file_format<Tensor>(
       ".npy", "NumPy array",
-      [](const std::filesystem::path& file) {
-        // A file mapped in place could be rewritten or truncated by another
-        // program while it is hashed and stored; import a private copy.
-        Tensor t = read_npy(file);
-        return t.buffer()->writable() ? t : t.copy();
-      },
+      // read_npy reads into private memory, so a program rewriting or
+      // truncating the file meanwhile cannot change what is stored.
+      [](const std::filesystem::path& file) { return read_npy(file); },
       [](const Tensor& tensor, const std::filesystem::path& file) { write_npy(tensor, file); });
 }
 

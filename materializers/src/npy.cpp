@@ -2,10 +2,16 @@
 #include <amphora/npy.hpp>
 #include <amphora/parallel.hpp>
 
+#include "tensor_checks.hpp"
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace amphora {
 
@@ -20,54 +26,68 @@ constexpr std::size_t kMaxHeaderBytes = 1u << 20;
 
 // A parser for the Python dict literal of a .npy header:
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+// NumPy reads it with ast.literal_eval and then checks the keys and types, so
+// whatever either of those refuses is refused here too: a file Amphora takes
+// for an array must be one numpy.load opens. The parser takes only the plain
+// forms NumPy writes (decimal integers, quoted strings without escapes,
+// spaces and line breaks between tokens), so some exotic spellings Python
+// would also accept (hex or signed dimensions, comments) are refused as well.
 class DictParser {
  public:
-  DictParser(std::string_view text, std::string_view where) : s_(text), where_(where) {}
+  DictParser(std::string_view text, std::string_view where, bool python2_longs)
+      : s_(text), where_(where), python2_longs_(python2_longs) {}
 
   NpyHeader parse() {
     NpyHeader h;
     bool seen_descr = false, seen_order = false, seen_shape = false;
     expect('{');
-    for (;;) {
-      skip_space();
-      if (peek() == '}') {
-        ++i_;
-        break;
-      }
+    skip_space();
+    while (peek() != '}') {
+      std::size_t key_at = i_;
       std::string key = string_literal();
       expect(':');
+      bool* seen = key == "descr" ? &seen_descr : key == "fortran_order" ? &seen_order : key == "shape" ? &seen_shape : nullptr;
+      if (!seen) bad_header(where_, "unexpected key '" + key + "'");
+      // Python keeps the last of repeated keys, but another reader may keep
+      // the first, and a header two programs read differently is no header.
+      if (*seen)
+        bad_header(where_, "key '" + key + "' appears twice, at offset " + std::to_string(key_at) +
+                               " (NumPy would use the last value; Amphora refuses an ambiguous header)");
+      *seen = true;
       if (key == "descr") {
         skip_space();
         if (peek() == '[')
           throw Unsupported(std::string(where_) + ": structured (record) dtypes are not supported");
         h.descr = string_literal();
-        seen_descr = true;
       } else if (key == "fortran_order") {
         h.fortran_order = boolean();
-        seen_order = true;
-      } else if (key == "shape") {
-        h.shape = tuple();
-        seen_shape = true;
       } else {
-        bad_header(where_, "unexpected key '" + key + "'");
+        h.shape = tuple();
       }
       skip_space();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      expect('}');
-      break;
+      if (peek() == '}') break;
+      if (peek() != ',') bad_header(where_, "expected ',' or '}' at offset " + std::to_string(i_));
+      ++i_;
+      skip_space();
     }
+    ++i_;
     skip_space();
     if (i_ != s_.size()) bad_header(where_, "trailing characters after the dictionary");
-    if (!seen_descr || !seen_order || !seen_shape)
-      bad_header(where_, "missing one of 'descr', 'fortran_order', 'shape'");
+    std::string missing;
+    const std::pair<bool, std::string_view> keys[] = {
+        {seen_descr, "'descr'"}, {seen_order, "'fortran_order'"}, {seen_shape, "'shape'"}};
+    for (auto [seen, key] : keys)
+      if (!seen) missing += (missing.empty() ? "" : ", ") + std::string(key);
+    if (!missing.empty()) bad_header(where_, "the dictionary lacks " + missing);
     return h;
   }
 
  private:
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  static bool continues_token(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.';
+  }
   void skip_space() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
   }
@@ -80,54 +100,86 @@ class DictParser {
     skip_space();
     char quote = peek();
     if (quote != '\'' && quote != '"') bad_header(where_, "expected a string at offset " + std::to_string(i_));
-    std::size_t end = s_.find(quote, i_ + 1);
-    if (end == std::string_view::npos) bad_header(where_, "unterminated string");
+    std::size_t end = i_ + 1;
+    for (; end < s_.size() && s_[end] != quote; ++end) {
+      if (s_[end] == '\\') bad_header(where_, "escape sequences are not supported");
+      // A quoted Python string cannot hold a raw line break.
+      if (s_[end] == '\n' || s_[end] == '\r')
+        bad_header(where_, "the string at offset " + std::to_string(i_) + " runs over a line break");
+    }
+    if (end == s_.size()) bad_header(where_, "unterminated string");
     std::string out(s_.substr(i_ + 1, end - i_ - 1));
-    if (out.find('\\') != std::string::npos) bad_header(where_, "escape sequences are not supported");
     i_ = end + 1;
     return out;
   }
   bool boolean() {
     skip_space();
+    bool value;
     if (s_.substr(i_, 4) == "True") {
       i_ += 4;
-      return true;
-    }
-    if (s_.substr(i_, 5) == "False") {
+      value = true;
+    } else if (s_.substr(i_, 5) == "False") {
       i_ += 5;
-      return false;
+      value = false;
+    } else {
+      bad_header(where_, "fortran_order is neither True nor False");
     }
-    bad_header(where_, "fortran_order is neither True nor False");
+    if (continues_token(peek())) bad_header(where_, "fortran_order is neither True nor False");
+    return value;
+  }
+  std::int64_t dimension() {
+    skip_space();
+    std::size_t start = i_;
+    while (is_digit(peek())) ++i_;
+    if (i_ == start)
+      bad_header(where_, "shape holds something other than a non-negative integer at offset " + std::to_string(start));
+    std::string_view digits = s_.substr(start, i_ - start);
+    if (digits.size() > 1 && digits[0] == '0' && digits.find_first_not_of('0') != std::string_view::npos)
+      bad_header(where_, "shape dimension '" + std::string(digits) +
+                             "' has a leading zero, which Python 3 integer literals do not allow");
+    std::int64_t v = 0;
+    auto [ptr, err] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (err != std::errc() || ptr != digits.data() + digits.size())
+      bad_header(where_, "shape dimension " + std::string(digits) + " does not fit in 64 bits");
+    if (peek() == 'L') {  // a Python 2 long, which numpy filters out of 1.0 and 2.0 headers only
+      if (!python2_longs_)
+        bad_header(where_, "shape dimension " + std::string(digits) +
+                               "L uses Python 2 syntax, which only version 1.0 and 2.0 headers may hold");
+      ++i_;
+    }
+    if (continues_token(peek()))
+      bad_header(where_, "shape holds something other than a non-negative integer at offset " + std::to_string(start));
+    return v;
   }
   std::vector<std::int64_t> tuple() {
     std::vector<std::int64_t> dims;
-    expect('(');
-    for (;;) {
-      skip_space();
-      if (peek() == ')') {
-        ++i_;
-        return dims;
-      }
-      std::int64_t v = 0;
-      auto [ptr, err] = std::from_chars(s_.data() + i_, s_.data() + s_.size(), v);
-      if (err != std::errc() || v < 0) bad_header(where_, "shape holds something other than a non-negative integer");
-      i_ = static_cast<std::size_t>(ptr - s_.data());
-      if (peek() == 'L') ++i_;  // Python 2 long literal
-      dims.push_back(v);
+    skip_space();
+    if (peek() != '(') bad_header(where_, "shape is not a tuple (offset " + std::to_string(i_) + ")");
+    std::size_t open = i_++;
+    skip_space();
+    while (peek() != ')') {
+      dims.push_back(dimension());
       if (dims.size() > kMaxTensorDims)
         bad_header(where_, "more than " + std::to_string(kMaxTensorDims) + " dimensions");
       skip_space();
-      if (peek() == ',') {
-        ++i_;
-        continue;
+      if (peek() == ')') {
+        if (dims.size() == 1)
+          bad_header(where_, "shape " + std::string(s_.substr(open, i_ + 1 - open)) +
+                                 " is an integer in parentheses, not a tuple: a one-element tuple needs a "
+                                 "trailing comma, as in (" + std::to_string(dims[0]) + ",)");
+        break;
       }
-      expect(')');
-      return dims;
+      if (peek() != ',') bad_header(where_, "expected ',' or ')' in the shape at offset " + std::to_string(i_));
+      ++i_;
+      skip_space();
     }
+    ++i_;
+    return dims;
   }
 
   std::string_view s_;
   std::string_view where_;
+  bool python2_longs_;
   std::size_t i_ = 0;
 };
 
@@ -234,7 +286,7 @@ NpyHeader parse_npy_header(ConstBytes file, std::string_view where) {
                         static_cast<std::size_t>(header_len));
   for (unsigned char c : text)
     if (c == 0 || (c >= 0x80 && h.major_version < 3)) bad_header(where, "non-ASCII byte in header");
-  NpyHeader parsed = DictParser(text, where).parse();
+  NpyHeader parsed = DictParser(text, where, h.major_version < 3).parse();
   h.descr = std::move(parsed.descr);
   h.fortran_order = parsed.fortran_order;
   h.shape = std::move(parsed.shape);
@@ -264,6 +316,14 @@ std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, st
   return out;
 }
 
+std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> shape) {
+  // numpy.load(mmap_mode="r") maps from the page holding the data offset; at
+  // 4096 with no data after it that is a mapping of zero bytes, which fails.
+  // Below 4096 the mapping starts at byte 0 and covers the header.
+  bool empty = checked_element_count(shape, dtype) == 0;
+  return make_npy_header(dtype, shape, empty ? 64 : 4096);
+}
+
 Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where) {
   NpyHeader h = parse_npy_header(file->bytes(), where);
   auto [dtype, swap] = dtype_from_descr(h.descr, where);
@@ -280,30 +340,98 @@ Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where) {
                       std::to_string(available));
   if (nbytes < available)
     throw CorruptData(std::string(where) + ": " + std::to_string(available - nbytes) +
-                      " unexpected bytes after the array data");
+                      " unexpected bytes after the array data (NumPy would ignore them; Amphora refuses them so a "
+                      "damaged or concatenated file is not taken for a valid one)");
   bool fortran = h.fortran_order && h.shape.size() > 1;
   auto data = Buffer::slice(file, h.data_offset, static_cast<std::size_t>(nbytes));
   // Typed access needs element alignment, which a hand-made header may not give.
   bool aligned = reinterpret_cast<std::uintptr_t>(data->data()) % std::min<std::size_t>(dtype_size(dtype), 16) == 0;
-  if (!swap && !fortran && aligned) return Tensor::Make(dtype, std::move(h.shape), std::move(data));
-
-  auto converted = Buffer::allocate(static_cast<std::size_t>(nbytes));
-  if (fortran)
-    fortran_to_c(data->data(), converted->mutable_data(), h.shape, dtype_size(dtype));
-  else if (nbytes)
-    std::memcpy(converted->mutable_data(), data->data(), static_cast<std::size_t>(nbytes));
-  if (swap) {
-    bool is_complex = dtype == DType::complex64 || dtype == DType::complex128;
-    std::size_t word = is_complex ? dtype_size(dtype) / 2 : dtype_size(dtype);
-    byteswap_elements(converted->mutable_data(), is_complex ? count * 2 : count, word);
+  if (swap || fortran || !aligned) {
+    auto converted = Buffer::allocate(static_cast<std::size_t>(nbytes));
+    if (fortran)
+      fortran_to_c(data->data(), converted->mutable_data(), h.shape, dtype_size(dtype));
+    else if (nbytes)
+      std::memcpy(converted->mutable_data(), data->data(), static_cast<std::size_t>(nbytes));
+    if (swap) {
+      bool is_complex = dtype == DType::complex64 || dtype == DType::complex128;
+      std::size_t word = is_complex ? dtype_size(dtype) / 2 : dtype_size(dtype);
+      byteswap_elements(converted->mutable_data(), is_complex ? count * 2 : count, word);
+    }
+    data = std::move(converted);
   }
-  return Tensor::Make(dtype, std::move(h.shape), std::move(converted));
+  // Checked in C order, so the index is the element's flat index in the array.
+  if (dtype == DType::bool_)
+    if (auto bad = detail::find_invalid_bool(data->bytes()))
+      throw CorruptData(std::string(where) + ": bool element " + std::to_string(*bad) + " holds the byte " +
+                        std::to_string(static_cast<unsigned>(data->data()[*bad])) + "; a bool must be 0 or 1");
+  return Tensor::Make(dtype, std::move(h.shape), std::move(data));
 }
 
-Tensor read_npy(const std::filesystem::path& file) { return read_npy(Buffer::map_file(file), file.string()); }
+namespace {
+
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "an unknown kind of file";
+}
+
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+Tensor read_npy(const std::filesystem::path& file) {
+  const std::string where = file.string();
+  // Without O_NONBLOCK, opening a FIFO waits until some program opens it for
+  // writing, possibly forever; with it the open returns and fstat refuses it.
+  ScopedFd fd(::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    int err = errno;
+    if (err == ENOENT) throw NotFound("no such file " + where);
+    throw IoError("cannot open " + where + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw IoError("cannot stat " + where + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw InvalidArgument(where + " is not a regular file (" + std::string(file_kind(st.st_mode)) + ")");
+  // Read rather than mapped: when another program truncates a mapped file,
+  // touching the lost pages kills this process with SIGBUS, while a read
+  // just comes up short. The private copy is also what import must store.
+  const auto size = static_cast<std::size_t>(st.st_size);
+  auto buffer = Buffer::allocate(size);
+  std::byte* dst = buffer->mutable_data();
+  constexpr std::size_t kBlock = 4u << 20;
+  parallel_for((size + kBlock - 1) / kBlock, [&](std::size_t b) {
+    std::size_t at = b * kBlock, end = std::min(size, at + kBlock);
+    while (at < end) {
+      ssize_t got = ::pread(fd.get(), dst + at, end - at, static_cast<off_t>(at));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw IoError("cannot read " + where + ": " + std::strerror(errno));
+      }
+      if (got == 0) throw CorruptData(where + " shrank while being read");
+      at += static_cast<std::size_t>(got);
+    }
+  });
+  return read_npy(std::move(buffer), where);
+}
 
 void write_npy(const Tensor& tensor, const std::filesystem::path& file) {
-  std::string header = make_npy_header(tensor.dtype(), tensor.shape());
+  std::string header = make_tensor_npy_header(tensor.dtype(), tensor.shape());
   const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
                               ConstBytes(tensor.data(), tensor.nbytes())};
   write_file_atomically(file, parts);

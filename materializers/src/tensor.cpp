@@ -4,10 +4,12 @@
 #include <amphora/tensor.hpp>
 
 #include "lz4_frames.hpp"
+#include "tensor_checks.hpp"
 #include "tensor_stats.hpp"
 
-
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -100,26 +102,58 @@ std::uint64_t checked_element_count(std::span<const std::int64_t> shape, DType d
   if (shape.size() > kMaxTensorDims)
     throw InvalidArgument("tensor has " + std::to_string(shape.size()) + " dimensions; at most " +
                           std::to_string(kMaxTensorDims) + " are allowed");
+  for (auto d : shape)
+    if (d < 0) throw InvalidArgument("tensor dimension " + std::to_string(d) + " is negative");
+  // Like NumPy, the non-zero dimensions must fit even when a zero makes the
+  // tensor empty: a row of such a tensor, or the same shape with the zero
+  // changed, would otherwise overflow.
   const std::uint64_t limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / dtype_size(dtype);
   std::uint64_t count = 1;
-  bool zero = false;
+  const bool zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
   for (auto d : shape) {
-    if (d < 0) throw InvalidArgument("tensor dimension " + std::to_string(d) + " is negative");
-    if (d == 0) zero = true;
-  }
-  if (zero) return 0;
-  for (auto d : shape) {
+    if (d == 0) continue;
     auto u = static_cast<std::uint64_t>(d);
     if (count > limit / u) {
       std::string text;
       for (std::size_t k = 0; k < shape.size(); ++k) text += (k ? "x" : "") + std::to_string(shape[k]);
       throw InvalidArgument("tensor shape " + text + " of " + std::string(dtype_name(dtype)) +
-                            " overflows: more than 2^63 bytes");
+                            " overflows: more than 2^63 bytes" + (zero ? " in its non-zero dimensions" : ""));
     }
     count *= u;
   }
-  return count;
+  return zero ? 0 : count;
 }
+
+namespace detail {
+
+std::optional<std::uint64_t> find_invalid_bool(ConstBytes data) {
+  constexpr std::size_t kBlock = 1u << 20;
+  constexpr std::uint64_t kHighBits = 0xfefefefefefefefeull;
+  const std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
+  std::atomic<std::uint64_t> first{none};
+  parallel_for((data.size() + kBlock - 1) / kBlock, [&](std::size_t b) {
+    std::size_t i = b * kBlock;
+    if (i >= first.load(std::memory_order_relaxed)) return;  // an earlier block already failed
+    const std::size_t end = std::min(data.size(), i + kBlock);
+    for (; i + 8 <= end; i += 8) {
+      std::uint64_t word;
+      std::memcpy(&word, data.data() + i, 8);
+      if (word & kHighBits) break;
+    }
+    for (; i < end; ++i) {
+      if (static_cast<unsigned>(data[i]) > 1) {
+        std::uint64_t seen = first.load();
+        while (i < seen && !first.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+    }
+  });
+  std::uint64_t at = first.load();
+  return at == none ? std::nullopt : std::optional<std::uint64_t>(at);
+}
+
+}  // namespace detail
 
 // ---------------------------------------------------------------------------
 // Tensor
@@ -132,6 +166,12 @@ Tensor Tensor::Make(DType dtype, std::vector<std::int64_t> shape, std::shared_pt
   if (count * dtype_size(dtype) != data->size())
     throw InvalidArgument("Tensor::Make: shape needs " + std::to_string(count * dtype_size(dtype)) + " bytes of " +
                           std::string(dtype_name(dtype)) + " but the buffer holds " + std::to_string(data->size()));
+  // values<T>() hands out T pointers into the buffer; a misaligned one is
+  // undefined behaviour. Empty buffers are exempt: no element is ever read.
+  const std::size_t alignment = std::min<std::size_t>(dtype_size(dtype), 16);
+  if (data->size() && reinterpret_cast<std::uintptr_t>(data->data()) % alignment != 0)
+    throw InvalidArgument("Tensor::Make: the buffer's data is not aligned to " + std::to_string(alignment) +
+                          " bytes, as " + std::string(dtype_name(dtype)) + " elements need");
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -147,7 +187,7 @@ Tensor Tensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
 
 std::size_t Tensor::row_bytes() const {
   if (shape_.empty()) return nbytes();
-  if (shape_[0] == 0)  // checked: Make() accepted these dimensions only because the product is 0
+  if (shape_[0] == 0)  // cannot overflow: checked_element_count checks the non-zero dimensions' product too
     return static_cast<std::size_t>(checked_element_count(std::span(shape_).subspan(1), dtype_) * dtype_size(dtype_));
   return nbytes() / static_cast<std::size_t>(shape_[0]);
 }
@@ -281,8 +321,17 @@ struct Layout {
   DType dtype;
   std::vector<std::int64_t> shape;
   std::uint64_t nbytes;
-  std::string header;
+  std::string header;         // the header this build writes
+  std::string legacy_header;  // for an empty tensor, the 4096-byte header of earlier builds; else empty
   bool packed;
+
+  // The header a payload starts with when its data starts at `offset`, or
+  // null when no header of this tensor is that long.
+  const std::string* header_ending_at(std::uint64_t offset) const {
+    if (offset == header.size()) return &header;
+    if (!legacy_header.empty() && offset == legacy_header.size()) return &legacy_header;
+    return nullptr;
+  }
 };
 
 Layout read_layout(const ArtifactReader& in) {
@@ -303,6 +352,10 @@ Layout read_layout(const ArtifactReader& in) {
   if (!meta.contains("shape") || !meta["shape"].is_array()) bad("has no shape");
   for (const auto& d : meta["shape"]) {
     if (!d.is_number_integer()) bad("shape holds a non-integer");
+    // JSON integers above 2^63 - 1 arrive unsigned; read as int64 they would
+    // wrap to a negative number and be reported as one.
+    if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      bad("shape dimension " + std::to_string(d.get<std::uint64_t>()) + " is out of range");
     l.shape.push_back(d.get<std::int64_t>());
   }
   try {
@@ -321,14 +374,43 @@ Layout read_layout(const ArtifactReader& in) {
   if (l.packed && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
-  l.header = make_npy_header(l.dtype, l.shape);
+  l.header = make_tensor_npy_header(l.dtype, l.shape);
+  if (l.nbytes == 0) l.legacy_header = make_npy_header(l.dtype, l.shape, kHeaderBytes);
   return l;
 }
 
-void check_header(const Layout& l, ConstBytes bytes, const ArtifactReader& in, std::string_view file) {
-  if (bytes.size() < l.header.size() || std::memcmp(bytes.data(), l.header.data(), l.header.size()) != 0)
+void check_header(const Layout& l, const std::string& expected, ConstBytes bytes, const ArtifactReader& in,
+                  std::string_view file) {
+  if (bytes.size() < expected.size() || std::memcmp(bytes.data(), expected.data(), expected.size()) != 0)
     throw CorruptData(in.label() + ": " + std::string(file) + " header does not match its manifest (" +
                       std::string(dtype_name(l.dtype)) + ", " + std::to_string(l.shape.size()) + "-d)");
+}
+
+void check_bools(const Layout& l, ConstBytes data, std::uint64_t first_element, const ArtifactReader& in,
+                 std::string_view file) {
+  if (l.dtype != DType::bool_) return;
+  if (auto bad = detail::find_invalid_bool(data))
+    throw CorruptData(in.label() + ": " + std::string(file) + ": bool element " + std::to_string(first_element + *bad) +
+                      " holds the byte " + std::to_string(static_cast<unsigned>(data[*bad])) +
+                      "; a bool must be 0 or 1");
+}
+
+// tensor.npy checked against the manifest: header and exact size.
+struct RawPayload {
+  std::shared_ptr<const Buffer> file;
+  std::size_t data_offset;
+  ConstBytes data() const { return file->bytes().subspan(data_offset); }
+};
+
+RawPayload open_raw(const ArtifactReader& in, const Layout& l) {
+  RawPayload p{in.map(kRawFile), kHeaderBytes};
+  // An empty tensor's file is all header, so its size says which header it has.
+  if (l.nbytes == 0) p.data_offset = p.file->size() == l.legacy_header.size() ? l.legacy_header.size() : l.header.size();
+  check_header(l, *l.header_ending_at(p.data_offset), p.file->bytes(), in, kRawFile);
+  if (p.file->size() != p.data_offset + l.nbytes)
+    throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(p.file->size()) +
+                      " bytes; its shape needs " + std::to_string(p.data_offset + l.nbytes));
+  return p;
 }
 
 // The chunk index of a packed tensor, validated against the file it indexes.
@@ -336,6 +418,7 @@ struct ChunkIndex {
   std::shared_ptr<const Buffer> file;
   std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
   std::vector<std::uint64_t> raw;     // and restores .npy bytes [raw[k], raw[k+1])
+  std::size_t data_offset = kHeaderBytes;  // raw[1]: where the array data starts in the .npy
 };
 
 ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
@@ -351,8 +434,14 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
     ix.packed.push_back(v[2 * k]);
     ix.raw.push_back(v[2 * k + 1]);
   }
+  // An empty tensor has one chunk, its header, in either accepted length.
+  if (l.nbytes == 0) {
+    if (!l.header_ending_at(ix.raw[1])) throw CorruptData(where + ": chunk 1 has a wrong raw offset");
+    ix.data_offset = static_cast<std::size_t>(ix.raw[1]);
+  }
   for (std::size_t k = 0; k <= chunks; ++k) {
-    std::uint64_t expect_raw = k == 0 ? 0 : std::min<std::uint64_t>(kHeaderBytes + (k - 1) * kChunkBytes, kHeaderBytes + l.nbytes);
+    std::uint64_t expect_raw =
+        k == 0 ? 0 : std::min<std::uint64_t>(ix.data_offset + (k - 1) * kChunkBytes, ix.data_offset + l.nbytes);
     if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
     // Written without additions, which a hostile offset near 2^64 would wrap.
     if (ix.packed[k] > ix.file->size() ||
@@ -365,53 +454,62 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
   return ix;
 }
 
+ConstBytes frame_of(const ChunkIndex& ix, std::size_t k) {
+  return {ix.file->data() + ix.packed[k], static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k])};
+}
+
+std::string chunk_where(const ArtifactReader& in, std::size_t k) {
+  return in.label() + ": " + std::string(kPackedFile) + " chunk " + std::to_string(k);
+}
+
 // Decodes data bytes [begin, end) (offsets into the array data) into dst.
-void decode_range(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix, std::uint64_t begin,
-                  std::uint64_t end, std::byte* dst) {
+void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t begin, std::uint64_t end,
+                  std::byte* dst) {
   if (begin >= end) return;
-  std::uint64_t lo = kHeaderBytes + begin, hi = kHeaderBytes + end;
+  std::uint64_t lo = ix.data_offset + begin, hi = ix.data_offset + end;
   std::size_t first = static_cast<std::size_t>(std::upper_bound(ix.raw.begin(), ix.raw.end(), lo) - ix.raw.begin()) - 1;
   std::size_t last = static_cast<std::size_t>(std::lower_bound(ix.raw.begin(), ix.raw.end(), hi) - ix.raw.begin());
-  std::string where = in.label() + ": " + std::string(kPackedFile);
-  (void)l;
   parallel_for(last - first, [&](std::size_t i) {
     std::size_t k = first + i;
-    ConstBytes frame(ix.file->data() + ix.packed[k], ix.packed[k + 1] - ix.packed[k]);
     std::uint64_t c_lo = ix.raw[k], c_hi = ix.raw[k + 1];
-    std::string chunk_where = where + " chunk " + std::to_string(k);
     if (c_lo >= lo && c_hi <= hi) {
-      detail::decode_frame(frame, {dst + (c_lo - lo), c_hi - c_lo}, chunk_where);
+      detail::decode_frame(frame_of(ix, k), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
       return;
     }
     thread_local std::vector<std::byte> scratch;
     scratch.resize(c_hi - c_lo);
-    detail::decode_frame(frame, scratch, chunk_where);
+    detail::decode_frame(frame_of(ix, k), scratch, chunk_where(in, k));
     std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
     std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
   });
 }
 
-// LZ4 cannot expand more than 255:1, so a claim beyond that is a lie about
-// the payload and must not drive an allocation.
-void check_expansion(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix) {
+// The index, expansion bound and header frame of a packed tensor: every
+// check that comes before decoding its data.
+ChunkIndex open_packed(const ArtifactReader& in, const Layout& l) {
+  ChunkIndex ix = read_index(in, l);
+  // LZ4 cannot expand more than 255:1, so a claim beyond that is a lie about
+  // the payload and must not drive an allocation.
   if (l.nbytes / 255 > ix.file->size())
     throw CorruptData(in.label() + ": " + std::to_string(ix.file->size()) + " packed bytes cannot hold " +
                       std::to_string(l.nbytes) + " bytes of tensor data");
-}
-
-void check_packed_header(const ArtifactReader& in, const Layout& l, const ChunkIndex& ix) {
-  std::vector<std::byte> header(kHeaderBytes);
-  detail::decode_frame({ix.file->data(), ix.packed[1]}, header, in.label() + ": " + std::string(kPackedFile) + " chunk 0");
-  check_header(l, header, in, kPackedFile);
+  std::vector<std::byte> header(ix.data_offset);
+  detail::decode_frame(frame_of(ix, 0), header, chunk_where(in, 0));
+  check_header(l, *l.header_ending_at(ix.data_offset), header, in, kPackedFile);
+  return ix;
 }
 
 }  // namespace
 
 void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
+  if (t.dtype() == DType::bool_)
+    if (auto bad = detail::find_invalid_bool({t.data(), t.nbytes()}))
+      throw InvalidArgument("cannot save a bool tensor whose element " + std::to_string(*bad) + " holds the byte " +
+                            std::to_string(static_cast<unsigned>(t.data()[*bad])) + ": a bool must be 0 or 1");
   auto& meta = out.meta();
   meta["dtype"] = dtype_name(t.dtype());
   meta["shape"] = t.shape();
-  std::string header = make_npy_header(t.dtype(), t.shape());
+  std::string header = make_tensor_npy_header(t.dtype(), t.shape());
   detail::TensorStats stats(t, header.size());
   Compression policy = out.options().compression;
   bool packed = policy == Compression::lz4 ||
@@ -431,19 +529,43 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
 Tensor materializer<Tensor>::load(const ArtifactReader& in) {
   Layout l = read_layout(in);
   if (!l.packed) {
-    auto file = in.map(kRawFile);
-    check_header(l, file->bytes(), in, kRawFile);
-    if (file->size() != kHeaderBytes + l.nbytes)
-      throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(file->size()) +
-                        " bytes; its shape needs " + std::to_string(kHeaderBytes + l.nbytes));
-    return Tensor::Make(l.dtype, l.shape, Buffer::slice(file, kHeaderBytes, static_cast<std::size_t>(l.nbytes)));
+    RawPayload raw = open_raw(in, l);
+    check_bools(l, raw.data(), 0, in, kRawFile);
+    return Tensor::Make(l.dtype, l.shape, Buffer::slice(raw.file, raw.data_offset, static_cast<std::size_t>(l.nbytes)));
   }
-  ChunkIndex ix = read_index(in, l);
-  check_expansion(in, l, ix);
-  check_packed_header(in, l, ix);
+  ChunkIndex ix = open_packed(in, l);
   auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
-  decode_range(in, l, ix, 0, l.nbytes, data->mutable_data());
+  decode_range(in, ix, 0, l.nbytes, data->mutable_data());
+  check_bools(l, data->bytes(), 0, in, kPackedFile);
   return Tensor::Make(l.dtype, l.shape, std::move(data));
+}
+
+void materializer<Tensor>::validate(const ArtifactReader& in) {
+  Layout l = read_layout(in);
+  if (!l.packed) {
+    RawPayload raw = open_raw(in, l);
+    check_bools(l, raw.data(), 0, in, kRawFile);
+    return;
+  }
+  ChunkIndex ix = open_packed(in, l);
+  // Every data frame is decoded, one at a time per thread, so damage is
+  // found without holding the whole tensor. Failures are kept per chunk and
+  // the first in file order is reported, whichever thread met it first.
+  const std::size_t chunks = ix.raw.size() - 1;
+  std::vector<std::exception_ptr> failures(chunks);
+  parallel_for(chunks - 1, [&](std::size_t i) {
+    const std::size_t k = i + 1;
+    try {
+      thread_local std::vector<std::byte> scratch;
+      scratch.resize(ix.raw[k + 1] - ix.raw[k]);
+      detail::decode_frame(frame_of(ix, k), scratch, chunk_where(in, k));
+      check_bools(l, scratch, ix.raw[k] - ix.data_offset, in, kPackedFile);
+    } catch (...) {
+      failures[k] = std::current_exception();
+    }
+  });
+  for (const auto& failure : failures)
+    if (failure) std::rethrow_exception(failure);
 }
 
 Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end) {
@@ -458,14 +580,13 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   }
   std::uint64_t row = dtype_size(l.dtype);
   for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
-  ChunkIndex ix = read_index(in, l);
-  check_expansion(in, l, ix);
-  check_packed_header(in, l, ix);
+  ChunkIndex ix = open_packed(in, l);
   auto shape = l.shape;
   shape[0] = end - begin;
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
-  decode_range(in, l, ix, row * static_cast<std::uint64_t>(begin), row * static_cast<std::uint64_t>(end),
-               data->mutable_data());
+  std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
+  decode_range(in, ix, lo, row * static_cast<std::uint64_t>(end), data->mutable_data());
+  check_bools(l, data->bytes(), lo, in, kPackedFile);
   return Tensor::Make(l.dtype, std::move(shape), std::move(data));
 }
 

@@ -92,6 +92,15 @@ def le_dtype(dt):
     return dt.newbyteorder("<") if dt.byteorder == ">" else dt
 
 
+def data_offset(arr):
+    """Where Amphora's .npy for `arr` starts its data: byte 4096, or for an array
+    without elements the next multiple of 64 after the header (docs/FORMAT.md 5.4)."""
+    if arr.nbytes:
+        return HEADER_BYTES
+    text = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (le_dtype(arr.dtype).str, tuple(arr.shape))
+    return -(-(10 + len(text) + 1) // 64) * 64
+
+
 def npy_header_info(raw):
     """(major, minor, data_offset, header dict) of .npy bytes."""
     assert raw[:6] == b"\x93NUMPY", raw[:10]
@@ -238,19 +247,20 @@ class StoreTestCase(unittest.TestCase):
         self.assertEqual(le_c_bytes(got), le_c_bytes(original), f"{what}: bytes differ")
 
     def assert_npy_file(self, path, original, what=""):
-        """path is a .npy v1.0, data at 4096, C order, that numpy loads and equals original."""
+        """path is a .npy v1.0, data at data_offset(original), C order, that numpy loads and equals original."""
         with open(path, "rb") as f:
             raw = f.read()
         major, minor, off, header = npy_header_info(raw)
+        start = data_offset(original)
         self.assertEqual((major, minor), (1, 0), what)
-        self.assertEqual(struct.unpack("<H", raw[8:10])[0] + 10, HEADER_BYTES, what)
-        self.assertEqual(off, HEADER_BYTES, what)
-        self.assertEqual(raw[HEADER_BYTES - 1:HEADER_BYTES], b"\n", what)
+        self.assertEqual(struct.unpack("<H", raw[8:10])[0] + 10, start, what)
+        self.assertEqual(off, start, what)
+        self.assertEqual(raw[start - 1:start], b"\n", what)
         self.assertFalse(header["fortran_order"], what)
         self.assertEqual(tuple(header["shape"]), original.shape, what)
         self.assertEqual(np.dtype(header["descr"]), le_dtype(original.dtype), what)
-        self.assertEqual(len(raw), HEADER_BYTES + original.nbytes, what)
-        self.assertEqual(raw[HEADER_BYTES:], le_c_bytes(original), f"{what}: data bytes differ")
+        self.assertEqual(len(raw), start + original.nbytes, what)
+        self.assertEqual(raw[start:], le_c_bytes(original), f"{what}: data bytes differ")
         got = np.load(path)
         self.assert_same_array(original, got, what)
         return raw
@@ -391,25 +401,49 @@ class NumpyLoadsPayloadTest(StoreTestCase):
                 with open(payload, "rb") as f:
                     head = f.read(12)
                 self.assertEqual(head[:8], b"\x93NUMPY\x01\x00")
-                self.assertEqual(10 + struct.unpack("<H", head[8:10])[0], HEADER_BYTES)
+                self.assertEqual(10 + struct.unpack("<H", head[8:10])[0], data_offset(arr))
                 self.assert_npy_file(payload, arr, name)
                 with open(payload, "rb") as f:
                     version = np.lib.format.read_magic(f)
                     self.assertEqual(version, (1, 0))
                     shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                    self.assertEqual(f.tell(), HEADER_BYTES)
+                    self.assertEqual(f.tell(), data_offset(arr))
                 self.assertEqual(shape, arr.shape)
                 self.assertFalse(fortran)
                 self.assertEqual(dtype, arr.dtype)
-                if arr.size:  # numpy cannot memory-map zero bytes of data
+                mm = np.load(payload, mmap_mode="r")  # empty arrays included (docs/FORMAT.md 5.4)
+                self.assertIsInstance(mm, np.memmap)
+                self.assertEqual(mm.offset, data_offset(arr))
+                self.assertEqual(mm.shape, arr.shape)
+                self.assertTrue(mm.flags["C_CONTIGUOUS"])
+                self.assertEqual(np.asarray(mm).tobytes(), le_c_bytes(arr))
+                self.assertTrue(np.array_equal(mm, arr, equal_nan=True))
+                del mm
+
+    def test_np_load_mmaps_empty_and_0d_payloads(self):
+        # numpy memory-maps from the page holding the data offset: data at 4096
+        # in a 4096-byte file made it map zero bytes and fail.
+        for dtype in ALL_DTYPES:
+            for shape in ((0,), (0, 3), (3, 0, 2), ()):
+                with self.subTest(dtype=dtype, shape=shape):
+                    arr = np.zeros(shape, dtype) if shape else np.array(1).astype(dtype)
+                    name = f"{dtype}-{len(shape)}-{0 in shape}"
+                    info = self.import_file(self.save(arr, f"{name}.npy"), name, "none")
+                    payload = os.path.join(self.object_dir(info["digest"]), "tensor.npy")
+                    self.assertEqual(os.path.getsize(payload), data_offset(arr) + arr.nbytes)
+                    if arr.size == 0:
+                        self.assertLess(data_offset(arr), HEADER_BYTES)
+                        self.assertEqual(data_offset(arr) % 64, 0)
                     mm = np.load(payload, mmap_mode="r")
                     self.assertIsInstance(mm, np.memmap)
-                    self.assertEqual(mm.offset, HEADER_BYTES)
+                    self.assertEqual(mm.dtype, le_dtype(arr.dtype))
                     self.assertEqual(mm.shape, arr.shape)
-                    self.assertTrue(mm.flags["C_CONTIGUOUS"])
                     self.assertEqual(np.asarray(mm).tobytes(), le_c_bytes(arr))
-                    self.assertTrue(np.array_equal(mm, arr, equal_nan=True))
                     del mm
+                    # the export follows the same rule, so it maps too
+                    out = self.export(name, f"{name}.out.npy")
+                    self.assert_npy_file(out, arr, name)
+                    self.assertEqual(np.load(out, mmap_mode="r").shape, arr.shape)
 
 
 # ---------------------------------------------------------------------------
@@ -595,7 +629,7 @@ class Lz4InteropTest(StoreTestCase):
                 self.assert_npy_file(out, arr, name)
                 index = np.load(os.path.join(d, "tensor.chunks.npy"))
                 self.assertEqual(index.shape, (info["meta"]["chunks"] + 1, 2))
-                self.assertEqual(int(index[-1, 1]), HEADER_BYTES + arr.nbytes)
+                self.assertEqual(int(index[-1, 1]), data_offset(arr) + arr.nbytes)
                 self.assertEqual(int(index[-1, 0]), os.path.getsize(os.path.join(d, "tensor.npy.lz4")))
 
 
@@ -689,10 +723,12 @@ class BadInputTest(StoreTestCase):
         np.save(b, arr)
         return b.getvalue()
 
-    def hand_header(self, text):
-        header = text + " " * (63 - (10 + len(text)) % 64) + "\n"
-        self.assertEqual((10 + len(header)) % 64, 0)
-        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+    def hand_header(self, text, version=1):
+        prefix = 10 if version == 1 else 12
+        header = text + " " * (63 - (prefix + len(text)) % 64) + "\n"
+        self.assertEqual((prefix + len(header)) % 64, 0)
+        length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
+        return b"\x93NUMPY" + bytes([version, 0]) + length + header.encode()
 
     def assert_nothing_stored(self):
         self.assertEqual(self.object_dirs(), [])
@@ -731,18 +767,107 @@ class BadInputTest(StoreTestCase):
             with self.subTest(file=fname):
                 p = self.path(fname)
                 np.save(p, arr)
-                proc = self.amphora("import", p, "--name", "u")
-                self.assertNotEqual(proc.returncode, 0)
-                self.assertNotIn(proc.returncode, (EXIT_USAGE, EXIT_NOT_FOUND))
-                self.assert_error(proc, proc.returncode, fname)
-        # the plain unsupported-dtype case is reported as Unsupported (exit 1)
-        self.assertEqual(self.amphora("import", self.path("unicode.npy"), "--name", "u").returncode, EXIT_FAILURE)
+                self.assertEqual(np.load(p).dtype, arr.dtype)  # a well-formed file numpy reads back
+                # well formed but of a dtype Amphora does not handle: Unsupported, exit 1
+                self.assert_error(self.amphora("import", p, "--name", "u"), EXIT_FAILURE, fname, "not supported"
+                                  if fname == "struct.npy" else "unsupported dtype")
         self.assert_nothing_stored()
 
     def test_structured_dtype_is_unsupported_not_corrupt(self):
         p = self.path("struct.npy")
         np.save(p, np.zeros(3, dtype=[("x", "<i4"), ("y", "<f8")]))
         self.assert_error(self.amphora("import", p, "--name", "s"), EXIT_FAILURE, "struct.npy")
+
+    def test_headers_numpy_refuses(self):
+        # Each header is one numpy.load refuses; amphora must refuse it too, always as damaged input.
+        u1 = "{'descr': '|u1', 'fortran_order': False, 'shape': %s, }"
+        cases = {
+            "huge-times-zero": (u1 % "(9223372036854775807, 9223372036854775807, 0)", "non-zero dimensions"),
+            "not-a-tuple": (u1 % "(3)", "trailing comma"),
+            "leading-zero": (u1 % "(03,)", "leading zero"),
+            "empty-element": (u1 % "(,)", "non-negative integer"),
+            "double-comma": (u1 % "(3,,)", "non-negative integer"),
+            "list-shape": (u1 % "[3]", "not a tuple"),
+            "no-keys": ("{}", "lacks 'descr', 'fortran_order', 'shape'"),
+            "missing-key": ("{'descr': '|u1', 'shape': (3,)}", "lacks 'fortran_order'"),
+            "extra-key": ("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), 'x': 1}", "unexpected key 'x'"),
+            "empty-dict-item": ("{'descr': '|u1', 'fortran_order': False, 'shape': (3,),, }", "expected a string"),
+            "int-order": ("{'descr': '|u1', 'fortran_order': 0, 'shape': (3,)}", "neither True nor False"),
+            "newline-in-string": ("{'descr': '|u\n1', 'fortran_order': False, 'shape': (3,)}", "line break"),
+        }
+        for name, (text, reason) in cases.items():
+            with self.subTest(case=name):
+                p = self.write(f"{name}.npy", self.hand_header(text) + b"abc")
+                with self.assertRaises(Exception, msg=f"numpy accepted {text!r}"):
+                    np.load(p)
+                self.assert_error(self.amphora("import", p, "--name", "h"), EXIT_CORRUPT, f"{name}.npy", reason)
+        # numpy filters a Python 2 'L' out of 1.0 and 2.0 headers only
+        text = u1 % "(3L,)"
+        v3 = self.write("long-v3.npy", self.hand_header(text, version=3) + b"abc")
+        with self.assertRaises(Exception):
+            np.load(v3)
+        self.assert_error(self.amphora("import", v3, "--name", "h"), EXIT_CORRUPT, "long-v3.npy", "Python 2")
+        self.assert_nothing_stored()
+        for version in (1, 2):
+            p = self.write(f"long-v{version}.npy", self.hand_header(text, version=version) + b"abc")
+            self.assertEqual(np.load(p).shape, (3,))
+            self.assertEqual(self.import_file(p, f"long{version}")["meta"]["shape"], [3])
+
+    def test_trailing_bytes_refused_on_purpose(self):
+        p = self.write("tail.npy", self.npy_bytes(np.arange(4, dtype="<i4")) + b"\0\0")
+        self.assertEqual(np.load(p).tolist(), [0, 1, 2, 3])  # numpy ignores the extra bytes
+        self.assert_error(self.amphora("import", p, "--name", "t"), EXIT_CORRUPT, "tail.npy",
+                          "2 unexpected bytes after the array data (NumPy would ignore them")
+        self.assert_nothing_stored()
+
+    def test_bool_bytes_other_than_0_or_1(self):
+        p = self.write("bools.npy", self.hand_header("{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }")
+                       + bytes([1, 0, 1, 2, 0]))
+        self.assert_error(self.amphora("import", p, "--name", "b"), EXIT_CORRUPT, "bools.npy",
+                          "bool element 3 holds the byte 2")
+        self.assert_nothing_stored()
+
+    def test_fifo_is_refused_at_once(self):
+        fifo = self.path("pipe.npy")
+        os.mkfifo(fifo)
+        start = time.monotonic()
+        try:
+            proc = subprocess.run([CLI, "--store", self.store, "import", fifo, "--name", "p"],
+                                  capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            self.fail("amphora import of a FIFO blocked waiting for a writer")
+        self.assertLess(time.monotonic() - start, 10)
+        self.assert_error(proc, EXIT_USAGE, "pipe.npy is not a regular file (a FIFO)")
+        self.assert_nothing_stored()
+
+    def test_file_truncated_during_import(self):
+        # The input shrinking under the reader must end in a clean error (or a
+        # complete import of what was read first), never in SIGBUS.
+        big = np.arange(25_000_000, dtype="<i8")  # 200 MB
+        src = self.path("big.npy")
+        for attempt, delay in enumerate((0.02, 0.1, 0.25, 0.5)):
+            np.save(src, big)
+            proc = subprocess.Popen([CLI, "--store", self.store, "import", src, "--name", f"big{attempt}",
+                                     "--compress", "none"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            os.truncate(src, 1 << 20)
+            try:
+                out, err = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                self.fail("amphora import hung on a truncated file")
+            with self.subTest(delay=delay):
+                self.assertGreaterEqual(proc.returncode, 0, f"killed by signal {-proc.returncode}: {err!r}")
+                self.assertIn(proc.returncode, (EXIT_OK, EXIT_CORRUPT), err)
+                if proc.returncode == EXIT_CORRUPT:
+                    self.assertTrue(err.startswith("amphora: ") and err.count("\n") == 1, err)
+                    self.assertIn("big.npy", err)
+        # whatever was stored is a complete, valid copy of the original
+        for row in json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout):
+            self.assertEqual(row["payload_bytes"], HEADER_BYTES + big.nbytes)
+        self.amphora("verify", check=EXIT_OK)
+        os.remove(src)
 
     def test_not_npy_at_all(self):
         p = self.write("random.npy", np.random.default_rng(8).integers(0, 256, 5000, dtype=np.uint8).tobytes())

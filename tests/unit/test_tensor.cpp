@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace amphora;
 
@@ -43,6 +44,48 @@ TEST_CASE("Tensor::Make validates shape against the buffer", "[tensor]") {
   CHECK(Tensor::zeros(DType::uint16, {0, 5}).nbytes() == 0);
 }
 
+TEST_CASE("Shapes overflow by their non-zero dimensions even when a zero empties them", "[tensor]") {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_MATCHES(Tensor::zeros(DType::uint8, {kMax, kMax, 0}), InvalidArgument,
+                       Catch::Matchers::Message("tensor shape 9223372036854775807x9223372036854775807x0 of uint8 "
+                                                "overflows: more than 2^63 bytes in its non-zero dimensions"));
+  CHECK_THROWS_AS(checked_element_count(std::vector<std::int64_t>{0, kMax / 4}, DType::float64), InvalidArgument);
+  // Exactly at the limit is allowed, as NumPy allows it.
+  CHECK(checked_element_count(std::vector<std::int64_t>{kMax, 0}, DType::uint8) == 0);
+  CHECK(checked_element_count(std::vector<std::int64_t>{0, kMax / 8}, DType::float64) == 0);
+  Tensor empty = Tensor::zeros(DType::int16, {0, 1ll << 61});
+  CHECK(empty.row_bytes() == (std::size_t{1} << 62));
+}
+
+TEST_CASE("Tensor::Make refuses data not aligned for its dtype", "[tensor]") {
+  auto block = Buffer::allocate(64);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(block->data()) % 16 == 0);
+  CHECK_THROWS_MATCHES(Tensor::Make(DType::float32, {4}, Buffer::slice(block, 1, 16)), InvalidArgument,
+                       Catch::Matchers::Message("Tensor::Make: the buffer's data is not aligned to 4 bytes, as float32 "
+                                                "elements need"));
+  CHECK_THROWS_MATCHES(Tensor::Make(DType::complex128, {2}, Buffer::slice(block, 8, 32)), InvalidArgument,
+                       Catch::Matchers::Message("Tensor::Make: the buffer's data is not aligned to 16 bytes, as "
+                                                "complex128 elements need"));
+  CHECK(Tensor::Make(DType::complex64, {2}, Buffer::slice(block, 8, 16)).num_elements() == 2);
+  CHECK(Tensor::Make(DType::uint8, {3}, Buffer::slice(block, 5, 3)).num_elements() == 3);
+  CHECK(Tensor::Make(DType::float64, {0}, Buffer::slice(block, 3, 0)).num_elements() == 0);
+
+  // read_npy still copies misaligned data into aligned memory.
+  test::TempDir dir;
+  std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }";
+  std::string header = dict + "\n";  // no padding: the data starts wherever the header ends
+  if ((10 + header.size()) % 8 == 0) header.insert(0, 1, ' ');
+  REQUIRE((10 + header.size()) % 8 != 0);
+  const double values[] = {1.5, -2.0, 1e300};
+  std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size() & 0xff) +
+                     static_cast<char>(header.size() >> 8) + header +
+                     std::string(reinterpret_cast<const char*>(values), sizeof values);
+  test::write_text(dir / "odd.npy", file);
+  Tensor t = read_npy(dir / "odd.npy");
+  CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % 8 == 0);
+  CHECK(t.values<double>()[2] == 1e300);
+}
+
 namespace {
 
 struct Case {
@@ -72,6 +115,7 @@ TEST_CASE("Every dtype and shape class round-trips bit-exactly", "[tensor][round
         REQUIRE(back.dtype() == dtype);
         REQUIRE(back.shape() == c.shape);
         REQUIRE(back.bit_equal(t));
+        REQUIRE_NOTHROW(materializer<Tensor>::validate(store.open_artifact(store.save(t, {.compression = comp}).digest.str())));
       }
     }
   }
@@ -180,4 +224,35 @@ TEST_CASE("write_npy and read_npy round-trip and align data to 4096", "[tensor][
   CHECK(read_npy(dir / "x.npy").bit_equal(t));
   CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{5}).find("'shape': (5,)") != std::string::npos);
   CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{}).find("'shape': ()") != std::string::npos);
+}
+
+TEST_CASE("Tensors without elements put their data at a multiple of 64, not 4096", "[tensor][npy][empty]") {
+  // numpy.load(mmap_mode="r") maps from the page holding the data offset;
+  // data at 4096 at the very end of a 4096-byte file maps zero bytes and fails.
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  for (const std::vector<std::int64_t>& shape : {std::vector<std::int64_t>{0}, {0, 3}, {3, 0, 2}}) {
+    std::string header = make_tensor_npy_header(DType::complex128, shape);
+    INFO(header);
+    CHECK(header.size() % 64 == 0);
+    CHECK(header.size() < 4096);
+    CHECK(header == make_npy_header(DType::complex128, shape, 64));
+    Tensor t = Tensor::zeros(DType::complex128, shape);
+    auto raw = store.save(t, {.compression = Compression::none});
+    auto obj = test::object_dir(dir.path(), raw.digest);
+    CHECK(test::read_text(obj / "tensor.npy") == header);
+    auto packed = store.save(t, {.compression = Compression::lz4});
+    Tensor index = read_npy(test::object_dir(dir.path(), packed.digest) / "tensor.chunks.npy");
+    CHECK(index.values<std::uint64_t>()[3] == header.size());  // the sentinel's raw offset: the whole .npy
+    for (const auto& d : {raw.digest, packed.digest}) {
+      CHECK(store.load<Tensor>(d.str()).shape() == shape);
+      CHECK_NOTHROW(materializer<Tensor>::validate(store.open_artifact(d.str())));
+    }
+    write_npy(t, dir / "e.npy");
+    CHECK(test::read_text(dir / "e.npy") == header);
+    CHECK(read_npy(dir / "e.npy").shape() == shape);
+  }
+  // Anything with an element keeps the 4096-byte header, 0-d included.
+  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{}).size() == 4096);
+  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{1, 1}).size() == 4096);
 }

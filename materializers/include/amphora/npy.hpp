@@ -34,16 +34,27 @@ std::string_view descr_of(DType dtype);
 /// spaces so the data starts at a multiple of `alignment` bytes.
 std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, std::size_t alignment = 4096);
 
-/// Reads a .npy file as a C-ordered little-endian tensor: zero-copy (mapped)
-/// when the file already is one, converted otherwise (byte swap, Fortran
-/// order). Throws CorruptData naming
-/// the file for truncated or malformed input.
+/// The header Amphora writes before a tensor's data (payloads and exports):
+/// data at byte 4096, or at the next multiple of 64 when the tensor has no
+/// elements (docs/FORMAT.md section 5.4). Throws InvalidArgument for a shape
+/// checked_element_count refuses.
+std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> shape);
+
+/// Reads a .npy file into fresh memory (read on all cores, never mapped, so
+/// another program truncating the file cannot crash this one) as a writable
+/// C-ordered little-endian tensor, converting byte order and Fortran order.
+/// Throws InvalidArgument if `file` is not a regular file (a FIFO is refused
+/// at once, not waited on), NotFound if it is missing, IoError if it cannot
+/// be read, and CorruptData naming the file for truncated or malformed input,
+/// a bool element other than 0 or 1, or a file that shrank while being read.
 Tensor read_npy(const std::filesystem::path& file);
-/// The same on bytes already in memory; `owner` keeps them alive for zero-copy results.
+/// The same on bytes already in memory: the result shares `file` when its
+/// data is already C-ordered, little-endian and aligned, and is converted
+/// into fresh memory otherwise. `where` names the bytes in errors.
 Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where);
 
-/// Writes `tensor` as a .npy file (data at byte 4096), atomically: the file
-/// appears complete or not at all. Throws IoError.
+/// Writes `tensor` as a .npy file with the header of make_tensor_npy_header,
+/// atomically: the file appears complete or not at all. Throws IoError.
 void write_npy(const Tensor& tensor, const std::filesystem::path& file);
 
 }  // namespace amphora

@@ -1,7 +1,8 @@
 #pragma once
 // N-dimensional arrays and their materializer, "amphora.tensor".
-// Payload: a NumPy .npy file whose data starts at byte 4096, or the same file
-// as independent LZ4 frames with a chunk index (docs/FORMAT.md).
+// Payload: a NumPy .npy file whose data starts at byte 4096 (at the next
+// multiple of 64 after the header for a tensor without elements), or the same
+// file as independent LZ4 frames with a chunk index (docs/FORMAT.md).
 
 #include <amphora/buffer.hpp>
 #include <amphora/materializer.hpp>
@@ -70,7 +71,8 @@ inline constexpr std::size_t kMaxTensorDims = 32;
 
 /// Product of `shape`; throws InvalidArgument when a dimension is negative,
 /// there are too many dimensions, or the byte size of `dtype` elements would
-/// overflow 63 bits.
+/// overflow 63 bits. As in NumPy, the product of the non-zero dimensions
+/// must fit even when another dimension is 0.
 std::uint64_t checked_element_count(std::span<const std::int64_t> shape, DType dtype);
 
 /// A dense, C-ordered (row-major) N-dimensional array over a shared Buffer.
@@ -82,8 +84,9 @@ class Tensor {
   /// An empty 1-d float32 tensor.
   Tensor();
 
-  /// Validating factory: `data` must hold exactly the bytes `shape` needs.
-  /// Throws InvalidArgument naming the mismatch.
+  /// Validating factory: `data` must hold exactly the bytes `shape` needs,
+  /// starting at an address aligned to min(dtype_size(dtype), 16). Throws
+  /// InvalidArgument naming the mismatch.
   static Tensor Make(DType dtype, std::vector<std::int64_t> shape, std::shared_ptr<const Buffer> data);
   /// A new writable zero-filled tensor.
   static Tensor zeros(DType dtype, std::vector<std::int64_t> shape);
@@ -158,9 +161,17 @@ struct materializer<Tensor> {
   static constexpr std::string_view name = "amphora.tensor";
   static constexpr int version = 1;
   /// Honors out.options().compression; see docs/FORMAT.md for the encodings.
+  /// Throws InvalidArgument for a bool tensor holding a byte other than 0 or 1.
   static void save(const Tensor& tensor, ArtifactWriter& out);
   /// Zero-copy for uncompressed payloads; parallel decompression otherwise.
+  /// Runs the checks of validate() on the way.
   static Tensor load(const ArtifactReader& in);
+  /// Checks that the payload is a well-formed tensor matching its metadata
+  /// without building the tensor: metadata, header, sizes, the chunk index and
+  /// every LZ4 frame (decoded one chunk at a time), and that bool elements
+  /// are 0 or 1. Digests are not checked here. Throws CorruptData or
+  /// Unsupported naming the artifact.
+  static void validate(const ArtifactReader& in);
 };
 
 /// Reads rows [begin, end) along the first axis of a stored tensor, touching
