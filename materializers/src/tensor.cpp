@@ -302,6 +302,7 @@ void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out
       parts.emplace_back(frames[i].data(), frames[i].size());
     }
     stream.append(parts);
+    out.report_progress(raw_offset);  // in .npy bytes consumed: what the user's file holds, not what was written
   }
   index.push_back(stream.size());
   index.push_back(raw_offset);

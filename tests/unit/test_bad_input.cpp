@@ -342,9 +342,14 @@ TEST_CASE("Damaged artifacts fail to load with a message naming them", "[bad][st
     auto m = meta;
     m["variant"] = "symlink";
     Digest d = plant(dir.path(), tensor_manifest(m, "tensor.npy", good_payload), {});
-    fs::create_symlink(dir / "amphora-store.json", test::object_dir(dir.path(), d) / "tensor.npy");
-    CHECK_THROWS_AS(store.load<Tensor>(d.str()), Error);
-    CHECK_FALSE(store.verify(d.str()).ok());
+    // The link's target holds exactly the right bytes, so only the link check can fail it.
+    test::write_text(dir / "outside.npy", good_payload);
+    fs::create_symlink(dir / "outside.npy", test::object_dir(dir.path(), d) / "tensor.npy");
+    CHECK_THROWS_AS(store.load<Tensor>(d.str()), CorruptData);
+    CHECK_THROWS_WITH(store.load<Tensor>(d.str()), Catch::Contains("'tensor.npy' is a symbolic link"));
+    auto report = store.verify(d.str());
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains("'tensor.npy' is a symbolic link"));
   }
   SECTION("truncated payload") {
     Digest d = plant(dir.path(), tensor_manifest(meta, "tensor.npy", good_payload),
@@ -563,8 +568,11 @@ TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]"
   SECTION("a FIFO in place of a payload file") {
     fs::remove(obj / "tensor.npy");
     REQUIRE(::mkfifo((obj / "tensor.npy").c_str(), 0644) == 0);
-    CHECK_THROWS_AS(store.load<Tensor>("t"), Error);
-    CHECK_FALSE(store.verify("t").ok());
+    CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
+    CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("'tensor.npy' is a FIFO, not a regular file"));
+    auto report = store.verify("t");
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains("'tensor.npy' is a FIFO, not a regular file"));
   }
   SECTION("an edited manifest is refused on load, not just by verify") {
     auto text = test::read_text(obj / "manifest.json");
