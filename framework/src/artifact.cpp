@@ -307,4 +307,37 @@ std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
   return buffer;
 }
 
+std::uint64_t ArtifactReader::file_size(std::string_view path) const {
+  const FileEntry* entry = manifest_->find(path);
+  if (!entry) throw NotFound(label_ + ": no payload file '" + std::string(path) + "' in its manifest");
+  return entry->size;
+}
+
+std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::uint64_t offset, std::size_t size) const {
+  std::uint64_t listed = file_size(path);
+  if (offset > listed || size > listed - offset)
+    throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
+                      std::string(path) + "' (" + std::to_string(listed) + " bytes)");
+  std::unique_ptr<RandomAccessFile> file;
+  try {
+    file = backend_->open_file(digest_, path);
+  } catch (const NotFound&) {
+    if (!backend_->has_artifact(digest_))
+      throw NotFound(label_ + " was removed from the store (by gc?) while it was being read");
+    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is listed in the manifest but missing");
+  } catch (const CorruptData& e) {
+    throw CorruptData(label_ + ": " + e.what());
+  }
+  if (file->size() != listed)
+    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(file->size()) +
+                      " bytes, but the manifest says " + std::to_string(listed));
+  auto buffer = Buffer::allocate(size);
+  try {
+    file->read_at(offset, size, buffer->mutable_data());
+  } catch (const CorruptData& e) {
+    throw CorruptData(label_ + ": " + e.what());
+  }
+  return buffer;
+}
+
 }  // namespace amphora

@@ -396,37 +396,58 @@ void check_bools(const Layout& l, ConstBytes data, std::uint64_t first_element, 
                       "; a bool must be 0 or 1");
 }
 
+// How a check reaches the payload. Loads map it (zero-copy); validation
+// reads it with pread, so a stored file truncated by someone else while it is
+// checked is reported as damage instead of raising SIGBUS.
+enum class Access { map, read };
+
 // tensor.npy checked against the manifest: header and exact size.
 struct RawPayload {
-  std::shared_ptr<const Buffer> file;
-  std::size_t data_offset;
+  std::shared_ptr<const Buffer> file;  // mapped; null with Access::read
+  std::uint64_t size = 0;
+  std::size_t data_offset = kHeaderBytes;
   ConstBytes data() const { return file->bytes().subspan(data_offset); }
 };
 
-RawPayload open_raw(const ArtifactReader& in, const Layout& l) {
-  RawPayload p{in.map(kRawFile), kHeaderBytes};
+RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
+  RawPayload p;
+  if (access == Access::map) {
+    p.file = in.map(kRawFile);
+    p.size = p.file->size();
+  } else {
+    p.size = in.file_size(kRawFile);
+  }
   // An empty tensor's file is all header, so its size says which header it has.
-  if (l.nbytes == 0) p.data_offset = p.file->size() == l.legacy_header.size() ? l.legacy_header.size() : l.header.size();
-  check_header(l, *l.header_ending_at(p.data_offset), p.file->bytes(), in, kRawFile);
-  if (p.file->size() != p.data_offset + l.nbytes)
-    throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(p.file->size()) +
+  if (l.nbytes == 0) p.data_offset = p.size == l.legacy_header.size() ? l.legacy_header.size() : l.header.size();
+  const std::string& expected = *l.header_ending_at(p.data_offset);
+  auto head = p.file ? p.file : in.read(kRawFile, 0, static_cast<std::size_t>(std::min<std::uint64_t>(p.size, expected.size())));
+  check_header(l, expected, head->bytes(), in, kRawFile);
+  if (p.size != p.data_offset + l.nbytes)
+    throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(p.size) +
                       " bytes; its shape needs " + std::to_string(p.data_offset + l.nbytes));
   return p;
 }
 
 // The chunk index of a packed tensor, validated against the file it indexes.
 struct ChunkIndex {
-  std::shared_ptr<const Buffer> file;
+  std::shared_ptr<const Buffer> file;  // mapped; null with Access::read
+  std::uint64_t file_size = 0;
   std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
   std::vector<std::uint64_t> raw;     // and restores .npy bytes [raw[k], raw[k+1])
   std::size_t data_offset = kHeaderBytes;  // raw[1]: where the array data starts in the .npy
 };
 
-ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
+ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) {
   ChunkIndex ix;
-  ix.file = in.map(kPackedFile);
+  if (access == Access::map) {
+    ix.file = in.map(kPackedFile);
+    ix.file_size = ix.file->size();
+  } else {
+    ix.file_size = in.file_size(kPackedFile);
+  }
   std::string where = in.label() + ": " + std::string(kIndexFile);
-  Tensor table = read_npy(in.map(kIndexFile), where);
+  // The index is small: read, not mapped, whatever the access.
+  Tensor table = read_npy(in.read(kIndexFile, 0, static_cast<std::size_t>(in.file_size(kIndexFile))), where);
   std::size_t chunks = 1 + data_chunks(static_cast<std::size_t>(l.nbytes));
   if (table.dtype() != DType::uint64 || table.shape() != std::vector<std::int64_t>{std::int64_t(chunks + 1), 2})
     throw CorruptData(where + " should be uint64 of shape (" + std::to_string(chunks + 1) + ", 2)");
@@ -445,18 +466,25 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l) {
         k == 0 ? 0 : std::min<std::uint64_t>(ix.data_offset + (k - 1) * kChunkBytes, ix.data_offset + l.nbytes);
     if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
     // Written without additions, which a hostile offset near 2^64 would wrap.
-    if (ix.packed[k] > ix.file->size() ||
+    if (ix.packed[k] > ix.file_size ||
         (k > 0 && (ix.packed[k] < ix.packed[k - 1] || ix.packed[k] - ix.packed[k - 1] < detail::kFrameOverhead)))
       throw CorruptData(where + ": chunk " + std::to_string(k == 0 ? 0 : k - 1) + " has an impossible packed offset or size");
   }
-  if (ix.packed.front() != 0 || ix.packed.back() != ix.file->size())
-    throw CorruptData(where + " does not cover " + std::string(kPackedFile) + " (" + std::to_string(ix.file->size()) +
+  if (ix.packed.front() != 0 || ix.packed.back() != ix.file_size)
+    throw CorruptData(where + " does not cover " + std::string(kPackedFile) + " (" + std::to_string(ix.file_size) +
                       " bytes) exactly");
   return ix;
 }
 
 ConstBytes frame_of(const ChunkIndex& ix, std::size_t k) {
   return {ix.file->data() + ix.packed[k], static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k])};
+}
+
+// Frame k in memory: a view of the mapping, or read for it.
+std::shared_ptr<const Buffer> frame_buffer(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k) {
+  auto length = static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k]);
+  if (ix.file) return Buffer::slice(ix.file, static_cast<std::size_t>(ix.packed[k]), length);
+  return in.read(kPackedFile, ix.packed[k], length);
 }
 
 std::string chunk_where(const ArtifactReader& in, std::size_t k) {
@@ -487,15 +515,15 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
 
 // The index, expansion bound and header frame of a packed tensor: every
 // check that comes before decoding its data.
-ChunkIndex open_packed(const ArtifactReader& in, const Layout& l) {
-  ChunkIndex ix = read_index(in, l);
+ChunkIndex open_packed(const ArtifactReader& in, const Layout& l, Access access) {
+  ChunkIndex ix = read_index(in, l, access);
   // LZ4 cannot expand more than 255:1, so a claim beyond that is a lie about
   // the payload and must not drive an allocation.
-  if (l.nbytes / 255 > ix.file->size())
-    throw CorruptData(in.label() + ": " + std::to_string(ix.file->size()) + " packed bytes cannot hold " +
+  if (l.nbytes / 255 > ix.file_size)
+    throw CorruptData(in.label() + ": " + std::to_string(ix.file_size) + " packed bytes cannot hold " +
                       std::to_string(l.nbytes) + " bytes of tensor data");
   std::vector<std::byte> header(ix.data_offset);
-  detail::decode_frame(frame_of(ix, 0), header, chunk_where(in, 0));
+  detail::decode_frame(frame_buffer(in, ix, 0)->bytes(), header, chunk_where(in, 0));
   check_header(l, *l.header_ending_at(ix.data_offset), header, in, kPackedFile);
   return ix;
 }
@@ -530,11 +558,11 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
 Tensor materializer<Tensor>::load(const ArtifactReader& in) {
   Layout l = read_layout(in);
   if (!l.packed) {
-    RawPayload raw = open_raw(in, l);
+    RawPayload raw = open_raw(in, l, Access::map);
     check_bools(l, raw.data(), 0, in, kRawFile);
     return Tensor::Make(l.dtype, l.shape, Buffer::slice(raw.file, raw.data_offset, static_cast<std::size_t>(l.nbytes)));
   }
-  ChunkIndex ix = open_packed(in, l);
+  ChunkIndex ix = open_packed(in, l, Access::map);
   auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
   decode_range(in, ix, 0, l.nbytes, data->mutable_data());
   check_bools(l, data->bytes(), 0, in, kPackedFile);
@@ -544,11 +572,26 @@ Tensor materializer<Tensor>::load(const ArtifactReader& in) {
 void materializer<Tensor>::validate(const ArtifactReader& in) {
   Layout l = read_layout(in);
   if (!l.packed) {
-    RawPayload raw = open_raw(in, l);
-    check_bools(l, raw.data(), 0, in, kRawFile);
+    RawPayload raw = open_raw(in, l, Access::read);
+    if (l.dtype == DType::bool_) {
+      constexpr std::size_t kBlock = 4u << 20;
+      std::size_t blocks = static_cast<std::size_t>((l.nbytes + kBlock - 1) / kBlock);
+      std::vector<std::exception_ptr> failures(blocks);
+      parallel_for(blocks, [&](std::size_t b) {
+        try {
+          std::uint64_t at = static_cast<std::uint64_t>(b) * kBlock;
+          auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, l.nbytes - at));
+          check_bools(l, in.read(kRawFile, raw.data_offset + at, n)->bytes(), at, in, kRawFile);
+        } catch (...) {
+          failures[b] = std::current_exception();
+        }
+      });
+      for (const auto& failure : failures)
+        if (failure) std::rethrow_exception(failure);
+    }
     return;
   }
-  ChunkIndex ix = open_packed(in, l);
+  ChunkIndex ix = open_packed(in, l, Access::read);
   // Every data frame is decoded, one at a time per thread, so damage is
   // found without holding the whole tensor. Failures are kept per chunk and
   // the first in file order is reported, whichever thread met it first.
@@ -559,7 +602,7 @@ void materializer<Tensor>::validate(const ArtifactReader& in) {
     try {
       thread_local std::vector<std::byte> scratch;
       scratch.resize(ix.raw[k + 1] - ix.raw[k]);
-      detail::decode_frame(frame_of(ix, k), scratch, chunk_where(in, k));
+      detail::decode_frame(frame_buffer(in, ix, k)->bytes(), scratch, chunk_where(in, k));
       check_bools(l, scratch, ix.raw[k] - ix.data_offset, in, kPackedFile);
     } catch (...) {
       failures[k] = std::current_exception();
@@ -581,7 +624,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   }
   std::uint64_t row = dtype_size(l.dtype);
   for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
-  ChunkIndex ix = open_packed(in, l);
+  ChunkIndex ix = open_packed(in, l, Access::map);
   auto shape = l.shape;
   shape[0] = end - begin;
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));

@@ -140,6 +140,14 @@ class ArtifactReader {
   /// Throws NotFound if unlisted or missing, CorruptData if its size differs
   /// from the manifest. Contents are not re-hashed here (see Store::verify).
   std::shared_ptr<const Buffer> map(std::string_view path) const;
+  /// Reads bytes [offset, offset + size) of a listed payload file into fresh
+  /// memory with pread. Unlike a mapping, a file that shrinks meanwhile gives
+  /// CorruptData, never SIGBUS: validation passes use this. Throws NotFound
+  /// if unlisted, CorruptData if the range exceeds the listed size or the file
+  /// is missing, short, a link or not a regular file.
+  std::shared_ptr<const Buffer> read(std::string_view path, std::uint64_t offset, std::size_t size) const;
+  /// The listed size of payload file `path`; throws NotFound if unlisted.
+  std::uint64_t file_size(std::string_view path) const;
 
  private:
   std::shared_ptr<StorageBackend> backend_;
