@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <unistd.h>
 #include <vector>
 
@@ -163,9 +164,15 @@ void parallel_for(std::size_t count, const std::function<void(std::size_t)>& bod
   Pool& pool = Pool::instance();
   for (std::size_t t = 1; t < threads; ++t) pool.submit([loop] { loop->work(); });
   loop->work();
-  std::unique_lock lock(loop->mutex);
-  loop->cv.wait(lock, [&] { return loop->finished == count; });
-  if (loop->error) std::rethrow_exception(loop->error);
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(loop->mutex);
+    loop->cv.wait(lock, [&] { return loop->finished == count; });
+    // Taken out of the loop, so the exception's last reference is dropped by
+    // the thread that handles it, never by a worker releasing the loop.
+    error = std::exchange(loop->error, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace amphora
