@@ -330,6 +330,10 @@ class FormatDocTest(unittest.TestCase):
             os.remove(p)
             os.symlink(outside(art), p)
 
+        def payload_dir(art):
+            os.remove(os.path.join(art, "tensor.npy"))
+            os.mkdir(os.path.join(art, "tensor.npy"))
+
         def extra_in_subdir(art):
             os.mkdir(os.path.join(art, "sub"))
             write(os.path.join(art, "sub", "x"), b"")
@@ -355,6 +359,8 @@ class FormatDocTest(unittest.TestCase):
             ("symlinked payload (same bytes)", multi, symlink_payload),
             ("symlinked LZ4 payload (same bytes)", packed, lambda a: symlink_payload(a, "tensor.npy.lz4")),
             ("missing payload", multi, lambda a: os.remove(os.path.join(a, "tensor.npy"))),
+            # tensor.npy of an empty tensor is 4096 bytes, as big as a directory on ext4.
+            ("payload replaced by a directory", self.digests["empty_i16", "none"], payload_dir),
             ("symlinked manifest.json (same bytes)", multi, symlink_manifest),
         ]
 
@@ -454,10 +460,59 @@ class FormatDocTest(unittest.TestCase):
             "extra byte": (frame + b"\0", size),
             "end mark nonzero": (frame[:-1] + b"\1", size),
         }
+        # §5.6: "the frame is ≥ 23 bytes" is the first check a reader MUST apply.
+        for n in (0, 4, 14, 15, 18, 19, 22):
+            damaged[f"only {n} bytes"] = (frame[:n], size)
         for label, (f, n) in damaged.items():
             with self.subTest(damage=label):
-                with self.assertRaises(ValueError):
+                try:
                     decode_frame(f, n)
+                except ValueError:
+                    pass
+                except Exception as e:
+                    self.fail(f"{doc_function_block('decode_frame')}: a frame with damage '{label}' raised "
+                              f"{type(e).__name__}: {e}, not ValueError")
+                else:
+                    self.fail(f"{doc_function_block('decode_frame')} accepted a frame with damage '{label}'")
+
+    def test_corrupt_lz4_blocks_raise_value_error(self):
+        # A frame has no checksum, so a flipped byte may decode to other bytes
+        # of the right length (the piece digests catch that); anything else
+        # must be the ValueError the readers raise for corrupt data, not a
+        # stray IndexError from reading past the block.
+        decode_frame = doc().function("decode_frame")
+        rng = np.random.default_rng(11)
+        others = {}
+        # Every byte of each header frame (small), and a sample of one 1 MiB
+        # data frame: the pure-Python decoder takes a while per megabyte.
+        frames = []
+        for name in self.arrays:
+            art = self.store.artifact(self.digests[name, "lz4"])
+            data = read(os.path.join(art, "tensor.npy.lz4"))
+            packed, raw = lz4_index(art)
+            frames.append((name, 0, data[packed[0]:packed[1]], raw[1] - raw[0], None))
+            if name == "ramp_i32":
+                frames.append((name, 1, data[packed[1]:packed[2]], raw[2] - raw[1], 12))
+        for name, k, frame, size, sample in frames:
+            if struct.unpack_from("<I", frame, 15)[0] >> 31:
+                continue  # stored block: nothing to decode
+            body = range(19, len(frame) - 4)
+            positions = body if sample is None else sorted(int(x) for x in rng.choice(body, sample, replace=False))
+            for pos in positions:
+                for bit in (0x01, 0x10, 0x80):
+                    damaged = bytearray(frame)
+                    damaged[pos] ^= bit
+                    try:
+                        out = decode_frame(bytes(damaged), size)
+                        self.assertEqual(len(out), size)
+                    except ValueError:
+                        pass
+                    except Exception as e:
+                        others.setdefault(type(e).__name__, []).append((name, k, pos, bit))
+        if others:
+            self.fail(f"{doc_function_block('decode_frame')}: corrupt LZ4 blocks raised exceptions other than "
+                      "ValueError: " + "; ".join(f"{kind} x{len(v)} (e.g. array {v[0][0]}, frame {v[0][1]}, "
+                                                  f"byte {v[0][2]} ^ {v[0][3]:#x})" for kind, v in others.items()))
 
     def row_ranges(self, n, row, rng):
         C = 1 << 20
