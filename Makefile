@@ -3,10 +3,12 @@
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
+TSAN_DIR  ?= build-tsan
+FUZZ_DIR  ?= build-fuzz
 JOBS      ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan test test-release test-asan demo bench stress install clean
+.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan fuzz demo bench stress install clean
 
 all: build
 
@@ -20,15 +22,28 @@ $(ASAN_DIR)/CMakeCache.txt:
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMPHORA_SANITIZE=ON \
 	      -DAMPHORA_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
+$(TSAN_DIR)/CMakeCache.txt:
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMPHORA_TSAN=ON \
+	      -DAMPHORA_BUILD_BENCH=OFF $(CMAKE_ARGS)
+
+# Clang for libFuzzer; only the fuzz targets and what they need are built.
+$(FUZZ_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DAMPHORA_FUZZ=ON \
+	      -DAMPHORA_BUILD_TESTS=OFF -DAMPHORA_BUILD_EXAMPLES=OFF -DAMPHORA_BUILD_BENCH=OFF \
+	      -DAMPHORA_BUILD_PLUGINS=OFF -DAMPHORA_INSTALL=OFF $(CMAKE_ARGS)
+
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 build-asan: deps $(ASAN_DIR)/CMakeCache.txt
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 
+build-tsan: deps $(TSAN_DIR)/CMakeCache.txt
+	cmake --build $(TSAN_DIR) -j$(JOBS)
+
 # Every test in the optimised build, then the suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer.
-test: test-release test-asan
+# AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer.
+test: test-release test-asan test-tsan
 
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
@@ -36,6 +51,22 @@ test-release: build
 test-asan: build-asan
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure --timeout 1800 -LE no-sanitizer
+
+# Any race report fails its test: the process stops at the first one with a
+# nonzero status. Not read from TSAN_OPTIONS itself, so a setting left in the
+# environment cannot turn that off.
+AMPHORA_TSAN_OPTIONS ?= halt_on_error=1 exitcode=66 second_deadlock_stack=1
+
+test-tsan: build-tsan
+	cd $(TSAN_DIR) && TSAN_OPTIONS="$(AMPHORA_TSAN_OPTIONS)" \
+	  ctest --output-on-failure --timeout 3600 -LE no-sanitizer
+
+# Each libFuzzer target for FUZZ_SECONDS (see fuzz/run.sh); not part of `make test`.
+FUZZ_SECONDS ?= 60
+
+fuzz: deps $(FUZZ_DIR)/CMakeCache.txt
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target amphora_fuzz
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 demo: build
 	rm -rf $(BUILD_DIR)/demo-store
@@ -54,4 +85,4 @@ install: build
 	cmake --install $(BUILD_DIR) $(if $(PREFIX),--prefix $(PREFIX),)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

@@ -1,0 +1,131 @@
+// Writes seed inputs for the fuzz targets: valid .npy files, manifests and
+// LZ4 frames as Amphora and NumPy write them, made with the library itself so
+// the seeds follow the format as it changes.
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame}/*
+
+#include "lz4_frames.hpp"
+
+#include <amphora/manifest.hpp>
+#include <amphora/npy.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::mt19937_64 rng(42);
+
+std::string random_text(std::size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+void put(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+// A .npy header the way NumPy writes other versions and layouts.
+std::string numpy_header(int major, const std::string& dict) {
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  std::size_t len_bytes = major == 1 ? 2 : 4, total = 8 + len_bytes + dict.size() + 1;
+  std::string body = dict + std::string((64 - total % 64) % 64, ' ') + "\n";
+  for (std::size_t k = 0; k < len_bytes; ++k) out += static_cast<char>((body.size() >> (8 * k)) & 0xff);
+  return out + body;
+}
+
+void npy_seeds(const fs::path& dir) {
+  int n = 0;
+  std::vector<std::vector<std::int64_t>> shapes = {{}, {0}, {3}, {2, 3}, {2, 0, 4}, {1, 1, 1, 2}};
+  for (auto dtype : amphora::all_dtypes())
+    for (const auto& shape : shapes) {
+      std::uint64_t bytes = amphora::checked_element_count(shape, dtype) * amphora::dtype_size(dtype);
+      put(dir, "amphora-" + std::to_string(n++), amphora::make_npy_header(dtype, shape, 64) + random_text(bytes));
+    }
+  // Amphora's own page-sized header, as stored in artifacts.
+  std::vector<std::int64_t> shape = {4, 2};
+  put(dir, "amphora-4096", amphora::make_npy_header(amphora::DType::float32, shape) + random_text(32));
+  struct Case { int major; const char* dict; std::size_t data; };
+  const Case cases[] = {
+      {1, "{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }", 48},
+      {1, "{'descr': '<i4', 'fortran_order': True, 'shape': (3, 2), }", 24},
+      {1, "{'descr': '>c8', 'fortran_order': True, 'shape': (2, 2, 2), }", 64},
+      {1, "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }", 5},
+      {1, "{\"descr\": \"<u2\", \"fortran_order\": False, \"shape\": (3L, 1L)}", 6},
+      {2, "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", 8},
+      {3, "{'descr': '<u8', 'fortran_order': False, 'shape': (), }", 8},
+      {1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", 4},
+  };
+  for (const auto& c : cases) put(dir, "numpy-" + std::to_string(n++), numpy_header(c.major, c.dict) + random_text(c.data));
+}
+
+void manifest_seeds(const fs::path& dir) {
+  auto digest_of = [](const std::string& s) { return amphora::Sha256::of(s); };
+  amphora::Manifest tensor;
+  tensor.materializer = "amphora.tensor";
+  tensor.materializer_version = 1;
+  tensor.files.push_back({"tensor.npy", 4144, 2u << 20, {digest_of("x")}});
+  tensor.meta = {{"dtype", "float32"}, {"encoding", "npy"}, {"shape", {3, 4}},
+                 {"stats", {{"max", 1.100000023841858}, {"mean", 0.55}, {"min", -0.0}, {"nan_count", 0}}}};
+  put(dir, "tensor", tensor.canonical());
+
+  amphora::Manifest lz4 = tensor;
+  lz4.files = {{"tensor.chunks.npy", 208, 2u << 20, {digest_of("i")}},
+               {"tensor.npy.lz4", 9000, 4096, {digest_of("a"), digest_of("b"), digest_of("c")}}};
+  lz4.meta = {{"chunk_bytes", 1048576}, {"chunks", 4}, {"dtype", "int64"}, {"encoding", "npy.lz4"},
+              {"shape", {98304, 4}}, {"stats", nullptr}, {"stored_chunks", 1}};
+  put(dir, "tensor-lz4", lz4.canonical());
+
+  amphora::Manifest odd;
+  odd.materializer = "test.odd-name_1";
+  odd.materializer_version = 1000000;
+  odd.files = {{"a/b/c.bin", 0, 4096, {digest_of("")}},
+               {"a/\xc3\xa9t\xc3\xa9", 4096, 4096, {digest_of("d")}},
+               {"z/manifest.json", 4097, 4096, {digest_of("e"), digest_of("f")}}};
+  odd.meta = {{"nested", {{"deep", {{"list", {1, -2, 3.5e-7, "nan", true, nullptr}}}}}}, {"big", 18446744073709551615ull}};
+  put(dir, "odd", odd.canonical());
+
+  amphora::Manifest empty;
+  empty.materializer = "x.y";
+  empty.materializer_version = 1;
+  put(dir, "empty", empty.canonical());
+  put(dir, "newer", R"({"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}})");
+}
+
+void lz4_seeds(const fs::path& dir) {
+  std::vector<std::string> contents = {"a", std::string(5000, 'z'), random_text(3000), random_text(64)};
+  std::string ramp;
+  for (int i = 0; i < 20000; ++i) ramp += static_cast<char>((i / 64) & 0xff);
+  contents.push_back(ramp);
+  int n = 0;
+  for (const auto& c : contents)
+    for (bool compress : {true, false}) {
+      std::vector<std::byte> frame;
+      amphora::detail::encode_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
+                                    compress, frame);
+      put(dir, "frame-" + std::to_string(n++), std::string(reinterpret_cast<const char*>(frame.data()), frame.size()));
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  fs::path out = argv[1];
+  npy_seeds(out / "npy");
+  manifest_seeds(out / "manifest");
+  lz4_seeds(out / "lz4_frame");
+  return 0;
+}
