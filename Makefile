@@ -28,6 +28,7 @@ $(TSAN_DIR)/CMakeCache.txt:
 
 # Clang for libFuzzer; only the fuzz targets and what they need are built.
 $(FUZZ_DIR)/CMakeCache.txt:
+	@bash scripts/install-deps.sh --fuzz
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DAMPHORA_FUZZ=ON \
 	      -DAMPHORA_BUILD_TESTS=OFF -DAMPHORA_BUILD_EXAMPLES=OFF -DAMPHORA_BUILD_BENCH=OFF \
 	      -DAMPHORA_BUILD_PLUGINS=OFF -DAMPHORA_INSTALL=OFF $(CMAKE_ARGS)
@@ -64,7 +65,7 @@ test-tsan: build-tsan
 # Each libFuzzer target for FUZZ_SECONDS (see fuzz/run.sh); not part of `make test`.
 FUZZ_SECONDS ?= 60
 
-fuzz: deps $(FUZZ_DIR)/CMakeCache.txt
+fuzz: $(FUZZ_DIR)/CMakeCache.txt
 	cmake --build $(FUZZ_DIR) -j$(JOBS) --target amphora_fuzz
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 

@@ -8,6 +8,11 @@ packages=(
   python3-numpy python3-scipy python3-pandas lz4
 )
 
+# `make fuzz` also needs clang and its libFuzzer runtime.
+if [[ "${1:-}" == "--fuzz" ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
