@@ -56,7 +56,11 @@ test-asan: build-asan
 # Any race report fails its test: the process stops at the first one with a
 # nonzero status. Not read from TSAN_OPTIONS itself, so a setting left in the
 # environment cannot turn that off.
-AMPHORA_TSAN_OPTIONS ?= halt_on_error=1 exitcode=66 second_deadlock_stack=1
+# die_after_fork=0: the fork test starts threads in a child on purpose (the
+# worker pool is rebuilt there), which TSan otherwise refuses.
+# atexit_sleep_ms=0: the pool's idle workers outlive main by design; TSan's
+# default one-second wait for them at exit would add a second to every CLI run.
+AMPHORA_TSAN_OPTIONS ?= halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0 atexit_sleep_ms=0
 
 test-tsan: build-tsan
 	cd $(TSAN_DIR) && TSAN_OPTIONS="$(AMPHORA_TSAN_OPTIONS)" \

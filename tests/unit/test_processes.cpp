@@ -125,17 +125,26 @@ TEST_CASE("Writers killed mid-save never leave a visible partial artifact", "[pr
   int mid_write = 0;
   for (int k = 0; k < kills; ++k) {
     auto child = spawn_writer({"loop", (dir / "store").string(), "crash", "32"}, dir / "loop.out");
-    // Kill only once a save has completed, so the loop is busy saving the next one.
-    for (int wait = 0; wait < 3000 && test::read_text(dir / "loop.out").find("saved 0") == std::string::npos; ++wait)
+    // Kill once a save has completed and the next one is writing its payload
+    // (however slow this build is), at a random point of that write.
+    auto writing = [&] {
+      std::error_code ec;
+      for (fs::directory_iterator it(dir / "store/tmp", ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code ec2;
+        if (it->path().filename().string().starts_with("stage-") && fs::is_directory(it->path(), ec2) &&
+            !fs::is_empty(it->path(), ec2) && !ec2)
+          return true;
+      }
+      return false;
+    };
+    for (int wait = 0; wait < 6000; ++wait) {
+      if (test::read_text(dir / "loop.out").find("saved 0") != std::string::npos && writing()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
     ::kill(child.pid, SIGKILL);
     CHECK(wait_exit(child) == 128 + SIGKILL);
-    for (const auto& e : fs::directory_iterator(dir / "store/tmp"))
-      if (e.is_directory() && e.path().filename().string().starts_with("stage-") && !fs::is_empty(e.path())) {
-        ++mid_write;  // the kill landed while a payload was being written
-        break;
-      }
+    if (writing()) ++mid_write;  // the kill landed while a payload was being written
 
     // Whatever was published is complete; every name points at a complete artifact.
     auto report = store.verify();
