@@ -41,7 +41,7 @@ MaterializerEntry saving_entry(std::string name, std::function<void(ArtifactWrit
   e.version = 1;
   e.type = typeid(Tag);
   e.save = [save = std::move(save)](const void*, ArtifactWriter& out) { save(out); };
-  e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+  e.load = [](const ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
   return e;
 }
 
@@ -61,7 +61,7 @@ struct amphora::materializer<Checked> {
     out.write_file("text.txt", ConstBytes(reinterpret_cast<const std::byte*>(c.text.data()), c.text.size()));
     out.meta()["length"] = c.text.size();
   }
-  static Checked load(ArtifactReader& in) {
+  static Checked load(const ArtifactReader& in) {
     auto b = in.map("text.txt");
     return {std::string(reinterpret_cast<const char*>(b->data()), b->size())};
   }

@@ -32,7 +32,7 @@ struct amphora::materializer<Note> {
     out.write_file("note.txt", ConstBytes(reinterpret_cast<const std::byte*>(n.text.data()), n.text.size()));
     out.meta()["length"] = n.text.size();
   }
-  static Note load(ArtifactReader& in) {
+  static Note load(const ArtifactReader& in) {
     auto b = in.map("note.txt");
     return {std::string(reinterpret_cast<const char*>(b->data()), b->size())};
   }
@@ -43,7 +43,7 @@ struct amphora::materializer<NoteV2> {
   static constexpr std::string_view name = "test.note";
   static constexpr int version = 2;
   static void save(const NoteV2& n, ArtifactWriter& out) { materializer<Note>::save({n.text}, out); }
-  static NoteV2 load(ArtifactReader& in) { return {materializer<Note>::load(in).text}; }
+  static NoteV2 load(const ArtifactReader& in) { return {materializer<Note>::load(in).text}; }
 };
 
 static_assert(Materializable<Tensor>);
@@ -138,7 +138,7 @@ TEST_CASE("The registry keys by type and by stable name", "[registry]") {
   bad.name = "NoDots";
   bad.version = 1;
   bad.save = [](const void*, ArtifactWriter&) {};
-  bad.load = [](ArtifactReader&) { return std::shared_ptr<void>(); };
+  bad.load = [](const ArtifactReader&) { return std::shared_ptr<void>(); };
   CHECK_THROWS_WITH(r.add_entry(bad), Catch::Contains("invalid materializer name"));
   CHECK(r.find("test.note")->name == "test.note");  // unchanged by the failures
   CHECK(r.entries().size() == 1);
@@ -302,7 +302,7 @@ TEST_CASE("A failing materializer leaves nothing behind", "[store]") {
     out.write_file("part.bin", ConstBytes());
     throw InvalidArgument("materializer gave up");
   };
-  e.load = [](ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
+  e.load = [](const ArtifactReader&) -> std::shared_ptr<void> { return nullptr; };
   store.registry().add_entry(e);
   CHECK_THROWS_WITH(store.save(Broken{}, {.name = "b"}), "materializer gave up");
   CHECK(store.artifacts().empty());
@@ -331,7 +331,7 @@ TEST_CASE("A durable store flushes and still behaves the same", "[store]") {
     out.write_file("a/b/c.bin", ConstBytes(reinterpret_cast<const std::byte*>("abc"), 3));
     out.write_file("top.bin", ConstBytes());
   };
-  e.load = [](ArtifactReader& in) -> std::shared_ptr<void> {
+  e.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
     if (in.map("a/b/c.bin")->size() != 3) throw CorruptData("short");
     return std::make_shared<Nested>();
   };

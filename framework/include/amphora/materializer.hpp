@@ -5,7 +5,7 @@
 //     static constexpr std::string_view name = "myorg.bboxes";  // stable, persisted
 //     static constexpr int version = 1;                          // payload format version
 //     static void save(const BBoxes& value, amphora::ArtifactWriter& out);
-//     static BBoxes load(amphora::ArtifactReader& in);
+//     static BBoxes load(const amphora::ArtifactReader& in);
 //     // optional: the structural check `amphora verify` runs (defaults to a full load)
 //     static void validate(const amphora::ArtifactReader& in);
 //   };
@@ -27,7 +27,7 @@ struct materializer;
 /// Satisfied when materializer<T> provides a stable name, a format version,
 /// save() and load().
 template <class T>
-concept Materializable = requires(const T& value, ArtifactWriter& writer, ArtifactReader& reader) {
+concept Materializable = requires(const T& value, ArtifactWriter& writer, const ArtifactReader& reader) {
   { materializer<T>::name } -> std::convertible_to<std::string_view>;
   { materializer<T>::version } -> std::convertible_to<int>;
   { materializer<T>::save(value, writer) } -> std::same_as<void>;

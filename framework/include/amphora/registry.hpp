@@ -28,7 +28,7 @@ struct MaterializerEntry {
   std::type_index type = typeid(void);
   std::string origin;  ///< "built-in", "application" or a plugin path
   std::function<void(const void* value, ArtifactWriter& out)> save;
-  std::function<std::shared_ptr<void>(ArtifactReader& in)> load;
+  std::function<std::shared_ptr<void>(const ArtifactReader& in)> load;
   /// Structural check run by Store::verify once the hashes match: throws
   /// CorruptData (or Unsupported) when the metadata contradicts the payload.
   /// Empty = a full load is the check.
@@ -61,7 +61,7 @@ class Registry {
                   "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
                   "`static constexpr std::string_view name`, `static constexpr int version`, "
                   "`static void save(const T&, amphora::ArtifactWriter&)` and "
-                  "`static T load(amphora::ArtifactReader&)`.");
+                  "`static T load(const amphora::ArtifactReader&)`.");
     MaterializerEntry entry;
     entry.name = std::string(materializer<T>::name);
     entry.version = materializer<T>::version;
@@ -70,7 +70,7 @@ class Registry {
     entry.save = [](const void* value, ArtifactWriter& out) {
       materializer<T>::save(*static_cast<const T*>(value), out);
     };
-    entry.load = [](ArtifactReader& in) -> std::shared_ptr<void> {
+    entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
       return std::make_shared<T>(materializer<T>::load(in));
     };
     if constexpr (requires(const ArtifactReader& in) { materializer<T>::validate(in); })
