@@ -1,3 +1,4 @@
+#include <amphora/canonical.hpp>
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
@@ -148,6 +149,14 @@ void check_storable(const nlohmann::json& v, std::string_view what, const std::s
 
 void validate_storable_json(const nlohmann::json& value, std::string_view what) { check_storable(value, what, "", 0); }
 
+std::string canonical_json(const nlohmann::json& value) {
+  validate_storable_json(value, "JSON value");
+  // nlohmann::json objects are std::map-ordered, so keys come out sorted by byte value.
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+}
+
+Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canonical_json(value))); }
+
 std::string Manifest::canonical() const {
   nlohmann::json files_json = nlohmann::json::array();
   for (const auto& f : files) {
@@ -161,7 +170,9 @@ std::string Manifest::canonical() const {
       {"files", std::move(files_json)},
       {"meta", meta},
   };
-  // nlohmann::json objects are std::map-ordered, so keys come out sorted by byte value.
+  // The same bytes as canonical_json(doc), without its checks: metadata was
+  // checked when the artifact was written, and a manifest read back from disk
+  // must re-serialize even if it nests as deep as a reader accepts.
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
 }
 

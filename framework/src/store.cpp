@@ -297,6 +297,10 @@ struct Store::Impl {
     Digest digest = resolve(ref);
     std::string label = "artifact ";
     label += Digest::is_digest(ref) ? digest.short_str() : std::string(ref) + " (" + digest.short_str() + ")";
+    return open(digest, label);
+  }
+
+  ArtifactReader open(const Digest& digest, const std::string& label) const {
     auto bytes = backend->read_manifest(digest);
     if (Sha256::of(bytes) != digest.value())
       throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
@@ -380,11 +384,14 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
 }
 
 std::shared_ptr<void> Store::load_erased(std::string_view ref, std::string_view expected) const {
-  return translated(true, [&] { return load_checked(ref, expected); });
+  return translated(true, [&] { return load_reader(impl_->open(ref), expected); });
 }
 
-std::shared_ptr<void> Store::load_checked(std::string_view ref, std::string_view expected) const {
-  ArtifactReader reader = impl_->open(ref);
+std::shared_ptr<void> Store::load_erased(const Digest& digest, std::string_view expected) const {
+  return translated(true, [&] { return load_reader(impl_->open(digest, "artifact " + digest.short_str()), expected); });
+}
+
+std::shared_ptr<void> Store::load_reader(ArtifactReader reader, std::string_view expected) const {
   const Manifest& m = reader.manifest();
   auto entry = impl_->registry->find(m.materializer);
   if (!entry)
@@ -406,6 +413,9 @@ Digest Store::resolve(std::string_view ref) const {
 }
 ArtifactReader Store::open_artifact(std::string_view ref) const {
   return translated(true, [&] { return impl_->open(ref); });
+}
+ArtifactReader Store::open_artifact(const Digest& digest) const {
+  return translated(true, [&] { return impl_->open(digest, "artifact " + digest.short_str()); });
 }
 
 std::vector<std::string> Store::names() const {

@@ -164,3 +164,30 @@ TEST_CASE("Files get at most 256 pieces of at least 2 MiB", "[digest][pieces]") 
     CHECK(piece_count(size, Manifest::piece_size_for(size)) <= Manifest::kMaxPieces);
   CHECK(Manifest::piece_size_for(100, 4096) == 4096);
 }
+
+TEST_CASE("canonical_json and json_digest are stable and strict", "[canonical]") {
+  using amphora::canonical_json;
+  using amphora::json_digest;
+  auto a = nlohmann::json::parse(R"({"b": [3, 1.5, "é"], "a": {"z": null, "y": true}, "B": -7})");
+  auto b = nlohmann::json::parse(R"({"B": -7, "a": {"y": true, "z": null}, "b": [3, 1.5, "é"]})");
+  CHECK(canonical_json(a) == R"({"B":-7,"a":{"y":true,"z":null},"b":[3,1.5,"é"]})");
+  CHECK(canonical_json(a) == canonical_json(b));  // key order in the source does not matter
+  CHECK(json_digest(a) == json_digest(b));
+  CHECK(json_digest(a).value() == amphora::Sha256::of(canonical_json(a)));
+  // Integers and floats stay distinct; array order matters.
+  CHECK(json_digest(nlohmann::json(1)) != json_digest(nlohmann::json(1.0)));
+  CHECK(canonical_json(nlohmann::json(1.0)) == "1.0");
+  CHECK(json_digest(nlohmann::json::array({1, 2})) != json_digest(nlohmann::json::array({2, 1})));
+  CHECK(canonical_json(nlohmann::json("a\"\\\n\x01/")) == "\"a\\\"\\\\\\n\\u0001/\"");
+  // What JSON cannot represent, or could not be read back, is refused.
+  CHECK_THROWS_AS(canonical_json(nlohmann::json{{"x", std::nan("")}}), amphora::InvalidArgument);
+  CHECK_THROWS_WITH(canonical_json(nlohmann::json{{"x", {1, INFINITY}}}), Catch::Contains(".x[1]"));
+  CHECK_THROWS_AS(canonical_json(nlohmann::json(std::string("\xc3\x28"))), amphora::InvalidArgument);
+  // The manifest digest is this function applied to the manifest document.
+  amphora::Manifest m;
+  m.materializer = "test.x";
+  m.materializer_version = 1;
+  m.meta = {{"k", 1}};
+  CHECK(m.digest().value() == amphora::Sha256::of(m.canonical()));
+  CHECK(m.canonical() == canonical_json(nlohmann::json::parse(m.canonical())));
+}

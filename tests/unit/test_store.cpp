@@ -367,3 +367,20 @@ TEST_CASE("Saving reports progress in uncompressed .npy bytes", "[store]") {
     if (c == Compression::lz4) CHECK(store.open_artifact(saved.digest.str()).manifest().payload_bytes() < t.nbytes());
   }
 }
+
+TEST_CASE("Loading and opening by Digest needs no ref parsing", "[store][refs]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  Tensor a = test::random_tensor(DType::int32, {8}, 1), b = test::random_tensor(DType::int32, {8}, 2);
+  auto sa = store.save(a);
+  // A name that reads as a hex prefix of the first digest shadows it as a ref...
+  auto sb = store.save(b, {.name = sa.digest.hex().substr(0, 8)});
+  CHECK(store.resolve(sa.digest.hex().substr(0, 8)) == sb.digest);
+  // ...but never a Digest.
+  CHECK(store.load<Tensor>(sa.digest).bit_equal(a));
+  CHECK(store.open_artifact(sa.digest).digest() == sa.digest);
+  CHECK(store.open_artifact(sb.digest).meta()["dtype"] == "int32");
+  Digest missing(Sha256::of("nothing"));
+  CHECK_THROWS_AS(store.load<Tensor>(missing), NotFound);
+  CHECK_THROWS_WITH(store.open_artifact(missing), Catch::Contains(missing.str()));
+}

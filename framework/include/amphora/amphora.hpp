@@ -3,6 +3,7 @@
 
 #include <amphora/artifact.hpp>
 #include <amphora/buffer.hpp>
+#include <amphora/canonical.hpp>
 #include <amphora/digest.hpp>
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>

@@ -103,17 +103,29 @@ class Store {
     auto value = load_erased(ref, entry->name);
     return std::move(*static_cast<T*>(value.get()));
   }
+  /// Loads the artifact `digest` as a T: no ref parsing, so no name can
+  /// shadow it. Throws as load(ref).
+  template <class T>
+  T load(const Digest& digest) const {
+    auto entry = registry().for_type(typeid(T));
+    auto value = load_erased(digest, entry->name);
+    return std::move(*static_cast<T*>(value.get()));
+  }
 
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
   /// Loads `ref`; when `expected_materializer` is not empty, the artifact
   /// must have been written by it.
   std::shared_ptr<void> load_erased(std::string_view ref, std::string_view expected_materializer = {}) const;
+  std::shared_ptr<void> load_erased(const Digest& digest, std::string_view expected_materializer = {}) const;
 
   /// Resolves `NAME`, `NAME@N`, `sha256:HEX` or a unique hex prefix of at
   /// least 8 digits. Throws NotFound or InvalidArgument (ambiguous prefix).
   Digest resolve(std::string_view ref) const;
   /// Opens a published artifact for reading (manifest parsed and validated).
   ArtifactReader open_artifact(std::string_view ref) const;
+  /// Opens the published artifact `digest` (no ref parsing). Throws NotFound,
+  /// CorruptData, Unsupported.
+  ArtifactReader open_artifact(const Digest& digest) const;
 
   /// Every name with at least one readable version, sorted.
   std::vector<std::string> names() const;
@@ -141,7 +153,7 @@ class Store {
  private:
   struct Impl;
   explicit Store(std::shared_ptr<Impl> impl);
-  std::shared_ptr<void> load_checked(std::string_view ref, std::string_view expected) const;
+  std::shared_ptr<void> load_reader(ArtifactReader reader, std::string_view expected) const;
   std::vector<VersionInfo> versions_checked(std::string_view name) const;
   VerifyReport verify_checked(std::optional<std::string_view> ref, const Progress& progress) const;
   std::shared_ptr<Impl> impl_;

@@ -1,0 +1,24 @@
+#pragma once
+// The canonical form of a JSON value and its digest: the bytes manifests are
+// hashed as, and what pipelines key on. docs/FORMAT.md §3.3 specifies them.
+
+#include <amphora/digest.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace amphora {
+
+/// The canonical text of `value`: no whitespace, object keys sorted by their
+/// UTF-8 bytes at every depth, array order kept, non-ASCII left unescaped,
+/// integers in decimal, floats as shortest round-trip digits (FORMAT.md §3.3).
+/// Equal values give equal bytes in any process. Throws InvalidArgument (naming
+/// the key path) for NaN or infinite numbers, invalid UTF-8, binary values or
+/// nesting deeper than a store accepts.
+std::string canonical_json(const nlohmann::json& value);
+
+/// `sha256:` of canonical_json(value). Throws as canonical_json.
+Digest json_digest(const nlohmann::json& value);
+
+}  // namespace amphora
