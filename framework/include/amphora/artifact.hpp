@@ -68,9 +68,11 @@ class FileStream {
 };
 
 /// Collects the payload files and metadata of one new artifact. Created by
-/// Store for each save; used by one materializer on one thread (it may use
-/// parallel_for internally). Every method throws IoError on write failure and
-/// InvalidArgument on a bad or duplicate path.
+/// Store for each save. write_file() and open_stream() may be called from
+/// several threads at once for different paths (say, one column each); the
+/// manifest lists files by path, so the digest does not depend on the order.
+/// meta() and each FileStream belong to one thread at a time. Every method
+/// throws IoError on write failure and InvalidArgument on a bad or duplicate path.
 class ArtifactWriter {
  public:
   ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
