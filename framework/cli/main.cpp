@@ -44,20 +44,37 @@ Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  char buf[8];
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
+  char buf[12];
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  std::size_t i = 0, n = text.size();
+  while (i < n) {
+    unsigned c = p[i];
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence is kept unless it encodes a C1 control;
+    // any other byte (a stray 8-bit C1 byte included) is shown as \xNN.
+    std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || i + len > n || !amphora::is_valid_utf8(text.substr(i, len))) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
-    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {  // C1 controls, U+0080..U+009F
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(text[i + 1]));
-      out += buf;
       ++i;
-    } else {
-      out += static_cast<char>(c);
+      continue;
     }
+    if (len == 2 && c == 0xc2 && p[i + 1] <= 0x9f) {  // U+0080..U+009F
+      std::snprintf(buf, sizeof buf, "\\u%04x", p[i + 1]);
+      out += buf;
+    } else {
+      out.append(text.substr(i, len));
+    }
+    i += len;
   }
   return out;
 }
@@ -67,6 +84,10 @@ std::string one_line(std::string text) {
     if (c == '\n' || c == '\r') c = ' ';
   return printable(text);
 }
+
+// --json output is ASCII: everything else, C1 controls included, is escaped
+// as \uXXXX, which every JSON reader turns back into the same text.
+std::string json_text(const nlohmann::json& value) { return value.dump(2, ' ', true); }
 
 void warn(const std::string& text) { std::cerr << "amphora: warning: " << one_line(text) << "\n"; }
 
@@ -227,7 +248,7 @@ int cmd_ls(const Args& a) {
       if (!only) j["versions"] = version_counts[r.name];
       out.push_back(std::move(j));
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return 0;
   }
   if (rows.empty()) {
@@ -273,7 +294,7 @@ int cmd_show(const Args& a) {
                           {"payload_bytes", m.payload_bytes()},
                           {"files", files},
                           {"meta", m.meta}};
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return 0;
   }
   std::cout << "digest        " << reader.digest().str() << "\n";

@@ -189,7 +189,9 @@ class LocalStaging : public Staging {
       flush_after_publish(fan.get());
       return true;
     }
-    if (errno == EEXIST || errno == ENOTEMPTY) return false;  // identical content is already there
+    // Something already holds the digest: identical content, or (not a
+    // directory) damage that the caller's check will find and replace.
+    if (errno == EEXIST || errno == ENOTEMPTY || errno == ENOTDIR || errno == EISDIR) return false;
     detail::throw_errno("cannot publish staged artifact to", root_ / object_rel(digest));
   }
 
@@ -212,7 +214,9 @@ class LocalStaging : public Staging {
       return;
     }
     if (errno == ENOENT) {  // the damaged copy vanished meanwhile: plain publish
-      if (!publish(digest)) throw IoError("cannot publish repaired artifact " + digest.str());
+      // False means another writer published a copy first, which the
+      // caller's next check will judge like any other.
+      (void)publish(digest);
       return;
     }
     if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
@@ -287,6 +291,8 @@ class LocalBackend : public StorageBackend {
 
   bool has_artifact(const Digest& d) override {
     detail::Fd fd = detail::open_at(root_fd_.get(), object_rel(d) + "/manifest.json", O_RDONLY);
+    if (!fd && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
+      detail::throw_errno("cannot open", root_ / object_rel(d) / "manifest.json");
     struct stat st {};
     return fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode);
   }
@@ -595,8 +601,19 @@ std::shared_ptr<StorageBackend> open_local_backend(const fs::path& dir, bool cre
     for (const char* sub : kStructure) detail::open_dir_at(root.get(), sub, dir / sub, true);
     nlohmann::json doc = {{"format", "amphora-store"}, {"layout_version", kLayoutVersion}};
     std::string text = doc.dump(2) + "\n";
-    ConstBytes bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
-    write_file_atomically(dir / kMarker, {&bytes, 1});
+    // Written beside the other files through the store's descriptor, so a
+    // store path swapped for a link meanwhile cannot redirect it.
+    std::string tmp = std::string(kMarker) + ".tmp-" + random_id();
+    detail::Fd fd(::openat(root.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd) detail::throw_errno("cannot write", dir / kMarker);
+    try {
+      detail::pwrite_all(fd.get(), text.data(), text.size(), 0, dir / kMarker);
+      if (::close(fd.release()) != 0) detail::throw_errno("cannot write", dir / kMarker);
+      if (::renameat(root.get(), tmp.c_str(), root.get(), kMarker) != 0) detail::throw_errno("cannot write", dir / kMarker);
+    } catch (...) {
+      ::unlinkat(root.get(), tmp.c_str(), 0);
+      throw;
+    }
   } else {
     read_marker(root.get(), dir);
     // A store's own directories must be real: a link there could aim gc's

@@ -41,6 +41,11 @@ std::vector<std::string> components(std::string_view relpath) {
 
 Fd open_at(int dirfd, std::string_view relpath, int flags, mode_t mode) {
   auto parts = components(relpath);
+  for (const auto& part : parts)
+    if (part.empty() || part == "." || part == "..") {  // O_NOFOLLOW does not stop ".."
+      errno = EINVAL;
+      return Fd();
+    }
   Fd holder;
   int dir = dirfd;
   for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
@@ -49,7 +54,14 @@ Fd open_at(int dirfd, std::string_view relpath, int flags, mode_t mode) {
     holder = std::move(next);
     dir = holder.get();
   }
-  return Fd(::openat(dir, parts.back().c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode));
+  // Opening a device runs its driver's open: look before touching one.
+  struct stat st {};
+  if (::fstatat(dir, parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    errno = ENODEV;
+    return Fd();
+  }
+  return Fd(::openat(dir, parts.back().c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode));
 }
 
 Fd open_beneath(const std::filesystem::path& root, std::string_view relpath, int flags) {
@@ -62,6 +74,8 @@ void throw_open_error(const std::filesystem::path& shown, int err) {
   if (err == ENOENT) throw NotFound("no such file " + shown.string());
   if (err == ELOOP) throw CorruptData(shown.string() + " is a symbolic link");
   if (err == ENOTDIR) throw CorruptData(shown.string() + ": a directory on the way is a symbolic link or a file");
+  if (err == ENODEV) throw CorruptData(shown.string() + " is a device or socket, not a regular file");
+  if (err == EINVAL) throw CorruptData(shown.string() + ": unsafe path (empty, '.' or '..' component)");
   throw_errno("cannot open", shown, err);
 }
 
@@ -69,7 +83,6 @@ Fd open_dir_at(int dirfd, std::string_view relpath, const std::filesystem::path&
   if (relpath.empty()) return Fd(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
   Fd holder;
   int dir = dirfd;
-  std::filesystem::path walked = shown;
   for (const auto& part : components(relpath)) {
     if (part.empty() || part == "." || part == "..") throw InvalidArgument("bad directory path '" + std::string(relpath) + "'");
     Fd next(::openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -108,15 +121,14 @@ std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown)
     ::close(dup);
     throw_errno("cannot list", shown, err);
   }
+  std::unique_ptr<DIR, int (*)(DIR*)> owner(dir, &::closedir);
   ::rewinddir(dir);
   std::vector<DirEntry> out;
   for (;;) {
     errno = 0;
     dirent* e = ::readdir(dir);
     if (!e) {
-      int err = errno;
-      ::closedir(dir);
-      if (err != 0) throw_errno("cannot list", shown, err);
+      if (errno != 0) throw_errno("cannot list", shown);
       break;
     }
     std::string_view name = e->d_name;
@@ -124,9 +136,7 @@ std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown)
     struct stat st {};
     if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // removed meanwhile
-      int err = errno;
-      ::closedir(dir);
-      throw_errno("cannot stat", shown / e->d_name, err);
+      throw_errno("cannot stat", shown / e->d_name);
     }
     out.push_back({std::string(name), st.st_mode, st.st_mtim, static_cast<std::uint64_t>(st.st_size)});
   }
@@ -134,7 +144,15 @@ std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown)
   return out;
 }
 
-void remove_tree_at(int dirfd, const std::string& name, const std::filesystem::path& shown) {
+namespace {
+
+// Directories nested deeper than this are moved up beside the tree being
+// removed and removed from there, so neither open descriptors nor memory grow
+// with the depth a crafted store gives them.
+constexpr int kMaxRemoveDepth = 16;
+
+void remove_bounded(int top, int dirfd, const std::string& name, const std::filesystem::path& shown, int depth,
+                    std::vector<std::string>& hoisted) {
   struct stat st {};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return;
@@ -146,26 +164,54 @@ void remove_tree_at(int dirfd, const std::string& name, const std::filesystem::p
       if (errno == ENOENT) return;
       throw_errno("cannot open directory", shown);
     }
-    for (const auto& e : list_dir_at(sub.get(), shown)) remove_tree_at(sub.get(), e.name, shown / e.name);
+    for (const auto& e : list_dir_at(sub.get(), shown)) {
+      if (e.is_dir() && depth + 1 >= kMaxRemoveDepth) {
+        std::string up = ".deep-" + std::to_string(::getpid()) + "-" + std::to_string(hoisted.size()) + "-" +
+                         std::to_string(std::random_device{}());
+        if (::renameat(sub.get(), e.name.c_str(), top, up.c_str()) != 0) throw_errno("cannot move", shown / e.name);
+        hoisted.push_back(up);
+        continue;
+      }
+      remove_bounded(top, sub.get(), e.name, shown / e.name, depth + 1, hoisted);
+    }
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) throw_errno("cannot remove", shown);
     return;
   }
   if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno("cannot remove", shown);
 }
 
-std::uint64_t tree_bytes_at(int dirfd, const std::string& name) {
-  struct stat st {};
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
-  if (S_ISREG(st.st_mode)) return static_cast<std::uint64_t>(st.st_size);
-  if (!S_ISDIR(st.st_mode)) return 0;
-  Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!sub) return 0;
-  std::uint64_t total = 0;
-  try {
-    for (const auto& e : list_dir_at(sub.get(), name)) total += tree_bytes_at(sub.get(), e.name);
-  } catch (const IoError&) {
+}  // namespace
+
+void remove_tree_at(int dirfd, const std::string& name, const std::filesystem::path& shown) {
+  std::vector<std::string> hoisted;
+  remove_bounded(dirfd, dirfd, name, shown, 0, hoisted);
+  while (!hoisted.empty()) {
+    std::string next = std::move(hoisted.back());
+    hoisted.pop_back();
+    remove_bounded(dirfd, dirfd, next, shown.parent_path() / next, 0, hoisted);
   }
-  return total;
+}
+
+std::uint64_t tree_bytes_at(int dirfd, const std::string& name) {
+  // Informational (gc's "bytes freed"): a tree deeper than this is counted
+  // only down to it.
+  struct Walk {
+    static std::uint64_t bytes(int dirfd, const std::string& name, int depth) {
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+      if (S_ISREG(st.st_mode)) return static_cast<std::uint64_t>(st.st_size);
+      if (!S_ISDIR(st.st_mode) || depth >= kMaxRemoveDepth) return 0;
+      Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub) return 0;
+      std::uint64_t total = 0;
+      try {
+        for (const auto& e : list_dir_at(sub.get(), name)) total += bytes(sub.get(), e.name, depth + 1);
+      } catch (const Error&) {
+      }
+      return total;
+    }
+  };
+  return Walk::bytes(dirfd, name, 0);
 }
 
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::filesystem::path& path) {

@@ -22,9 +22,12 @@
 
 namespace amphora::detail {
 
-/// IoError with "<what> <path>: <strerror(errno)>".
+/// IoError with "<what> <path>: <strerror(errno)>"; OutOfResources when the
+/// process or system ran out of descriptors or memory.
 [[noreturn]] inline void throw_errno(std::string_view what, const std::filesystem::path& path, int err = errno) {
-  throw IoError(std::string(what) + " " + path.string() + ": " + std::strerror(err));
+  std::string message = std::string(what) + " " + path.string() + ": " + std::strerror(err);
+  if (err == EMFILE || err == ENFILE || err == ENOMEM) throw OutOfResources(message);
+  throw IoError(message);
 }
 
 /// Owns a file descriptor.
@@ -102,8 +105,10 @@ struct DirEntry {
 std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown);
 
 /// Removes `name` beneath `dirfd` and, if it is a directory, everything in it,
-/// never following a link (a link is removed, not its target). A missing
-/// entry is not an error. Throws IoError.
+/// never following a link (a link is removed, not its target), with a bounded
+/// number of open descriptors however deep the tree (deep parts are moved up
+/// beside `name` and removed from there). A missing entry is not an error.
+/// Throws IoError.
 void remove_tree_at(int dirfd, const std::string& name, const std::filesystem::path& shown);
 /// Bytes in regular files at or beneath `name`, links not followed.
 std::uint64_t tree_bytes_at(int dirfd, const std::string& name);

@@ -148,6 +148,12 @@ auto translated(bool reading, F&& body) -> decltype(body()) {
   } catch (const nlohmann::json::exception& e) {
     if (reading) throw CorruptData(std::string("stored metadata does not have the expected form: ") + e.what());
     throw InvalidArgument(std::string("value cannot be stored as JSON: ") + e.what());
+  } catch (const std::exception& e) {
+    // A materializer's own failure (say std::out_of_range from a bad index):
+    // on the way in the value could not be saved, on the way out the stored
+    // data did not make sense to it.
+    if (reading) throw CorruptData(std::string("materializer failed reading the artifact: ") + e.what());
+    throw InvalidArgument(std::string("materializer failed saving the value: ") + e.what());
   }
 }
 
@@ -265,13 +271,16 @@ struct Store::Impl {
       try {
         validate_name(name);
       } catch (const InvalidArgument&) {
-        out.problems.push_back(shown + " in store " + path.string() + " is not a valid name; ignored");
+        out.problems.push_back(shown + " in store " + path.string() +
+                               " is not a valid name: no ref can use it; remove it");
         continue;
       }
+      // Only damage is a bad record; running out of descriptors or an I/O
+      // error is the machine's trouble and propagates.
       std::vector<std::uint64_t> versions;
       try {
         versions = backend->list_versions(name);
-      } catch (const Error& e) {
+      } catch (const CorruptData& e) {
         out.problems.push_back(e.what());
         continue;
       }
@@ -285,7 +294,7 @@ struct Store::Impl {
           out.versions.push_back(std::move(info));
         } catch (const NotFound&) {
           // removed (by rm) since listed
-        } catch (const Error& e) {
+        } catch (const CorruptData& e) {
           out.problems.push_back(e.what());
         }
       }

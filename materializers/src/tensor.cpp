@@ -476,10 +476,6 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
   return ix;
 }
 
-ConstBytes frame_of(const ChunkIndex& ix, std::size_t k) {
-  return {ix.file->data() + ix.packed[k], static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k])};
-}
-
 // Frame k in memory: a view of the mapping, or read for it.
 std::shared_ptr<const Buffer> frame_buffer(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k) {
   auto length = static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k]);
@@ -502,12 +498,12 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
     std::size_t k = first + i;
     std::uint64_t c_lo = ix.raw[k], c_hi = ix.raw[k + 1];
     if (c_lo >= lo && c_hi <= hi) {
-      detail::decode_frame(frame_of(ix, k), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
+      detail::decode_frame(frame_buffer(in, ix, k)->bytes(), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
       return;
     }
     thread_local std::vector<std::byte> scratch;
     scratch.resize(c_hi - c_lo);
-    detail::decode_frame(frame_of(ix, k), scratch, chunk_where(in, k));
+    detail::decode_frame(frame_buffer(in, ix, k)->bytes(), scratch, chunk_where(in, k));
     std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
     std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
   });
@@ -562,7 +558,10 @@ Tensor materializer<Tensor>::load(const ArtifactReader& in) {
     check_bools(l, raw.data(), 0, in, kRawFile);
     return Tensor::Make(l.dtype, l.shape, Buffer::slice(raw.file, raw.data_offset, static_cast<std::size_t>(l.nbytes)));
   }
-  ChunkIndex ix = open_packed(in, l, Access::map);
+  // Compressed data is decoded into fresh memory anyway: read each frame with
+  // pread rather than map the file, so a truncated file cannot raise SIGBUS
+  // and the compressed bytes are not all resident beside the result.
+  ChunkIndex ix = open_packed(in, l, Access::read);
   auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
   decode_range(in, ix, 0, l.nbytes, data->mutable_data());
   check_bools(l, data->bytes(), 0, in, kPackedFile);
@@ -624,7 +623,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   }
   std::uint64_t row = dtype_size(l.dtype);
   for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
-  ChunkIndex ix = open_packed(in, l, Access::map);
+  ChunkIndex ix = open_packed(in, l, Access::read);
   auto shape = l.shape;
   shape[0] = end - begin;
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));

@@ -149,9 +149,21 @@ class OutputTest(CliTestCase):
             self.assertNotIn(bad, proc.stdout)
         self.assertIn("\\x1b]0;owned\\x07", proc.stdout)
         self.assertIn("evil\\u009b31m", proc.stdout)
-        # --json keeps the exact value, escaped by JSON itself.
-        out = json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)
+        # --json keeps the exact value, escaped by JSON itself, in ASCII only.
+        raw = subprocess.run([CLI, "--store", self.store, "ls", "--json"], capture_output=True).stdout
+        self.assertTrue(all(b < 0x80 for b in raw), raw)
+        self.assertIn(b"\\u009b", raw)
+        out = json.loads(raw)
         self.assertEqual(out[0]["created_at"], record["created_at"])
+        self.assertEqual(out[0]["materializer"], record["materializer"])
+
+    def test_raw_8bit_bytes_in_store_names_are_escaped(self):
+        self.import_array(np.zeros(3), "z")
+        os.mkdir(os.path.join(self.store.encode(), b"names", b"x\x9b31mz"))
+        proc = subprocess.run([CLI, "--store", self.store, "ls"], capture_output=True)
+        self.assertEqual(proc.returncode, EXIT_OK)
+        self.assertNotIn(b"\x9b", proc.stderr + proc.stdout)
+        self.assertIn(b"x\\x9b31mz", proc.stderr)
 
 
 class BadRecordsTest(CliTestCase):

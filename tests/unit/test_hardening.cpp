@@ -12,7 +12,9 @@
 #include <csignal>
 #include <optional>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <thread>
@@ -567,4 +569,131 @@ TEST_CASE("Payload files written from several threads at once", "[hardening][con
     CHECK(store.load<Columns>("cols").values == c.values);
     CHECK(store.verify().ok());
   }
+}
+
+TEST_CASE("gc removes a crafted deep tree with few descriptors", "[hardening][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // 3000 levels: far past PATH_MAX, built one level at a time from descriptors.
+  int fd = ::open((dir / "store/tmp").c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::mkdirat(fd, "deep", 0755) == 0);
+  int level = ::openat(fd, "deep", O_RDONLY | O_DIRECTORY);
+  ::close(fd);
+  for (int i = 0; i < 3000; ++i) {
+    REQUIRE(::mkdirat(level, "d", 0755) == 0);
+    int next = ::openat(level, "d", O_RDONLY | O_DIRECTORY);
+    ::close(level);
+    REQUIRE(next >= 0);
+    level = next;
+  }
+  int leaf = ::openat(level, "f", O_WRONLY | O_CREAT, 0644);
+  ::close(leaf);
+  ::close(level);
+  make_old(dir / "store/tmp/deep");
+  struct rlimit old {}, low {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  low = old;
+  low.rlim_cur = 128;  // far fewer than the depth
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  GcReport report;
+  CHECK_NOTHROW(report = store.gc(false, std::chrono::seconds(0)));
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  CHECK(report.staging.removed >= 1);
+  CHECK(fs::is_empty(dir / "store/tmp"));
+}
+
+TEST_CASE("A digest slot holding a link or a file is repaired by the next save", "[hardening][repair]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::int32, {256}, 9);
+  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto slot = test::object_dir(dir / "store", saved.digest);
+  fs::create_directories(dir / "outside");
+  test::write_text(dir / "outside/keep.txt", "keep");
+  for (bool as_link : {true, false}) {
+    fs::remove_all(slot);
+    if (as_link)
+      fs::create_directory_symlink(dir / "outside", slot);
+    else
+      test::write_text(slot, "not a directory");
+    CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
+    auto again = store.save(t, {.name = "t", .compression = Compression::none});
+    CHECK(again.created);
+    CHECK(store.load<Tensor>("t").bit_equal(t));
+    CHECK(store.verify().ok());
+    CHECK(test::read_text(dir / "outside/keep.txt") == "keep");
+  }
+}
+
+namespace {
+struct Throwing {};
+}  // namespace
+
+TEST_CASE("A materializer's own exceptions leave Store as amphora errors", "[hardening][errors]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  MaterializerEntry e = saving_entry<Throwing>("test.throwing", [](ArtifactWriter& out) {
+    out.meta()["n"] = 1;
+    if (out.options().name == "bad") throw std::out_of_range("index 7 past the end");
+  });
+  e.load = [](const ArtifactReader&) -> std::shared_ptr<void> { throw std::runtime_error("cannot make sense of it"); };
+  store.registry().add_entry(e);
+  CHECK_THROWS_AS(store.save(Throwing{}, {.name = "bad"}), InvalidArgument);
+  CHECK_THROWS_WITH(store.save(Throwing{}, {.name = "bad"}), Catch::Contains("index 7 past the end"));
+  auto saved = store.save(Throwing{}, {.name = "good"});
+  CHECK_THROWS_AS(store.load_erased("good"), CorruptData);
+  auto report = store.verify();  // the failing structural check is a problem, not an abort
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("cannot make sense of it"));
+  (void)saved;
+}
+
+TEST_CASE("Running out of descriptors is OutOfResources, not a bad record", "[hardening][errors]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  store.save(test::random_tensor(DType::int8, {4}, 1), {.name = "a"});
+  struct rlimit old {}, low {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  low = old;
+  low.rlim_cur = 3;  // stdin, stdout, stderr: not one more
+  for (int fd = 3; fd < 1024; ++fd)
+    if (::fcntl(fd, F_GETFD) != -1) low.rlim_cur = static_cast<rlim_t>(fd + 1);  // whatever is open already
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> fillers;  // take every free descriptor below the limit too
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
+  bool out_of_resources = false;
+  std::string message;
+  try {
+    store.gc();
+  } catch (const OutOfResources& e) {
+    out_of_resources = true;
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  for (int fd : fillers) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  INFO(message);
+  CHECK(out_of_resources);
+  CHECK_THAT(message, Catch::Contains("Too many open files"));
+}
+
+TEST_CASE("Backend paths with '..' and device nodes are refused without opening", "[hardening][symlink]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.compression = Compression::none});
+  CHECK_THROWS_AS(store.backend()->open_file(saved.digest, "../../../../amphora-store.json"), CorruptData);
+  CHECK_THROWS_AS(store.backend()->map_file(saved.digest, "sub/../tensor.npy"), CorruptData);
+  if (::geteuid() != 0) {
+    WARN("skipped the device-node case: creating one needs root");
+    return;
+  }
+  auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
+  fs::remove(payload);
+  REQUIRE(::mknod(payload.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0);  // like /dev/null
+  CHECK_THROWS_WITH(store.load<Tensor>(saved.digest), Catch::Contains("is a device or socket"));
+  auto report = store.verify(saved.digest.str());
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("is a device or socket"));
 }
