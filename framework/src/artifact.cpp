@@ -287,12 +287,15 @@ ArtifactReader::ArtifactReader(std::shared_ptr<StorageBackend> backend, Digest d
       manifest_(std::make_shared<const Manifest>(std::move(manifest))),
       label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)) {}
 
-std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
-  const FileEntry* entry = manifest_->find(path);
-  if (!entry) throw NotFound(label_ + ": no payload file '" + std::string(path) + "' in its manifest");
-  std::shared_ptr<const Buffer> buffer;
+// Opens payload file `path` through `open` (map or positional reads) and
+// checks its size against the manifest, turning backend errors into ones
+// that name this artifact.
+template <class Open>
+auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
+  std::uint64_t listed = file_size(path);
+  decltype(open()) handle;
   try {
-    buffer = backend_->map_file(digest_, path);
+    handle = open();
   } catch (const NotFound&) {
     // Collected (say by gc) since it was opened is not the same as damaged.
     if (!backend_->has_artifact(digest_))
@@ -301,10 +304,14 @@ std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
   } catch (const CorruptData& e) {
     throw CorruptData(label_ + ": " + e.what());
   }
-  if (buffer->size() != entry->size)
-    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(buffer->size()) +
-                      " bytes, but the manifest says " + std::to_string(entry->size));
-  return buffer;
+  if (handle->size() != listed)
+    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(handle->size()) +
+                      " bytes, but the manifest says " + std::to_string(listed));
+  return handle;
+}
+
+std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
+  return open_checked(path, [&] { return backend_->map_file(digest_, path); });
 }
 
 std::uint64_t ArtifactReader::file_size(std::string_view path) const {
@@ -318,19 +325,7 @@ std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::u
   if (offset > listed || size > listed - offset)
     throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
                       std::string(path) + "' (" + std::to_string(listed) + " bytes)");
-  std::unique_ptr<RandomAccessFile> file;
-  try {
-    file = backend_->open_file(digest_, path);
-  } catch (const NotFound&) {
-    if (!backend_->has_artifact(digest_))
-      throw NotFound(label_ + " was removed from the store (by gc?) while it was being read");
-    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is listed in the manifest but missing");
-  } catch (const CorruptData& e) {
-    throw CorruptData(label_ + ": " + e.what());
-  }
-  if (file->size() != listed)
-    throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(file->size()) +
-                      " bytes, but the manifest says " + std::to_string(listed));
+  auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
   auto buffer = Buffer::allocate(size);
   try {
     file->read_at(offset, size, buffer->mutable_data());

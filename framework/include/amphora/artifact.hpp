@@ -152,6 +152,9 @@ class ArtifactReader {
   std::uint64_t file_size(std::string_view path) const;
 
  private:
+  template <class Open>
+  auto open_checked(std::string_view path, Open&& open) const;
+
   std::shared_ptr<StorageBackend> backend_;
   Digest digest_;
   std::shared_ptr<const Manifest> manifest_;
