@@ -321,18 +321,22 @@ std::uint64_t ArtifactReader::file_size(std::string_view path) const {
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::uint64_t offset, std::size_t size) const {
+  auto buffer = Buffer::allocate(size);
+  read_into(path, offset, size, buffer->mutable_data());
+  return buffer;
+}
+
+void ArtifactReader::read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const {
   std::uint64_t listed = file_size(path);
   if (offset > listed || size > listed - offset)
     throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
                       std::string(path) + "' (" + std::to_string(listed) + " bytes)");
   auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
-  auto buffer = Buffer::allocate(size);
   try {
-    file->read_at(offset, size, buffer->mutable_data());
+    file->read_at(offset, size, dst);
   } catch (const CorruptData& e) {
     throw CorruptData(label_ + ": " + e.what());
   }
-  return buffer;
 }
 
 }  // namespace amphora

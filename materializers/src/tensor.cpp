@@ -476,11 +476,15 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
   return ix;
 }
 
-// Frame k in memory: a view of the mapping, or read for it.
-std::shared_ptr<const Buffer> frame_buffer(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k) {
+// Frame k's bytes: a view of the mapping, or read into this thread's
+// reusable buffer (valid until the thread's next call).
+ConstBytes frame_bytes(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k) {
   auto length = static_cast<std::size_t>(ix.packed[k + 1] - ix.packed[k]);
-  if (ix.file) return Buffer::slice(ix.file, static_cast<std::size_t>(ix.packed[k]), length);
-  return in.read(kPackedFile, ix.packed[k], length);
+  if (ix.file) return {ix.file->data() + ix.packed[k], length};
+  thread_local std::vector<std::byte> frame;
+  frame.resize(length);
+  in.read_into(kPackedFile, ix.packed[k], length, frame.data());
+  return frame;
 }
 
 std::string chunk_where(const ArtifactReader& in, std::size_t k) {
@@ -498,12 +502,12 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
     std::size_t k = first + i;
     std::uint64_t c_lo = ix.raw[k], c_hi = ix.raw[k + 1];
     if (c_lo >= lo && c_hi <= hi) {
-      detail::decode_frame(frame_buffer(in, ix, k)->bytes(), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
+      detail::decode_frame(frame_bytes(in, ix, k), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
       return;
     }
     thread_local std::vector<std::byte> scratch;
     scratch.resize(c_hi - c_lo);
-    detail::decode_frame(frame_buffer(in, ix, k)->bytes(), scratch, chunk_where(in, k));
+    detail::decode_frame(frame_bytes(in, ix, k), scratch, chunk_where(in, k));
     std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
     std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
   });
@@ -519,7 +523,7 @@ ChunkIndex open_packed(const ArtifactReader& in, const Layout& l, Access access)
     throw CorruptData(in.label() + ": " + std::to_string(ix.file_size) + " packed bytes cannot hold " +
                       std::to_string(l.nbytes) + " bytes of tensor data");
   std::vector<std::byte> header(ix.data_offset);
-  detail::decode_frame(frame_buffer(in, ix, 0)->bytes(), header, chunk_where(in, 0));
+  detail::decode_frame(frame_bytes(in, ix, 0), header, chunk_where(in, 0));
   check_header(l, *l.header_ending_at(ix.data_offset), header, in, kPackedFile);
   return ix;
 }
@@ -601,7 +605,7 @@ void materializer<Tensor>::validate(const ArtifactReader& in) {
     try {
       thread_local std::vector<std::byte> scratch;
       scratch.resize(ix.raw[k + 1] - ix.raw[k]);
-      detail::decode_frame(frame_buffer(in, ix, k)->bytes(), scratch, chunk_where(in, k));
+      detail::decode_frame(frame_bytes(in, ix, k), scratch, chunk_where(in, k));
       check_bools(l, scratch, ix.raw[k] - ix.data_offset, in, kPackedFile);
     } catch (...) {
       failures[k] = std::current_exception();

@@ -148,6 +148,8 @@ class ArtifactReader {
   /// if unlisted, CorruptData if the range exceeds the listed size or the file
   /// is missing, short, a link or not a regular file.
   std::shared_ptr<const Buffer> read(std::string_view path, std::uint64_t offset, std::size_t size) const;
+  /// The same into caller memory `dst` (at least `size` bytes).
+  void read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const;
   /// The listed size of payload file `path`; throws NotFound if unlisted.
   std::uint64_t file_size(std::string_view path) const;
 
