@@ -40,6 +40,7 @@ struct ArtifactWriter::Impl {
   int open_streams = 0;
   std::vector<std::string> abandoned_streams;  // destroyed without close()
   bool finished = false;
+  bool writer_gone = false;  // streams may outlive the writer; they then refuse to write
   std::atomic<bool> materializer_reports{false};
   std::mutex progress_mutex;
   std::uint64_t written = 0;
@@ -111,13 +112,16 @@ struct ArtifactWriter::Impl {
 
 ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
                                std::uint64_t min_piece_size)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_shared<Impl>()) {
   impl_->staging = std::move(staging);
   impl_->options = options;
   impl_->min_piece_size = min_piece_size;
 }
 
-ArtifactWriter::~ArtifactWriter() = default;
+ArtifactWriter::~ArtifactWriter() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->writer_gone = true;
+}
 
 void ArtifactWriter::write_file(std::string_view path, std::span<const ConstBytes> parts, const Observer& observe) {
   impl_->reserve_path(path);
@@ -174,7 +178,14 @@ void ArtifactWriter::replace(const Digest& digest) { impl_->staging->replace(dig
 // ---------------------------------------------------------------------------
 
 struct FileStream::Impl {
-  ArtifactWriter::Impl* writer;
+  std::shared_ptr<ArtifactWriter::Impl> writer;
+
+  void require_writer() const {
+    std::lock_guard lock(writer->mutex);
+    if (writer->writer_gone)
+      throw InvalidArgument("payload stream '" + entry.path +
+                            "' outlived its artifact writer: streams must be closed before save returns");
+  }
   std::unique_ptr<StagedFile> file;
   FileEntry entry;
   Sha256 partial;
@@ -201,6 +212,7 @@ FileStream& FileStream::operator=(FileStream&&) noexcept = default;
 FileStream::~FileStream() {
   if (impl_ && !impl_->closed) {
     std::lock_guard lock(impl_->writer->mutex);
+    if (impl_->writer->writer_gone) return;
     --impl_->writer->open_streams;
     impl_->writer->abandoned_streams.push_back(impl_->entry.path);
   }
@@ -209,6 +221,7 @@ FileStream::~FileStream() {
 void FileStream::append(std::span<const ConstBytes> parts) {
   auto& s = *impl_;
   if (s.closed) throw InvalidArgument("append to closed payload stream '" + s.entry.path + "'");
+  s.require_writer();
   const std::uint64_t piece = s.entry.piece_size;
   std::vector<ConstBytes> rest(parts.begin(), parts.end());
   std::uint64_t remaining = 0;
@@ -256,6 +269,7 @@ std::uint64_t FileStream::size() const { return impl_->entry.size; }
 void FileStream::close() {
   auto& s = *impl_;
   if (s.closed) return;
+  s.require_writer();
   if (s.partial_fill > 0 || s.entry.pieces.empty()) s.entry.pieces.push_back(s.partial.finish());
   s.file->close();
   s.closed = true;
@@ -267,7 +281,7 @@ void FileStream::close() {
 FileStream ArtifactWriter::open_stream(std::string_view path, std::uint64_t size_hint) {
   impl_->reserve_path(path);
   auto stream = std::make_unique<FileStream::Impl>();
-  stream->writer = impl_.get();
+  stream->writer = impl_;
   stream->file = impl_->staging->create_file(path);
   stream->entry.path = std::string(path);
   stream->entry.piece_size = Manifest::piece_size_for(size_hint, impl_->min_piece_size);

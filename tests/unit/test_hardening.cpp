@@ -706,3 +706,19 @@ TEST_CASE("Backend paths with '..' and device nodes are refused without opening"
   REQUIRE(report.problems.size() == 1);
   CHECK_THAT(report.problems[0], Catch::Contains("is a device or socket"));
 }
+
+TEST_CASE("A stream kept after its writer is gone is safe", "[hardening][save]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::optional<FileStream> kept;
+  {
+    ArtifactWriter writer(store.backend()->begin_artifact(), SaveOptions{});
+    kept.emplace(writer.open_stream("kept.bin"));
+    kept->append(ConstBytes(reinterpret_cast<const std::byte*>("abc"), 3));
+  }
+  CHECK_THROWS_AS(kept->append(ConstBytes(reinterpret_cast<const std::byte*>("d"), 1)), InvalidArgument);
+  CHECK_THROWS_WITH(kept->close(), Catch::Contains("'kept.bin' outlived its artifact writer"));
+  kept.reset();  // and destroying it touches nothing that is gone
+  CHECK(store.artifacts().empty());
+  CHECK(fs::is_empty(dir / "store/tmp"));  // the staging area went with the last owner
+}

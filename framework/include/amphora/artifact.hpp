@@ -46,6 +46,8 @@ class ArtifactWriter;
 
 /// A payload file written sequentially and hashed as it is written. Close it
 /// before the materializer returns: a stream destroyed unclosed fails the save.
+/// A stream kept after its writer is gone is safe: using it throws
+/// InvalidArgument, destroying it does nothing.
 class FileStream {
  public:
   ~FileStream();
@@ -122,7 +124,7 @@ class ArtifactWriter {
  private:
   friend class FileStream;
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with its streams, which may outlive it
 };
 
 /// Read access to one published artifact. Cheap to copy; thread-safe.
