@@ -48,6 +48,22 @@ MaterializerEntry saving_entry(std::string name, std::function<void(ArtifactWrit
   return e;
 }
 
+// Plants a copy of stored artifact `from` whose payload files are the same
+// bytes but whose metadata `lie` has edited, with a correct digest: only a
+// structural check can tell it is wrong.
+Digest plant_with_edited_meta(const fs::path& store_dir, const Store& store, const Digest& from,
+                              const std::function<void(nlohmann::json&)>& lie) {
+  Manifest m = store.open_artifact(from).manifest();
+  lie(m.meta);
+  auto bytes = m.canonical();
+  Digest d(Sha256::of(bytes));
+  auto obj = test::object_dir(store_dir, d);
+  fs::create_directories(obj);
+  test::write_text(obj / "manifest.json", bytes);
+  for (const auto& f : m.files) fs::copy_file(test::object_dir(store_dir, from) / f.path, obj / f.path);
+  return d;
+}
+
 struct Unclosed {};
 struct BigMeta {};
 struct Checked {
@@ -181,15 +197,20 @@ TEST_CASE("FIFOs in a store fail fast instead of blocking", "[hardening][fifo]")
   auto saved = store.save(t, {.name = "t", .compression = Compression::none});
   HangGuard guard(60);
 
-  SECTION("as a payload file") {
-    auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
-    fs::remove(payload);
-    REQUIRE(::mkfifo(payload.c_str(), 0644) == 0);
-    CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
-    CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains("'tensor.npy' is a FIFO, not a regular file"));
-    auto report = store.verify("t");
-    REQUIRE(report.problems.size() == 1);
-    CHECK_THAT(report.problems[0], Catch::Contains("'tensor.npy' is a FIFO"));
+  // A FIFO as a payload file: test_bad_input.cpp, "Hostile store contents...".
+  SECTION("as a manifest, or a manifest linked out of the store") {
+    auto manifest = test::object_dir(dir / "store", saved.digest) / "manifest.json";
+    fs::copy_file(manifest, dir / "outside-manifest.json");
+    for (bool fifo : {true, false}) {
+      fs::remove(manifest);
+      if (fifo)
+        REQUIRE(::mkfifo(manifest.c_str(), 0644) == 0);
+      else
+        fs::create_symlink(dir / "outside-manifest.json", manifest);  // the right bytes, outside
+      CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
+      CHECK_THROWS_WITH(store.load<Tensor>("t"), Catch::Contains(fifo ? "is a FIFO" : "is a symbolic link"));
+      CHECK_FALSE(store.verify().ok());
+    }
   }
   SECTION("as a name record") {
     REQUIRE(::mkfifo((dir / "store/names/t/2.json").c_str(), 0644) == 0);
@@ -277,15 +298,7 @@ TEST_CASE("verify runs the materializer's structural validation", "[hardening][v
   auto good = store.save(Checked{"hello"}, {.name = "c"});
   CHECK(store.verify().ok());
 
-  // Plant an artifact whose hashes are right but whose metadata lies.
-  Manifest m = store.open_artifact("c").manifest();
-  m.meta["length"] = 99;
-  auto bytes = m.canonical();
-  Digest lying(Sha256::of(bytes));
-  auto obj = test::object_dir(dir / "store", lying);
-  fs::create_directories(obj);
-  test::write_text(obj / "manifest.json", bytes);
-  fs::copy_file(test::object_dir(dir / "store", good.digest) / "text.txt", obj / "text.txt");
+  Digest lying = plant_with_edited_meta(dir / "store", store, good.digest, [](nlohmann::json& meta) { meta["length"] = 99; });
   auto report = store.verify(lying.str());
   REQUIRE(report.problems.size() == 1);
   CHECK_THAT(report.problems[0], Catch::Contains("length in metadata disagrees"));
@@ -301,14 +314,8 @@ TEST_CASE("A tensor whose metadata contradicts its payload fails verify", "[hard
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   auto saved = store.save(test::random_tensor(DType::float32, {64}, 2), {.compression = Compression::none});
-  Manifest m = store.open_artifact(saved.digest.str()).manifest();
-  m.meta["dtype"] = "int32";  // same size, wrong dtype: the .npy header disagrees
-  auto bytes = m.canonical();
-  Digest lying(Sha256::of(bytes));
-  auto obj = test::object_dir(dir / "store", lying);
-  fs::create_directories(obj);
-  test::write_text(obj / "manifest.json", bytes);
-  fs::copy_file(test::object_dir(dir / "store", saved.digest) / "tensor.npy", obj / "tensor.npy");
+  // Same size, wrong dtype: the .npy header disagrees.
+  Digest lying = plant_with_edited_meta(dir / "store", store, saved.digest, [](nlohmann::json& meta) { meta["dtype"] = "int32"; });
   auto report = store.verify(lying.str());
   REQUIRE(report.problems.size() == 1);
   CHECK_THAT(report.problems[0], Catch::Contains("header does not match"));
