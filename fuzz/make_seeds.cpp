@@ -98,7 +98,7 @@ void manifest_seeds(const fs::path& dir) {
   empty.materializer = "x.y";
   empty.materializer_version = 1;
   put(dir, "empty", empty.canonical());
-  put(dir, "newer", R"({"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}})");
+  put(dir, "newer", R"({"children":[],"files":[],"manifest_version":3,"materializer":{"name":"x.y","version":1},"meta":{}})");
 }
 
 void lz4_seeds(const fs::path& dir) {

@@ -4,6 +4,8 @@
 #include <amphora/builtins.hpp>
 
 #include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -31,7 +33,8 @@ Commands:
   export REF FILE [--force]              write an artifact to a file (.npy); an existing regular
                                          file is replaced, a symbolic link only with --force
   verify [REF]                           re-hash payloads and check them against manifests
-  gc [--dry-run]                         remove artifacts no name reaches, and stale staging
+  gc [--dry-run] [--grace SECONDS]       remove artifacts no name reaches, and stale staging;
+                                         unnamed ones younger than the grace (60 s) are kept
 
 REF is NAME (latest version), NAME@N, sha256:HEX or a hex prefix of 8+ digits.
 The store is --store DIR, else $AMPHORA_STORE, else ./.amphora.
@@ -108,7 +111,7 @@ bool has_flag(const Args& a, const std::string& f) {
 }
 
 Args parse_args(int argc, char** argv) {
-  static const std::vector<std::string> kValued = {"--store", "--name", "--compress"};
+  static const std::vector<std::string> kValued = {"--store", "--name", "--compress", "--grace"};
   static const std::vector<std::string> kFlags = {"--json", "--dry-run", "--force", "--help", "-h", "--version"};
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -429,14 +432,26 @@ int cmd_verify(const Args& a) {
 
 int cmd_gc(const Args& a) {
   expect_positional(a, 0, 0);
-  allow_only(a, {"--dry-run"});
+  allow_only(a, {"--dry-run", "--grace"});
   Store store = open_store(a);
   bool dry = has_flag(a, "--dry-run");
-  auto report = store.gc(dry);
+  auto grace = Store::kDefaultGcGrace;
+  if (auto it = a.options.find("--grace"); it != a.options.end()) {
+    long long seconds = -1;
+    auto [end, err] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), seconds);
+    if (err != std::errc() || end != it->second.data() + it->second.size() || seconds < 0)
+      throw UsageError("--grace needs a whole number of seconds, not '" + it->second + "'");
+    grace = std::chrono::seconds(seconds);
+  }
+  auto report = store.gc(dry, grace);
   std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
             << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
             << report.staging.removed << " stale staging area" << (report.staging.removed == 1 ? "" : "s")
-            << "; kept " << report.kept << "\n";
+            << "; kept " << report.kept;
+  if (report.young > 0)
+    std::cout << " (" << report.young << " unnamed, saved less than " << grace.count()
+              << " s ago: --grace 0 collects them when no save is running)";
+  std::cout << "\n";
   if (dry)
     for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";
   return 0;

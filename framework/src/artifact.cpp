@@ -1,7 +1,9 @@
 #include <amphora/artifact.hpp>
 #include <amphora/error.hpp>
+#include <amphora/materializer.hpp>
 #include <amphora/parallel.hpp>
 
+#include "artifact_context.hpp"
 #include "piece_hash.hpp"
 
 #include <algorithm>
@@ -33,10 +35,15 @@ struct ArtifactWriter::Impl {
   std::unique_ptr<Staging> staging;
   SaveOptions options;
   std::uint64_t min_piece_size;
+  std::shared_ptr<detail::ArtifactContext> context;
+  int depth = 0;
+  std::function<void(std::uint64_t)> forward_progress;  // a child's bytes count towards its parent's
   nlohmann::json meta = nlohmann::json::object();
   std::mutex mutex;
   std::vector<FileEntry> files;
   std::set<std::string, std::less<>> paths;
+  std::vector<ChildEntry> children;
+  std::set<std::string, std::less<>> roles;
   int open_streams = 0;
   std::vector<std::string> abandoned_streams;  // destroyed without close()
   bool finished = false;
@@ -46,7 +53,9 @@ struct ArtifactWriter::Impl {
   std::uint64_t written = 0;
 
   void report(std::uint64_t bytes) {
-    if (!options.progress || materializer_reports) return;
+    if (materializer_reports) return;
+    if (forward_progress) return forward_progress(bytes);
+    if (!options.progress) return;
     std::lock_guard lock(progress_mutex);
     written += bytes;
     options.progress(written);
@@ -59,6 +68,20 @@ struct ArtifactWriter::Impl {
     if (finished) throw InvalidArgument("artifact is already finished; cannot add '" + std::string(path) + "'");
     if (!paths.insert(std::string(path)).second)
       throw InvalidArgument("payload file '" + std::string(path) + "' is written twice");
+  }
+
+  void reserve_role(std::string_view role) {
+    if (auto problem = artifact_path_problem(role); !problem.empty())
+      throw InvalidArgument("invalid child role '" + std::string(role) + "': " + problem);
+    std::lock_guard lock(mutex);
+    if (finished) throw InvalidArgument("artifact is already finished; cannot add child '" + std::string(role) + "'");
+    if (!roles.insert(std::string(role)).second)
+      throw InvalidArgument("child role '" + std::string(role) + "' is used twice");
+  }
+
+  void release_role(std::string_view role) {
+    std::lock_guard lock(mutex);
+    roles.erase(roles.find(role));
   }
 
   void record(FileEntry entry) {
@@ -110,12 +133,20 @@ struct ArtifactWriter::Impl {
   }
 };
 
-ArtifactWriter::ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
-                               std::uint64_t min_piece_size)
-    : impl_(std::make_shared<Impl>()) {
-  impl_->staging = std::move(staging);
-  impl_->options = options;
-  impl_->min_piece_size = min_piece_size;
+ArtifactWriter::ArtifactWriter(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<ArtifactWriter> detail::ArtifactAccess::writer(std::unique_ptr<Staging> staging,
+                                                               const SaveOptions& options, std::uint64_t min_piece_size,
+                                                               std::shared_ptr<ArtifactContext> context, int depth,
+                                                               std::function<void(std::uint64_t)> progress) {
+  auto impl = std::make_shared<ArtifactWriter::Impl>();
+  impl->staging = std::move(staging);
+  impl->options = options;
+  impl->min_piece_size = min_piece_size;
+  impl->context = std::move(context);
+  impl->depth = depth;
+  impl->forward_progress = std::move(progress);
+  return std::unique_ptr<ArtifactWriter>(new ArtifactWriter(std::move(impl)));
 }
 
 ArtifactWriter::~ArtifactWriter() {
@@ -136,6 +167,37 @@ void ArtifactWriter::write_file(std::string_view path, std::span<const ConstByte
   impl_->record(std::move(entry));
 }
 
+Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry& entry, const void* value) {
+  if (!impl_->context) throw InvalidArgument("this artifact writer is not attached to a store; cannot save child '" + std::string(role) + "'");
+  impl_->reserve_role(role);
+  Digest digest;
+  try {
+    std::weak_ptr<Impl> parent = impl_;
+    digest = impl_->context->save_child(entry, value, impl_->options, impl_->depth + 1, [parent](std::uint64_t bytes) {
+      if (auto p = parent.lock()) p->report(bytes);
+    });
+  } catch (...) {
+    impl_->release_role(role);
+    throw;
+  }
+  std::lock_guard lock(impl_->mutex);
+  impl_->children.push_back({std::string(role), digest});
+  return digest;
+}
+
+void ArtifactWriter::add_child(std::string_view role, const Digest& digest) {
+  if (!impl_->context) throw InvalidArgument("this artifact writer is not attached to a store; cannot add child '" + std::string(role) + "'");
+  impl_->reserve_role(role);
+  try {
+    impl_->context->claim(digest);
+  } catch (...) {
+    impl_->release_role(role);
+    throw;
+  }
+  std::lock_guard lock(impl_->mutex);
+  impl_->children.push_back({std::string(role), digest});
+}
+
 nlohmann::json& ArtifactWriter::meta() { return impl_->meta; }
 const SaveOptions& ArtifactWriter::options() const { return impl_->options; }
 
@@ -145,7 +207,8 @@ void ArtifactWriter::report_progress(std::uint64_t done) {
   if (impl_->options.progress) impl_->options.progress(done);
 }
 
-Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
+Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view materializer, int version) {
+  auto& impl_ = writer.impl_;
   std::lock_guard lock(impl_->mutex);
   // An unclosed stream would leave its file out of the manifest, and so out
   // of the digest: two different values could then share one.
@@ -160,6 +223,8 @@ Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
   m.materializer_version = version;
   m.files = impl_->files;
   std::sort(m.files.begin(), m.files.end(), [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+  m.children = impl_->children;
+  std::sort(m.children.begin(), m.children.end(), [](const ChildEntry& a, const ChildEntry& b) { return a.role < b.role; });
   if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
   validate_storable_json(impl_->meta, "materializer " + std::string(materializer) + " metadata");
   m.meta = impl_->meta;
@@ -172,8 +237,12 @@ Manifest ArtifactWriter::finish(std::string_view materializer, int version) {
   return m;
 }
 
-bool ArtifactWriter::publish(const Digest& digest) { return impl_->staging->publish(digest); }
-void ArtifactWriter::replace(const Digest& digest) { impl_->staging->replace(digest); }
+bool detail::ArtifactAccess::publish(ArtifactWriter& writer, const Digest& digest) {
+  return writer.impl_->staging->publish(digest);
+}
+void detail::ArtifactAccess::replace(ArtifactWriter& writer, const Digest& digest) {
+  writer.impl_->staging->replace(digest);
+}
 
 // ---------------------------------------------------------------------------
 
@@ -294,12 +363,43 @@ FileStream ArtifactWriter::open_stream(std::string_view path, std::uint64_t size
 
 // ---------------------------------------------------------------------------
 
-ArtifactReader::ArtifactReader(std::shared_ptr<StorageBackend> backend, Digest digest, Manifest manifest,
-                               std::string label)
-    : backend_(std::move(backend)),
+ArtifactReader::ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<StorageBackend> backend,
+                               Digest digest, Manifest manifest, std::string label, int depth)
+    : context_(std::move(context)),
+      backend_(std::move(backend)),
       digest_(digest),
       manifest_(std::make_shared<const Manifest>(std::move(manifest))),
-      label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)) {}
+      label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)),
+      depth_(depth) {}
+
+void ArtifactReader::bad_meta(std::string_view key, std::string_view problem) const {
+  throw CorruptData(label_ + ": metadata key '" + std::string(key) + "' " + std::string(problem) + " (materializer " +
+                    manifest_->materializer + ")");
+}
+
+void ArtifactReader::require_materializer(std::string_view name, int version, std::string_view what) const {
+  if (manifest_->materializer != name)
+    throw CorruptData(std::string(what) + " should be a '" + std::string(name) + "' artifact, but " + label_ +
+                      " was written by '" + manifest_->materializer + "'");
+  if (manifest_->materializer_version > version)
+    throw Unsupported(label_ + " uses '" + manifest_->materializer + "' format version " +
+                      std::to_string(manifest_->materializer_version) + ", newer than the version " +
+                      std::to_string(version) + " this build reads");
+}
+
+ArtifactReader ArtifactReader::open_child(std::string_view role) const {
+  const ChildEntry* child = manifest_->find_child(role);
+  if (!child) throw CorruptData(label_ + " lists no child '" + std::string(role) + "' (materializer " + manifest_->materializer + ")");
+  if (depth_ + 1 > kMaxChildDepth)
+    throw CorruptData(label_ + " nests children deeper than " + std::to_string(kMaxChildDepth) + " levels");
+  if (!context_) throw InvalidArgument(label_ + " was opened without a store; cannot open child '" + std::string(role) + "'");
+  std::string label = label_ + " child '" + std::string(role) + "' (" + child->digest.short_str() + ")";
+  try {
+    return context_->open(child->digest, label, depth_ + 1);
+  } catch (const NotFound&) {
+    throw CorruptData(label + " is missing from the store");
+  }
+}
 
 // Opens payload file `path` through `open` (map or positional reads) and
 // checks its size against the manifest, turning backend errors into ones

@@ -378,6 +378,22 @@ class LocalBackend : public StorageBackend {
     return out;
   }
 
+  // The artifact directory's own mtime: set when its last entry (the
+  // manifest) was written in staging, kept by the publishing rename, and
+  // reset by touch_artifact.
+  std::chrono::system_clock::time_point artifact_time(const Digest& d) override {
+    detail::Fd art = dir(object_rel(d));
+    struct stat st {};
+    if (::fstat(art.get(), &st) != 0) detail::throw_errno("cannot stat", root_ / object_rel(d));
+    return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+  }
+
+  void touch_artifact(const Digest& d) override {
+    detail::Fd art = dir(object_rel(d));
+    if (::futimens(art.get(), nullptr) != 0) detail::throw_errno("cannot touch", root_ / object_rel(d));
+  }
+
   std::uint64_t artifact_bytes(const Digest& d) override {
     try {
       detail::Fd fan = dir(fan_rel(d));

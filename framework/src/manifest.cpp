@@ -165,11 +165,18 @@ std::string Manifest::canonical() const {
     files_json.push_back({{"path", f.path}, {"piece_size", f.piece_size}, {"sha256", std::move(pieces)}, {"size", f.size}});
   }
   nlohmann::json doc = {
-      {"manifest_version", kFormatVersion},
+      {"manifest_version", manifest_version},
       {"materializer", {{"name", materializer}, {"version", materializer_version}}},
       {"files", std::move(files_json)},
       {"meta", meta},
   };
+  // Version 1 has no "children" key, so a manifest read back re-serializes
+  // to the very bytes its digest was taken of.
+  if (manifest_version >= 2) {
+    nlohmann::json children_json = nlohmann::json::array();
+    for (const auto& c : children) children_json.push_back({{"digest", c.digest.str()}, {"role", c.role}});
+    doc["children"] = std::move(children_json);
+  }
   // The same bytes as canonical_json(doc), without its checks: metadata was
   // checked when the artifact was written, and a manifest read back from disk
   // must re-serialize even if it nests as deep as a reader accepts.
@@ -177,6 +184,12 @@ std::string Manifest::canonical() const {
 }
 
 Digest Manifest::digest() const { return Digest(Sha256::of(canonical())); }
+
+const ChildEntry* Manifest::find_child(std::string_view role) const {
+  auto it = std::lower_bound(children.begin(), children.end(), role,
+                             [](const ChildEntry& c, std::string_view r) { return c.role < r; });
+  return it != children.end() && it->role == role ? &*it : nullptr;
+}
 
 const FileEntry* Manifest::find(std::string_view path) const {
   auto it = std::lower_bound(files.begin(), files.end(), path,
@@ -200,16 +213,20 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   if (!doc.is_object()) corrupt(where, "is not a JSON object");
   const auto& version = field(doc, "manifest_version", where, "manifest");
   if (!version.is_number_integer()) corrupt(where, "\"manifest_version\" is not an integer");
-  if (version.is_number_unsigned() ? version.get<std::uint64_t>() != kFormatVersion
-                                    : version.get<std::int64_t>() != kFormatVersion) {
-    if (version.is_number_unsigned() && version.get<std::uint64_t>() > kFormatVersion)
-      throw Unsupported(std::string(where) + ": manifest version " + version.dump() +
-                        " was written by a newer Amphora; this build reads version " + std::to_string(kFormatVersion));
+  if (version.is_number_unsigned() && version.get<std::uint64_t>() > kFormatVersion)
+    throw Unsupported(std::string(where) + ": manifest version " + version.dump() +
+                      " was written by a newer Amphora; this build reads versions " +
+                      std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion));
+  if (!version.is_number_unsigned() || version.get<std::uint64_t>() < kOldestFormatVersion)
     corrupt(where, "has invalid manifest_version " + version.dump());
-  }
-  expect_keys(doc, {"manifest_version", "materializer", "files", "meta"}, where, "manifest");
+  const int manifest_version = version.get<int>();
+  if (manifest_version >= 2)
+    expect_keys(doc, {"manifest_version", "materializer", "files", "meta", "children"}, where, "manifest");
+  else
+    expect_keys(doc, {"manifest_version", "materializer", "files", "meta"}, where, "manifest");
 
   Manifest m;
+  m.manifest_version = manifest_version;
   const auto& mat = field(doc, "materializer", where, "manifest");
   if (!mat.is_object()) corrupt(where, "\"materializer\" is not an object");
   expect_keys(mat, {"name", "version"}, where, "materializer");
@@ -260,6 +277,29 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
     if (!m.files.empty() && !(m.files.back().path < entry.path))
       corrupt(where, "files are not sorted by path, or '" + entry.path + "' is listed twice");
     m.files.push_back(std::move(entry));
+  }
+
+  if (manifest_version >= 2) {
+    const auto& children = field(doc, "children", where, "manifest");
+    if (!children.is_array()) corrupt(where, "\"children\" is not an array");
+    if (children.size() > kMaxFiles) corrupt(where, "lists more than " + std::to_string(kMaxFiles) + " children");
+    for (const auto& c : children) {
+      if (!c.is_object()) corrupt(where, "has a child entry that is not an object");
+      expect_keys(c, {"role", "digest"}, where, "child entry");
+      const auto& role = field(c, "role", where, "child entry");
+      if (!role.is_string()) corrupt(where, "has a child role that is not a string");
+      ChildEntry child;
+      child.role = role.get<std::string>();
+      if (auto problem = artifact_path_problem(child.role); !problem.empty())
+        corrupt(where, "has an invalid child role '" + child.role + "': " + problem);
+      const auto& digest = field(c, "digest", where, "child '" + child.role + "'");
+      if (!digest.is_string() || !Digest::is_digest(digest.get<std::string>()))
+        corrupt(where, "child '" + child.role + "' has no valid digest");
+      child.digest = Digest::parse(digest.get<std::string>());
+      if (!m.children.empty() && !(m.children.back().role < child.role))
+        corrupt(where, "children are not sorted by role, or role '" + child.role + "' is listed twice");
+      m.children.push_back(std::move(child));
+    }
   }
   return m;
 }

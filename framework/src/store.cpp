@@ -2,6 +2,8 @@
 
 #include <amphora/parallel.hpp>
 
+#include "artifact_context.hpp"
+
 #include <algorithm>
 #include <mutex>
 #include <new>
@@ -159,7 +161,7 @@ auto translated(bool reading, F&& body) -> decltype(body()) {
 
 }  // namespace
 
-struct Store::Impl {
+struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store::Impl> {
   fs::path path;
   std::shared_ptr<StorageBackend> backend;
   std::shared_ptr<Registry> registry;
@@ -302,18 +304,100 @@ struct Store::Impl {
     return out;
   }
 
-  ArtifactReader open(std::string_view ref) const {
+  ArtifactReader open(const Digest& digest, std::string label, int depth = 0) override {
+    auto bytes = backend->read_manifest(digest);
+    if (Sha256::of(bytes) != digest.value())
+      throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
+    Manifest manifest = Manifest::parse(bytes, label);
+    return detail::ArtifactAccess::reader(shared_from_this(), backend, digest, std::move(manifest), std::move(label),
+                                          depth);
+  }
+
+  ArtifactReader open(std::string_view ref) {
     Digest digest = resolve(ref);
     std::string label = "artifact ";
     label += Digest::is_digest(ref) ? digest.short_str() : std::string(ref) + " (" + digest.short_str() + ")";
     return open(digest, label);
   }
 
-  ArtifactReader open(const Digest& digest, const std::string& label) const {
-    auto bytes = backend->read_manifest(digest);
-    if (Sha256::of(bytes) != digest.value())
-      throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
-    return ArtifactReader(backend, digest, Manifest::parse(bytes, label), label);
+  Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                    std::function<void(std::uint64_t)> progress) override {
+    SaveOptions child_options;
+    child_options.compression = options.compression;
+    return save(entry, value, child_options, depth, std::move(progress)).digest;
+  }
+
+  void claim(const Digest& digest) override {
+    auto lease = backend->publish_lease();
+    if (!backend->has_artifact(digest)) throw NotFound("no artifact " + digest.str() + " in store " + path.string());
+    backend->touch_artifact(digest);
+  }
+
+  // Writes, finishes and publishes one artifact, then names it when asked to.
+  SaveResult save(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                  std::function<void(std::uint64_t)> progress) {
+    if (depth > kMaxChildDepth)
+      throw InvalidArgument("value nests child artifacts deeper than " + std::to_string(kMaxChildDepth) +
+                            " levels (at materializer " + entry.name + ")");
+    auto writer = detail::ArtifactAccess::writer(backend->begin_artifact(), options, Manifest::kMinPieceSize,
+                                                 shared_from_this(), depth, std::move(progress));
+    entry.save(value, *writer);
+    Manifest manifest = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
+    SaveResult result;
+    result.digest = manifest.digest();
+    nlohmann::json record;
+    if (!options.name.empty()) record = name_record(entry, options, result.digest, manifest);
+
+    // From publishing until the name exists the artifact is unreferenced; the
+    // shared lease keeps gc from collecting it in that window, and gc's grace
+    // period protects it (and its children) from then on while unnamed.
+    auto lease = backend->publish_lease();
+    for (const auto& child : manifest.children)
+      if (!backend->has_artifact(child.digest))
+        throw IoError("child '" + child.role + "' (" + child.digest.str() + ") of the " + entry.name +
+                      " being saved was collected before its parent was published: gc ran with a grace period "
+                      "shorter than this save; save again, and give gc a longer grace period");
+    result.created = detail::ArtifactAccess::publish(*writer, result.digest);
+    if (!result.created) {
+      if (damaged(result.digest, manifest)) {
+        // The stored copy lost or changed bytes; ours is complete, so it takes
+        // its place. One repairer per digest, and only if still damaged once it may.
+        auto repair = backend->repair_lease(result.digest);
+        if (damaged(result.digest, manifest)) {
+          detail::ArtifactAccess::replace(*writer, result.digest);
+          result.created = true;
+        }
+      }
+      if (!result.created) backend->touch_artifact(result.digest);  // saved again: young again
+    }
+    if (!options.name.empty()) {
+      result.name = options.name;
+      result.version = backend->add_version(options.name, std::move(record));
+    }
+    return result;
+  }
+
+  // The name record is built and measured before anything is published, so
+  // a record the store would refuse (or could not read back) fails the save.
+  nlohmann::json name_record(const MaterializerEntry& entry, const SaveOptions& options, const Digest& digest,
+                             const Manifest& manifest) const {
+    nlohmann::json record = options.provenance;
+    record["name"] = options.name;
+    record["digest"] = digest.str();
+    record["materializer"] = entry.name;
+    record["materializer_version"] = entry.version;
+    record["payload_bytes"] = manifest.payload_bytes();
+    record["created_at"] = utc_now();
+    record["host"] = host_name();
+    record["pid"] = ::getpid();
+    nlohmann::json measured = record;
+    measured["version"] = std::numeric_limits<std::uint64_t>::max();
+    std::size_t bytes = measured.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).size() + 1;
+    if (bytes > StorageBackend::kMaxRecordBytes)
+      throw InvalidArgument("the name record for '" + options.name + "' would be " + std::to_string(bytes) +
+                            " bytes, more than the limit of " + std::to_string(StorageBackend::kMaxRecordBytes) +
+                            " (1 MiB); keep SaveOptions::provenance small");
+    return record;
   }
 };
 
@@ -343,52 +427,7 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
     if (!options.name.empty()) validate_name(options.name);
     if (!options.provenance.is_object()) throw InvalidArgument("SaveOptions::provenance must be a JSON object");
     validate_storable_json(options.provenance, "SaveOptions::provenance");
-    ArtifactWriter writer(impl_->backend->begin_artifact(), options);
-    entry.save(value, writer);
-    Manifest manifest = writer.finish(entry.name, entry.version);
-    SaveResult result;
-    result.digest = manifest.digest();
-
-    // The name record is built and measured before anything is published, so
-    // a record the store would refuse (or could not read back) fails the save.
-    nlohmann::json record;
-    if (!options.name.empty()) {
-      record = options.provenance;
-      record["name"] = options.name;
-      record["digest"] = result.digest.str();
-      record["materializer"] = entry.name;
-      record["materializer_version"] = entry.version;
-      record["payload_bytes"] = manifest.payload_bytes();
-      record["created_at"] = utc_now();
-      record["host"] = host_name();
-      record["pid"] = ::getpid();
-      nlohmann::json measured = record;
-      measured["version"] = std::numeric_limits<std::uint64_t>::max();
-      std::size_t bytes = measured.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).size() + 1;
-      if (bytes > StorageBackend::kMaxRecordBytes)
-        throw InvalidArgument("the name record for '" + options.name + "' would be " + std::to_string(bytes) +
-                              " bytes, more than the limit of " + std::to_string(StorageBackend::kMaxRecordBytes) +
-                              " (1 MiB); keep SaveOptions::provenance small");
-    }
-
-    // From publishing until the name exists the artifact is unreferenced; the
-    // shared lease keeps gc from collecting it in that window.
-    auto lease = impl_->backend->publish_lease();
-    result.created = writer.publish(result.digest);
-    if (!result.created && impl_->damaged(result.digest, manifest)) {
-      // The stored copy lost or changed bytes; ours is complete, so it takes
-      // its place. One repairer per digest, and only if still damaged once it may.
-      auto repair = impl_->backend->repair_lease(result.digest);
-      if (impl_->damaged(result.digest, manifest)) {
-        writer.replace(result.digest);
-        result.created = true;
-      }
-    }
-    if (!options.name.empty()) {
-      result.name = options.name;
-      result.version = impl_->backend->add_version(options.name, std::move(record));
-    }
-    return result;
+    return impl_->save(entry, value, options, 0, {});
   });
 }
 
@@ -400,21 +439,35 @@ std::shared_ptr<void> Store::load_erased(const Digest& digest, std::string_view 
   return translated(true, [&] { return load_reader(impl_->open(digest, "artifact " + digest.short_str()), expected); });
 }
 
-std::shared_ptr<void> Store::load_reader(ArtifactReader reader, std::string_view expected) const {
+std::shared_ptr<void> Store::load_reader(const ArtifactReader& reader, std::string_view expected) const {
   const Manifest& m = reader.manifest();
   auto entry = impl_->registry->find(m.materializer);
-  if (!entry)
+  if (!entry) {
+    std::string advice = std::string_view(m.materializer).starts_with("amphora.")
+                             ? "it is one of Amphora's built-ins: open the store with Registry::with_builtins() "
+                               "(or call amphora::register_builtins on its registry)"
+                             : "register it or load the plugin that provides it";
     throw Unsupported(reader.label() + " was written by materializer '" + m.materializer + "' (format version " +
-                      std::to_string(m.materializer_version) +
-                      "), which is not registered; register it or load the plugin that provides it");
+                      std::to_string(m.materializer_version) + "), which is not registered; " + advice);
+  }
   if (!expected.empty() && entry->name != expected)
     throw Unsupported(reader.label() + " holds a '" + m.materializer + "' artifact (" +
                       type_display_name(entry->type) + "), not a '" + std::string(expected) + "'");
-  if (m.materializer_version > entry->version)
-    throw Unsupported(reader.label() + " uses '" + m.materializer + "' format version " +
-                      std::to_string(m.materializer_version) + ", newer than the version " +
-                      std::to_string(entry->version) + " this build reads (" + entry->origin + ")");
-  return entry->load(reader);
+  return load_as(reader, *entry);
+}
+
+std::shared_ptr<void> Store::load_as(const ArtifactReader& reader, const MaterializerEntry& entry) const {
+  return translated(true, [&] {
+    const Manifest& m = reader.manifest();
+    if (m.materializer != entry.name)
+      throw Unsupported(reader.label() + " holds a '" + m.materializer + "' artifact, not a '" + entry.name + "' (" +
+                        type_display_name(entry.type) + ")");
+    if (m.materializer_version > entry.version)
+      throw Unsupported(reader.label() + " uses '" + m.materializer + "' format version " +
+                        std::to_string(m.materializer_version) + ", newer than the version " +
+                        std::to_string(entry.version) + " this build reads (" + entry.origin + ")");
+    return entry.load(reader);
+  });
 }
 
 Digest Store::resolve(std::string_view ref) const {
@@ -495,9 +548,14 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   };
   std::vector<Item> items;
   std::uint64_t total = 0;
-  for (const auto& d : digests) {
+  std::set<Digest> seen(digests.begin(), digests.end());
+  std::set<Digest> bad;  // artifacts found damaged, so their parents can say so
+  // With a ref, its children (and theirs) join the list as manifests are read.
+  for (std::size_t next = 0; next < digests.size(); ++next) {
+    const Digest d = digests[next];
     Item item{d, std::nullopt};
     std::string label = "artifact " + d.str();
+    const std::size_t problems_before = report.problems.size();
     try {
       std::string bytes;
       try {
@@ -511,6 +569,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
         }
         report.problems.push_back(label + ": directory has no manifest.json (a damaged or stray artifact directory)");
         ++report.artifacts;
+        bad.insert(d);
         continue;
       }
       if (Sha256::of(bytes) != d.value()) {
@@ -520,11 +579,15 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       item.manifest = Manifest::parse(bytes, label);
       if (item.manifest->canonical() != bytes) report.problems.push_back(label + ": manifest.json is not in canonical form");
       total += item.manifest->payload_bytes();
+      if (ref)
+        for (const auto& child : item.manifest->children)
+          if (seen.insert(child.digest).second && backend.has_artifact(child.digest)) digests.push_back(child.digest);
     } catch (const Unsupported& e) {
       report.unsupported.push_back(e.what());
     } catch (const Error& e) {
       report.problems.push_back(e.what());
     }
+    if (report.problems.size() != problems_before) bad.insert(d);
     items.push_back(std::move(item));
   }
 
@@ -544,7 +607,10 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     } catch (const Error& e) {
       report.problems.push_back(label + ": " + e.what());
     }
-    if (report.problems.size() != before) continue;
+    if (report.problems.size() != before) {
+      bad.insert(item.digest);
+      continue;
+    }
     // The bytes are the ones hashed; now whether they mean what the metadata says.
     auto entry = impl_->registry->find(m.materializer);
     if (!entry) {
@@ -557,7 +623,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
                                    std::to_string(entry->version) + " this build reads");
       continue;
     }
-    ArtifactReader reader(impl_->backend, item.digest, m, label);
+    ArtifactReader reader = detail::ArtifactAccess::reader(impl_, impl_->backend, item.digest, m, label);
     try {
       translated(true, [&] {
         if (entry->validate)
@@ -568,15 +634,37 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     } catch (const Unsupported& e) {
       report.unsupported.push_back(e.what());
     } catch (const NotFound& e) {
-      if (backend.has_artifact(item.digest)) report.problems.push_back(e.what());
+      if (backend.has_artifact(item.digest)) {
+        report.problems.push_back(e.what());
+        bad.insert(item.digest);
+      }
     } catch (const Error& e) {
       report.problems.push_back(e.what());
+      bad.insert(item.digest);
+    }
+  }
+
+  // A composite is only as whole as its children, and its parents only as
+  // whole as it: damage is reported up the tree, one line per parent.
+  std::set<std::pair<Digest, std::string>> reported;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& item : items) {
+      if (!item.manifest) continue;
+      for (const auto& child : item.manifest->children) {
+        bool missing = !backend.has_artifact(child.digest);
+        if ((!missing && !bad.count(child.digest)) || !reported.emplace(item.digest, child.role).second) continue;
+        report.problems.push_back("artifact " + item.digest.str() + ": child '" + child.role + "' (" +
+                                  child.digest.str() + ") is " + (missing ? "missing" : "damaged"));
+        bad.insert(item.digest);
+        changed = true;
+      }
     }
   }
   return report;
 }
 
-GcReport Store::gc(bool dry_run, std::chrono::seconds staging_grace) {
+GcReport Store::gc(bool dry_run, std::chrono::seconds grace) {
   return translated(true, [&] {
     auto& backend = *impl_->backend;
     GcReport report;
@@ -587,9 +675,48 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds staging_grace) {
                         "record points at: " + scan.problems.front() +
                         (scan.problems.size() > 1 ? " (and " + std::to_string(scan.problems.size() - 1) + " more)" : "") +
                         "; run `amphora verify`, then repair or remove the bad records");
+    const auto all = backend.list_artifacts();
+    const auto now = std::chrono::system_clock::now();
     std::set<Digest> live;
-    for (const auto& info : scan.versions) live.insert(info.digest);
-    for (const auto& d : backend.list_artifacts()) {
+    // Everything a root reaches through children stays. From a name, a
+    // manifest that cannot be read means unknown children: gc refuses rather
+    // than guess. From a young unnamed artifact (a save in progress, say),
+    // damage is left for verify to report.
+    auto keep_reachable = [&](std::vector<Digest> pending, bool strict) {
+      while (!pending.empty()) {
+        Digest d = pending.back();
+        pending.pop_back();
+        if (!live.insert(d).second) continue;
+        std::string label = "artifact " + d.str();
+        std::optional<Manifest> manifest;
+        try {
+          auto bytes = backend.read_manifest(d);
+          if (Sha256::of(bytes) != d.value()) throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
+          manifest = Manifest::parse(bytes, label);
+        } catch (const NotFound&) {
+          continue;  // nothing there to delete; verify reports the dangling reference
+        } catch (const Error& e) {
+          if (!strict) continue;
+          throw CorruptData(std::string("gc refused: cannot tell which children a named artifact keeps alive: ") +
+                            e.what() + "; run `amphora verify`, then repair it or remove the names that reach it");
+        }
+        for (const auto& child : manifest->children) pending.push_back(child.digest);
+      }
+    };
+    std::vector<Digest> named;
+    for (const auto& info : scan.versions) named.push_back(info.digest);
+    keep_reachable(std::move(named), true);
+    std::vector<Digest> young;
+    for (const auto& d : all) {
+      if (live.count(d)) continue;
+      try {
+        if (now - backend.artifact_time(d) < grace) young.push_back(d);
+      } catch (const NotFound&) {
+      }
+    }
+    report.young = young.size();
+    keep_reachable(std::move(young), false);
+    for (const auto& d : all) {
       if (live.count(d)) {
         ++report.kept;
         continue;
@@ -597,7 +724,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds staging_grace) {
       report.removed.push_back(d);
       report.bytes_freed += dry_run ? backend.artifact_bytes(d) : backend.remove_artifact(d);
     }
-    report.staging = backend.sweep_staging(dry_run, staging_grace);
+    report.staging = backend.sweep_staging(dry_run, grace);
     return report;
   });
 }

@@ -207,7 +207,7 @@ class BadRecordsTest(CliTestCase):
 
 class UnsupportedTest(CliTestCase):
     def test_newer_manifest_version_is_unsupported_for_show_and_verify(self):
-        manifest = b'{"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}}'
+        manifest = b'{"children":[],"files":[],"manifest_version":3,"materializer":{"name":"x.y","version":1},"meta":{}}'
         hexd = hashlib.sha256(manifest).hexdigest()
         art = os.path.join(self.store, "objects", "sha256", hexd[:2], hexd)
         os.makedirs(art)
@@ -215,7 +215,7 @@ class UnsupportedTest(CliTestCase):
             f.write(manifest)
         for args in (["show", "sha256:" + hexd], ["verify", "sha256:" + hexd], ["verify"]):
             proc = self.run_cli(*args, check=EXIT_FAILURE)
-            self.assertIn("manifest version 2", proc.stdout + proc.stderr)
+            self.assertIn("manifest version 3", proc.stdout + proc.stderr)
             self.assertIn("newer", proc.stdout + proc.stderr)
 
 

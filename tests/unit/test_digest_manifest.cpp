@@ -1,4 +1,5 @@
 #include "support.hpp"
+#include "artifact_context.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -44,7 +45,7 @@ TEST_CASE("Manifests have one canonical form with sorted keys", "[manifest]") {
   Manifest m = sample_manifest();
   std::string text = m.canonical();
   CHECK(text.find(' ') == std::string::npos);
-  CHECK(text.rfind("{\"files\":[{\"path\":\"a.bin\",\"piece_size\":4096,\"sha256\":[", 0) == 0);
+  CHECK(text.rfind("{\"children\":[],\"files\":[{\"path\":\"a.bin\",\"piece_size\":4096,\"sha256\":[", 0) == 0);
   CHECK(text.find("\"meta\":{\"alpha\":{\"x\":\"text\",\"y\":2.5},\"zeta\":1}") != std::string::npos);
   Manifest back = Manifest::parse(text, "test");
   CHECK(back.canonical() == text);
@@ -92,7 +93,7 @@ TEST_CASE("Manifest parsing rejects malformed and unsafe manifests", "[manifest]
   j["files"][0]["sha256"][0] = "zz";
   expect_corrupt(j, "64 digits");
   j = doc;
-  j["manifest_version"] = 2;
+  j["manifest_version"] = 3;
   CHECK_THROWS_AS(Manifest::parse(j.dump(), "artifact X"), Unsupported);
   CHECK_THROWS_WITH(Manifest::parse(j.dump(), "artifact X"), Catch::Contains("newer Amphora"));
 }
@@ -132,13 +133,14 @@ TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are 
     INFO("parts of " << cut << " bytes");
     std::vector<ConstBytes> parts;
     for (std::size_t at = 0; at < total; at += cut) parts.emplace_back(bytes.data() + at, std::min(cut, total - at));
-    ArtifactWriter writer(backend->begin_artifact(), {}, piece);
+    auto owned = detail::ArtifactAccess::writer(backend->begin_artifact(), {}, piece);
+    ArtifactWriter& writer = *owned;
     writer.write_file("data.bin", std::span<const ConstBytes>(parts));
     FileStream stream = writer.open_stream("stream.bin");
     stream.append(std::span<const ConstBytes>(parts));
     stream.close();
-    Manifest m = writer.finish("test.pieces", 1);
-    writer.publish(m.digest());  // the same bytes every time: later rounds deduplicate
+    Manifest m = detail::ArtifactAccess::finish(writer, "test.pieces", 1);
+    detail::ArtifactAccess::publish(writer, m.digest());  // the same bytes every time: later rounds deduplicate
     static const Digest first_digest = m.digest();
     CHECK(m.digest() == first_digest);
     for (const char* file : {"data.bin", "stream.bin"}) {

@@ -4,6 +4,7 @@
 // what is wrong.
 
 #include "support.hpp"
+#include "artifact_context.hpp"
 
 #include <amphora/npy.hpp>
 
@@ -324,14 +325,14 @@ TEST_CASE("A tensor whose metadata contradicts its payload fails verify", "[hard
 TEST_CASE("Newer formats are reported as unsupported, not as damage", "[hardening][verify]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
-  std::string manifest = R"({"files":[],"manifest_version":2,"materializer":{"name":"x.y","version":1},"meta":{}})";
+  std::string manifest = R"({"children":[],"files":[],"manifest_version":3,"materializer":{"name":"x.y","version":1},"meta":{}})";
   Digest d(Sha256::of(manifest));
   fs::create_directories(test::object_dir(dir / "store", d));
   test::write_text(test::object_dir(dir / "store", d) / "manifest.json", manifest);
   auto report = store.verify();
   CHECK(report.ok());
   REQUIRE(report.unsupported.size() == 1);
-  CHECK_THAT(report.unsupported[0], Catch::Contains("manifest version 2") && Catch::Contains("newer"));
+  CHECK_THAT(report.unsupported[0], Catch::Contains("manifest version 3") && Catch::Contains("newer"));
   CHECK_THROWS_AS(store.open_artifact(d.str()), Unsupported);
 }
 
@@ -458,7 +459,7 @@ TEST_CASE("Errors carry the right class", "[hardening][errors]") {
     Store store = test::make_store(dir / "store");
     auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.compression = Compression::none});
     ArtifactReader reader = store.open_artifact(saved.digest.str());
-    store.gc();
+    store.gc(false, std::chrono::seconds(0));
     CHECK_THROWS_AS(materializer<Tensor>::load(reader), NotFound);
     CHECK_THROWS_WITH(materializer<Tensor>::load(reader), Catch::Contains("removed"));
   }
@@ -719,8 +720,8 @@ TEST_CASE("A stream kept after its writer is gone is safe", "[hardening][save]")
   Store store = test::make_store(dir / "store");
   std::optional<FileStream> kept;
   {
-    ArtifactWriter writer(store.backend()->begin_artifact(), SaveOptions{});
-    kept.emplace(writer.open_stream("kept.bin"));
+    auto writer = detail::ArtifactAccess::writer(store.backend()->begin_artifact(), SaveOptions{});
+    kept.emplace(writer->open_stream("kept.bin"));
     kept->append(ConstBytes(reinterpret_cast<const std::byte*>("abc"), 3));
   }
   CHECK_THROWS_AS(kept->append(ConstBytes(reinterpret_cast<const std::byte*>("d"), 1)), InvalidArgument);

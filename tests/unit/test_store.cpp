@@ -228,11 +228,17 @@ TEST_CASE("gc removes only what no name reaches", "[store][gc]") {
   Store store = test::make_store(dir.path());
   auto named = store.save(test::random_tensor(DType::int16, {100}, 1), {.name = "keep"});
   auto loose = store.save(test::random_tensor(DType::int16, {100}, 2));
-  auto dry = store.gc(true);
+  // Unnamed but young: the grace period keeps it (a save may be about to name it).
+  auto within_grace = store.gc();
+  CHECK(within_grace.removed.empty());
+  CHECK(within_grace.young == 1);
+  CHECK(within_grace.kept == 2);
+  const std::chrono::seconds no_grace(0);
+  auto dry = store.gc(true, no_grace);
   CHECK(dry.removed == std::vector<Digest>{loose.digest});
   CHECK(dry.bytes_freed > 0);
   CHECK(store.artifacts().size() == 2);
-  auto real = store.gc();
+  auto real = store.gc(false, no_grace);
   CHECK(real.removed == std::vector<Digest>{loose.digest});
   CHECK(real.kept == 1);
   CHECK(store.artifacts() == std::vector<Digest>{named.digest});

@@ -4,8 +4,8 @@
 // through these, so hashing, staging, path checks and the storage backend
 // stay in one place.
 
-#include <amphora/backend.hpp>
 #include <amphora/buffer.hpp>
+#include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
+#include <type_traits>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <span>
@@ -20,6 +23,18 @@
 #include <string_view>
 
 namespace amphora {
+
+class Staging;
+class StorageBackend;
+struct MaterializerEntry;
+namespace detail {
+class ArtifactContext;
+struct ArtifactAccess;
+}  // namespace detail
+
+/// Deepest nesting of child artifacts a store writes or reads (a top-level
+/// artifact is at depth 0).
+inline constexpr int kMaxChildDepth = 64;
 
 /// How payloads are compressed. `automatic` compresses only what shrinks.
 enum class Compression { none, lz4, automatic };
@@ -69,16 +84,16 @@ class FileStream {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Collects the payload files and metadata of one new artifact. Created by
-/// Store for each save. write_file() and open_stream() may be called from
-/// several threads at once for different paths (say, one column each); the
-/// manifest lists files by path, so the digest does not depend on the order.
-/// meta() and each FileStream belong to one thread at a time. Every method
-/// throws IoError on write failure and InvalidArgument on a bad or duplicate path.
+/// Collects the payload files, child artifacts and metadata of one new
+/// artifact. Created by Store for each save (and for each child it saves).
+/// write_file(), open_stream() and save_child() may be called from several
+/// threads at once for different paths or roles (say, one column each); the
+/// manifest lists files by path and children by role, so the digest does not
+/// depend on the order. meta() and each FileStream belong to one thread at a
+/// time. Every method throws IoError on write failure and InvalidArgument on a
+/// bad or duplicate path or role.
 class ArtifactWriter {
  public:
-  ArtifactWriter(std::unique_ptr<Staging> staging, const SaveOptions& options,
-                 std::uint64_t min_piece_size = Manifest::kMinPieceSize);
   ~ArtifactWriter();
   ArtifactWriter(const ArtifactWriter&) = delete;
   ArtifactWriter& operator=(const ArtifactWriter&) = delete;
@@ -101,6 +116,18 @@ class ArtifactWriter {
   /// its final size if known, keeps the number of pieces small for big files.
   FileStream open_stream(std::string_view path, std::uint64_t size_hint = 0);
 
+  /// Saves `value` as a child artifact playing `role` (a safe relative path
+  /// such as "weights" or "items/3") with materializer<T>, and returns its
+  /// digest. The child is a whole artifact of its own: equal values share
+  /// one, whichever parents list them. Throws as Store::save.
+  template <class T>
+  Digest save_child(std::string_view role, const T& value);
+  /// The same through a type-erased materializer; `value` points to its type.
+  Digest save_child(std::string_view role, const MaterializerEntry& entry, const void* value);
+  /// Lists the artifact `digest`, already in the store, as child `role`.
+  /// Throws NotFound when the store has no such artifact.
+  void add_child(std::string_view role, const Digest& digest);
+
   /// The materializer's metadata object, stored (and hashed) in the manifest.
   /// Must hold no NaN/infinite numbers and only UTF-8 text (checked when the
   /// save finishes: InvalidArgument).
@@ -111,31 +138,29 @@ class ArtifactWriter {
   void report_progress(std::uint64_t done);
   const SaveOptions& options() const;
 
-  /// Used by Store: completes the manifest for `materializer`/`version`,
-  /// writes it, and returns it. Throws InvalidArgument if a stream was left
-  /// open or destroyed unclosed, the metadata cannot be stored exactly, or the
-  /// manifest would exceed Manifest::kMaxBytes.
-  Manifest finish(std::string_view materializer, int version);
-  /// Used by Store: publishes the finished artifact; false when it already existed.
-  bool publish(const Digest& digest);
-  /// Used by Store: publishes the finished artifact in place of a damaged copy.
-  void replace(const Digest& digest);
-
  private:
   friend class FileStream;
+  friend struct detail::ArtifactAccess;
   struct Impl;
+  explicit ArtifactWriter(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;  // shared with its streams, which may outlive it
 };
 
 /// Read access to one published artifact. Cheap to copy; thread-safe.
 class ArtifactReader {
  public:
-  ArtifactReader(std::shared_ptr<StorageBackend> backend, Digest digest, Manifest manifest,
-                 std::string label = {});
-
   const Digest& digest() const { return digest_; }
   const Manifest& manifest() const { return *manifest_; }
   const nlohmann::json& meta() const { return manifest_->meta; }
+  /// Metadata value `key` as a T. Throws CorruptData naming this artifact and
+  /// the key when it is missing or not a T (an integer out of T's range, a
+  /// string where a number belongs, ...).
+  template <class T>
+  T meta(std::string_view key) const;
+  /// The materializer format version this artifact was written with (at most
+  /// the version of the materializer reading it), so a materializer can read
+  /// its older formats.
+  int format_version() const { return manifest_->materializer_version; }
   /// How messages name this artifact, e.g. "artifact emb@3 (sha256:1a2b…)".
   const std::string& label() const { return label_; }
 
@@ -155,14 +180,80 @@ class ArtifactReader {
   /// The listed size of payload file `path`; throws NotFound if unlisted.
   std::uint64_t file_size(std::string_view path) const;
 
+  /// The children listed in the manifest, sorted by role.
+  const std::vector<ChildEntry>& children() const { return manifest_->children; }
+  bool has_child(std::string_view role) const { return manifest_->find_child(role) != nullptr; }
+  /// Opens child `role`, its manifest checked against the digest the parent
+  /// lists. Throws CorruptData when the parent lists no such role, or the
+  /// child is missing, damaged or nested deeper than kMaxChildDepth.
+  ArtifactReader open_child(std::string_view role) const;
+  /// Loads child `role` as a T with materializer<T>. Throws as open_child,
+  /// and CorruptData when the child was written by another materializer,
+  /// Unsupported when by a newer format version of materializer<T>.
+  template <class T>
+  T load_child(std::string_view role) const;
+
+  /// Throws CorruptData unless this artifact was written by materializer
+  /// `name` (`what` says who expected it), Unsupported when its format
+  /// version is newer than `version`.
+  void require_materializer(std::string_view name, int version, std::string_view what) const;
+
  private:
+  friend struct detail::ArtifactAccess;
+  ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<StorageBackend> backend,
+                 Digest digest, Manifest manifest, std::string label, int depth);
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
+  [[noreturn]] void bad_meta(std::string_view key, std::string_view problem) const;
 
+  std::shared_ptr<detail::ArtifactContext> context_;
   std::shared_ptr<StorageBackend> backend_;
   Digest digest_;
   std::shared_ptr<const Manifest> manifest_;
   std::string label_;
+  int depth_ = 0;
 };
+
+namespace detail {
+
+/// Whether `value` holds a T exactly: the JSON type matches, and integers fit.
+template <class T>
+bool json_holds(const nlohmann::json& value) {
+  if constexpr (std::is_same_v<T, nlohmann::json>) {
+    return true;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return value.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    if (!value.is_number_integer()) return false;
+    auto v = value.get<std::int64_t>();
+    if constexpr (std::is_signed_v<T>)
+      return v >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+             v <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
+    else
+      return v >= 0 && static_cast<std::uint64_t>(v) <= std::numeric_limits<T>::max();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return value.is_number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return value.is_string();
+  } else {
+    try {
+      (void)value.get<T>();
+      return true;
+    } catch (const nlohmann::json::exception&) {
+      return false;
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class T>
+T ArtifactReader::meta(std::string_view key) const {
+  auto it = manifest_->meta.find(key);
+  if (it == manifest_->meta.end()) bad_meta(key, "is missing");
+  if (!detail::json_holds<T>(*it)) bad_meta(key, "does not hold the expected type (it is " + it->dump().substr(0, 80) + ")");
+  return it->template get<T>();
+}
 
 }  // namespace amphora

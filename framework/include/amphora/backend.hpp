@@ -104,6 +104,13 @@ class StorageBackend {
   /// directory that is a symbolic link or not a directory is described in
   /// `problems` and skipped when `problems` is given, else throws CorruptData.
   virtual std::vector<Digest> list_artifacts(std::vector<std::string>* problems = nullptr) = 0;
+  /// When the artifact was published, or last saved again (touch_artifact):
+  /// gc keeps unreferenced artifacts younger than its grace period. Throws
+  /// NotFound when the artifact directory is missing.
+  virtual std::chrono::system_clock::time_point artifact_time(const Digest& digest) = 0;
+  /// Sets artifact_time to now, so a save that found its artifact already
+  /// stored protects it anew. Throws NotFound when it is missing.
+  virtual void touch_artifact(const Digest& digest) = 0;
   /// Removes an artifact; returns the bytes freed.
   virtual std::uint64_t remove_artifact(const Digest& digest) = 0;
   virtual std::uint64_t artifact_bytes(const Digest& digest) = 0;

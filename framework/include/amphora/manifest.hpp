@@ -22,9 +22,19 @@ struct FileEntry {
   std::vector<Sha256Value> pieces;
 };
 
+/// A child artifact of a composite: the role it plays in its parent (a safe
+/// relative path such as "weights" or "items/3") and its digest.
+struct ChildEntry {
+  std::string role;
+  Digest digest;
+  bool operator==(const ChildEntry&) const = default;
+};
+
 /// Parsed, validated manifest. Value type.
 struct Manifest {
-  static constexpr int kFormatVersion = 1;
+  /// The version writers use. Version 1 (no children) is still read.
+  static constexpr int kFormatVersion = 2;
+  static constexpr int kOldestFormatVersion = 1;
   /// Writers use pieces of this size, doubled until a file has at most
   /// kMaxPieces of them: enough pieces for every core to hash, few enough
   /// that a manifest stays small (and quick to open) whatever the file size.
@@ -37,7 +47,9 @@ struct Manifest {
 
   std::string materializer;       ///< stable materializer name, e.g. "amphora.tensor"
   int materializer_version = 0;   ///< that materializer's payload format version
+  int manifest_version = kFormatVersion;  ///< manifest_version as written or read
   std::vector<FileEntry> files;   ///< sorted by path
+  std::vector<ChildEntry> children;  ///< sorted by role; always empty in version 1
   nlohmann::json meta = nlohmann::json::object();  ///< materializer's summary (shape, dtype, stats...)
 
   /// The canonical bytes whose SHA-256 is the artifact digest.
@@ -45,6 +57,8 @@ struct Manifest {
   Digest digest() const;
   /// The entry for `path`, or nullptr.
   const FileEntry* find(std::string_view path) const;
+  /// The child playing `role`, or nullptr.
+  const ChildEntry* find_child(std::string_view role) const;
   /// Sum of all payload file sizes.
   std::uint64_t payload_bytes() const;
 

@@ -10,12 +10,18 @@
 //     static void validate(const amphora::ArtifactReader& in);
 //   };
 //
-// then register it once: registry.add<BBoxes>().
+// Store::save and Store::load use it directly; registering it
+// (registry.add<BBoxes>()) lets type-erased tools such as `amphora verify`
+// and `amphora show` find it by name.
 
 #include <amphora/artifact.hpp>
 
 #include <concepts>
+#include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <typeindex>
 
 namespace amphora {
 
@@ -33,5 +39,78 @@ concept Materializable = requires(const T& value, ArtifactWriter& writer, const 
   { materializer<T>::save(value, writer) } -> std::same_as<void>;
   { materializer<T>::load(reader) } -> std::same_as<T>;
 };
+
+/// A type-erased materializer. `save` receives a pointer to a value of `type`;
+/// `load` returns a newly allocated value of `type`.
+struct MaterializerEntry {
+  std::string name;
+  int version = 0;
+  std::type_index type = typeid(void);
+  std::string origin;  ///< "built-in", "application" or a plugin path
+  std::function<void(const void* value, ArtifactWriter& out)> save;
+  std::function<std::shared_ptr<void>(const ArtifactReader& in)> load;
+  /// Structural check run by Store::verify once the hashes match: throws
+  /// CorruptData (or Unsupported) when the metadata contradicts the payload.
+  /// Empty = a full load is the check.
+  std::function<void(const ArtifactReader& in)> validate;
+};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool always_false = false;
+
+template <class T>
+void require_materializable() {
+  static_assert(always_false<T> || Materializable<T>,
+                "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
+                "`static constexpr std::string_view name`, `static constexpr int version`, "
+                "`static void save(const T&, amphora::ArtifactWriter&)` and "
+                "`static T load(const amphora::ArtifactReader&)`, or declare a struct's fields with "
+                "AMPHORA_MATERIALIZE.");
+}
+
+}  // namespace detail
+
+/// The type-erased entry of materializer<T>, built on first use.
+template <class T>
+MaterializerEntry make_materializer_entry(std::string origin = "application") {
+  detail::require_materializable<T>();
+  MaterializerEntry entry;
+  if constexpr (Materializable<T>) {
+    entry.name = std::string(materializer<T>::name);
+    entry.version = materializer<T>::version;
+    entry.type = typeid(T);
+    entry.origin = std::move(origin);
+    entry.save = [](const void* value, ArtifactWriter& out) { materializer<T>::save(*static_cast<const T*>(value), out); };
+    entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
+      return std::make_shared<T>(materializer<T>::load(in));
+    };
+    if constexpr (requires(const ArtifactReader& in) { materializer<T>::validate(in); })
+      entry.validate = [](const ArtifactReader& in) { materializer<T>::validate(in); };
+  }
+  return entry;
+}
+
+/// One shared entry per type, for saving and loading without a registry.
+template <class T>
+const MaterializerEntry& materializer_entry() {
+  static const MaterializerEntry entry = make_materializer_entry<T>();
+  return entry;
+}
+
+template <class T>
+Digest ArtifactWriter::save_child(std::string_view role, const T& value) {
+  detail::require_materializable<T>();
+  return save_child(role, materializer_entry<T>(), &value);
+}
+
+template <class T>
+T ArtifactReader::load_child(std::string_view role) const {
+  detail::require_materializable<T>();
+  ArtifactReader child = open_child(role);
+  child.require_materializer(materializer<T>::name, materializer<T>::version, label_ + " child '" + std::string(role) + "'");
+  return materializer<T>::load(child);
+}
 
 }  // namespace amphora

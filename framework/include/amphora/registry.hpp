@@ -20,21 +20,6 @@ namespace amphora {
 /// Human-readable (demangled) name of a C++ type, for messages only; never persisted.
 std::string type_display_name(const std::type_index& type);
 
-/// A type-erased materializer. `save` receives a pointer to a value of `type`;
-/// `load` returns a newly allocated value of `type`.
-struct MaterializerEntry {
-  std::string name;
-  int version = 0;
-  std::type_index type = typeid(void);
-  std::string origin;  ///< "built-in", "application" or a plugin path
-  std::function<void(const void* value, ArtifactWriter& out)> save;
-  std::function<std::shared_ptr<void>(const ArtifactReader& in)> load;
-  /// Structural check run by Store::verify once the hashes match: throws
-  /// CorruptData (or Unsupported) when the metadata contradicts the payload.
-  /// Empty = a full load is the check.
-  std::function<void(const ArtifactReader& in)> validate;
-};
-
 /// How the CLI imports and exports one file kind (chosen by extension).
 struct FileFormat {
   std::string extension;     ///< with the dot, lower case, e.g. ".npy"
@@ -57,25 +42,7 @@ class Registry {
   /// both types) or T already has a materializer.
   template <class T>
   void add(std::string origin = "application") {
-    static_assert(Materializable<T>,
-                  "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
-                  "`static constexpr std::string_view name`, `static constexpr int version`, "
-                  "`static void save(const T&, amphora::ArtifactWriter&)` and "
-                  "`static T load(const amphora::ArtifactReader&)`.");
-    MaterializerEntry entry;
-    entry.name = std::string(materializer<T>::name);
-    entry.version = materializer<T>::version;
-    entry.type = typeid(T);
-    entry.origin = std::move(origin);
-    entry.save = [](const void* value, ArtifactWriter& out) {
-      materializer<T>::save(*static_cast<const T*>(value), out);
-    };
-    entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
-      return std::make_shared<T>(materializer<T>::load(in));
-    };
-    if constexpr (requires(const ArtifactReader& in) { materializer<T>::validate(in); })
-      entry.validate = [](const ArtifactReader& in) { materializer<T>::validate(in); };
-    add_entry(std::move(entry));
+    add_entry(make_materializer_entry<T>(std::move(origin)));
   }
 
   /// Registers a type-erased entry (what add<T>() and plugins use).

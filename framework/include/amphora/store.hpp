@@ -54,7 +54,8 @@ struct NameScan {
 struct GcReport {
   std::vector<Digest> removed;  ///< artifacts removed (or that would be, on a dry run)
   std::uint64_t bytes_freed = 0;
-  std::size_t kept = 0;
+  std::size_t kept = 0;         ///< artifacts kept: reachable from a name, or young (below)
+  std::size_t young = 0;        ///< unnamed artifacts kept because younger than the grace period
   StagingSweep staging;
 };
 
@@ -86,29 +87,29 @@ class Store {
   Registry& registry() const;
   const std::shared_ptr<StorageBackend>& backend() const;
 
-  /// Materializes `value` with the materializer registered for T. Throws
-  /// Unsupported when none is, InvalidArgument for a bad name, for provenance
-  /// or metadata that cannot be stored exactly (NaN, invalid UTF-8) or that
-  /// exceeds the record or manifest size limit, before anything is published.
+  /// Materializes `value` with materializer<T> (or, for a type whose
+  /// materializer only a plugin knows, the one registered for T). Throws
+  /// Unsupported when there is none, InvalidArgument for a bad name, for
+  /// provenance or metadata that cannot be stored exactly (NaN, invalid UTF-8)
+  /// or that exceeds the record or manifest size limit, before anything is
+  /// published.
   template <class T>
   SaveResult save(const T& value, const SaveOptions& options = {}) {
-    return save_erased(*registry().for_type(typeid(T)), &value, options);
+    return save_erased(entry_for<T>(), &value, options);
   }
 
   /// Loads `ref` as a T. Throws NotFound, Unsupported (artifact made by
   /// another materializer, or a newer format version), CorruptData.
   template <class T>
   T load(std::string_view ref) const {
-    auto entry = registry().for_type(typeid(T));
-    auto value = load_erased(ref, entry->name);
+    auto value = load_as(resolve_reader(ref), entry_for<T>());
     return std::move(*static_cast<T*>(value.get()));
   }
   /// Loads the artifact `digest` as a T: no ref parsing, so no name can
   /// shadow it. Throws as load(ref).
   template <class T>
   T load(const Digest& digest) const {
-    auto entry = registry().for_type(typeid(T));
-    auto value = load_erased(digest, entry->name);
+    auto value = load_as(open_artifact(digest), entry_for<T>());
     return std::move(*static_cast<T*>(value.get()));
   }
 
@@ -145,15 +146,30 @@ class Store {
   /// digest, and runs the materializer's structural validation.
   VerifyReport verify(std::optional<std::string_view> ref = std::nullopt, const Progress& progress = {}) const;
 
-  /// Removes artifacts no name reaches and staging areas whose writer is gone.
-  /// Refuses (CorruptData, saying where) while a name record cannot be read:
-  /// what it pointed at would otherwise be collected.
-  GcReport gc(bool dry_run = false, std::chrono::seconds staging_grace = std::chrono::seconds(60));
+  /// Removes artifacts that no name reaches, directly or as a child of what
+  /// a name reaches, and staging areas whose writer is gone. Unnamed
+  /// artifacts published or saved again less than `grace` ago are kept, with
+  /// everything they reach: a composite's children are published before the
+  /// parent that names them, and an unnamed save is not collected the moment
+  /// it returns. Refuses (CorruptData, saying where) while a name record or
+  /// the manifest of a named artifact cannot be read: what it reaches would
+  /// otherwise be collected.
+  GcReport gc(bool dry_run = false, std::chrono::seconds grace = kDefaultGcGrace);
+  static constexpr std::chrono::seconds kDefaultGcGrace{60};
 
  private:
   struct Impl;
   explicit Store(std::shared_ptr<Impl> impl);
-  std::shared_ptr<void> load_reader(ArtifactReader reader, std::string_view expected) const;
+  template <class T>
+  const MaterializerEntry& entry_for() const {
+    if constexpr (Materializable<T>)
+      return materializer_entry<T>();
+    else
+      return *registry().for_type(typeid(T));  // registry entries live as long as the registry
+  }
+  ArtifactReader resolve_reader(std::string_view ref) const { return open_artifact(ref); }
+  std::shared_ptr<void> load_as(const ArtifactReader& reader, const MaterializerEntry& entry) const;
+  std::shared_ptr<void> load_reader(const ArtifactReader& reader, std::string_view expected) const;
   std::vector<VersionInfo> versions_checked(std::string_view name) const;
   VerifyReport verify_checked(std::optional<std::string_view> ref, const Progress& progress) const;
   std::shared_ptr<Impl> impl_;
