@@ -3,6 +3,9 @@
 //   amphora_test_writer named STORE NAME SEED ROWS COLS  the same, under NAME
 //   amphora_test_writer many STORE NAME COUNT SEED    save COUNT small tensors under NAME
 //   amphora_test_writer loop STORE NAME MIB           save MIB-sized tensors until killed
+//   amphora_test_writer composites STORE NAME COUNT SEED  save COUNT composites (three tensor
+//       children, one shared by every save) under NAME; prints "VERSION DIGEST" per save, or
+//       "collected" when gc took a child before its parent was published
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
@@ -31,7 +34,26 @@ amphora::Tensor random_floats(std::int64_t rows, std::int64_t cols, std::uint64_
   return t;
 }
 
+// A composite whose children are saved before it is published.
+struct Triple {
+  amphora::Tensor shared, own, other;
+};
+
 }  // namespace
+
+template <>
+struct amphora::materializer<Triple> {
+  static constexpr std::string_view name = "test.triple";
+  static constexpr int version = 1;
+  static void save(const Triple& t, ArtifactWriter& out) {
+    out.save_child("shared", t.shared);
+    out.save_child("own", t.own);
+    out.save_child("other", t.other);
+  }
+  static Triple load(const ArtifactReader& in) {
+    return {in.load_child<Tensor>("shared"), in.load_child<Tensor>("own"), in.load_child<Tensor>("other")};
+  }
+};
 
 int main(int argc, char** argv) {
   try {
@@ -74,7 +96,25 @@ int main(int argc, char** argv) {
         std::cout << "saved " << i << std::endl;
       }
     }
-    std::cerr << "usage: amphora_test_writer digest|many|loop ...\n";
+    if (mode == "composites" && argc == 6) {
+      auto store = open_store(argv[2]);
+      int count = std::stoi(argv[4]);
+      std::uint64_t seed = std::stoull(argv[5]);
+      auto shared = random_floats(16, 16, 1);
+      for (int i = 0; i < count; ++i) {
+        std::uint64_t s = seed * 100000 + static_cast<std::uint64_t>(i);
+        Triple t{shared, random_floats(32, 8, s), random_floats(4, 4, s % 5)};  // `other` repeats across saves
+        try {
+          auto r = store.save(t, {.name = argv[3]});
+          std::cout << r.version << " " << r.digest.str() << "\n";
+        } catch (const amphora::IoError& e) {
+          if (std::string(e.what()).find("was collected") == std::string::npos) throw;
+          std::cout << "collected\n";
+        }
+      }
+      return 0;
+    }
+    std::cerr << "usage: amphora_test_writer digest|named|many|loop|composites ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "amphora_test_writer: " << e.what() << "\n";

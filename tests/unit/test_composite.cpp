@@ -1,0 +1,310 @@
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <thread>
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A composite with two tensor children and an inline label.
+struct Pair {
+  Tensor first, second;
+  std::string label;
+};
+
+// A chain `depth` children deep.
+struct Chain {
+  int depth = 0;
+};
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Pair> {
+  static constexpr std::string_view name = "test.pair";
+  static constexpr int version = 1;
+  static void save(const Pair& p, ArtifactWriter& out) {
+    out.save_child("first", p.first);
+    out.save_child("second", p.second);
+    out.meta()["label"] = p.label;
+  }
+  static Pair load(const ArtifactReader& in) {
+    return {in.load_child<Tensor>("first"), in.load_child<Tensor>("second"), in.meta<std::string>("label")};
+  }
+};
+
+template <>
+struct amphora::materializer<Chain> {
+  static constexpr std::string_view name = "test.chain";
+  static constexpr int version = 1;
+  static void save(const Chain& c, ArtifactWriter& out) {
+    out.meta()["depth"] = c.depth;
+    if (c.depth > 0) out.save_child("next", Chain{c.depth - 1});
+  }
+  static Chain load(const ArtifactReader& in) {
+    int depth = in.meta<int>("depth");
+    if (depth > 0 && in.load_child<Chain>("next").depth != depth - 1) throw CorruptData("chain out of order");
+    return Chain{depth};
+  }
+};
+
+TEST_CASE("A composite round-trips and its manifest lists its children", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Pair p{test::random_tensor(DType::float32, {16, 4}, 1), test::random_tensor(DType::int64, {3}, 2), "pair"};
+  auto saved = store.save(p, {.name = "pair"});
+
+  Pair back = store.load<Pair>("pair");
+  CHECK(same_tensor(back.first, p.first));
+  CHECK(same_tensor(back.second, p.second));
+  CHECK(back.label == "pair");
+
+  ArtifactReader reader = store.open_artifact("pair");
+  CHECK(reader.manifest().manifest_version == 2);
+  REQUIRE(reader.children().size() == 2);
+  CHECK(reader.children()[0].role == "first");
+  CHECK(reader.children()[1].role == "second");
+  CHECK(reader.children()[0].digest == store.save(p.first).digest);
+  CHECK(reader.children()[1].digest == store.save(p.second).digest);
+  CHECK(store.artifacts().size() == 3);
+
+  // The parent's digest covers its tree: a change in one child changes it,
+  // and leaves the other child's artifact as it was.
+  Pair changed = p;
+  changed.second = test::random_tensor(DType::int64, {3}, 3);
+  auto other = store.save(changed);
+  CHECK(other.digest != saved.digest);
+  CHECK(store.open_artifact(other.digest).children()[0].digest == reader.children()[0].digest);
+  CHECK(store.artifacts().size() == 5);
+
+  // Saving it again changes nothing.
+  auto again = store.save(p);
+  CHECK(again.digest == saved.digest);
+  CHECK_FALSE(again.created);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("The same value twice in one composite is stored once", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor shared = test::random_tensor(DType::uint8, {64, 64, 3}, 9);
+  auto saved = store.save(Pair{shared, shared, "twice"}, {.name = "twice"});
+  ArtifactReader reader = store.open_artifact(saved.digest);
+  REQUIRE(reader.children().size() == 2);
+  CHECK(reader.children()[0].digest == reader.children()[1].digest);
+  // One parent, one tensor: two object directories on disk.
+  std::size_t dirs = 0;
+  for (const auto& fan : fs::directory_iterator(dir / "store/objects/sha256"))
+    for (const auto& e : fs::directory_iterator(fan.path())) {
+      (void)e;
+      ++dirs;
+    }
+  CHECK(dirs == 2);
+  Pair back = store.load<Pair>("twice");
+  CHECK(same_tensor(back.first, shared));
+  CHECK(same_tensor(back.second, shared));
+}
+
+TEST_CASE("gc keeps the children of named artifacts, transitively", "[composite][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const std::chrono::seconds no_grace(0);
+  auto chain = store.save(Chain{5}, {.name = "chain"});
+  auto pair = store.save(Pair{test::random_tensor(DType::int8, {5}, 1), test::random_tensor(DType::int8, {6}, 2), "p"},
+                         {.name = "pair"});
+  CHECK(store.artifacts().size() == 6 + 3);
+  auto report = store.gc(false, no_grace);
+  CHECK(report.removed.empty());
+  CHECK(report.kept == 9);
+  CHECK(store.load<Chain>("chain").depth == 5);
+
+  // Dropping the name lets gc take the whole tree, and only it.
+  fs::remove(dir / "store/names/chain/1.json");
+  CHECK(store.gc(false).removed.empty());  // young, within the default grace period
+  report = store.gc(false, no_grace);
+  CHECK(report.removed.size() == 6);
+  CHECK(store.artifacts().size() == 3);
+  CHECK(store.load<Pair>("pair").label == "p");
+  CHECK(store.verify().ok());
+  (void)chain;
+  (void)pair;
+}
+
+TEST_CASE("A saved-again child is young again, so gc spares it until its parent is named", "[composite][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor t = test::random_tensor(DType::float64, {32}, 4);
+  auto loose = store.save(t);
+  // Age it past any grace period.
+  auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(test::object_dir(dir / "store", loose.digest), old);
+  CHECK(store.gc(true).removed == std::vector<Digest>{loose.digest});
+  // A save that reuses it as a child makes it young again.
+  store.save(Pair{t, t, "reuse"});
+  CHECK(store.gc(true).removed.empty());
+}
+
+TEST_CASE("verify reports a missing or damaged child, and its parents", "[composite][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor a = test::random_tensor(DType::int32, {1000}, 1), b = test::random_tensor(DType::int32, {1000}, 2);
+  auto saved = store.save(Pair{a, b, "x"}, {.name = "pair", .compression = Compression::none});
+  auto first = store.save(a).digest, second = store.save(b).digest;
+
+  SECTION("a damaged child") {
+    test::flip_byte(test::object_dir(dir / "store", second) / "tensor.npy", 4096 + 10);
+    for (auto report : {store.verify(), store.verify("pair")}) {
+      CHECK_FALSE(report.ok());
+      std::string all;
+      for (const auto& p : report.problems) all += p + "\n";
+      INFO(all);
+      CHECK_THAT(all, Catch::Contains("artifact " + second.str() + ": file 'tensor.npy' piece 0"));
+      CHECK_THAT(all, Catch::Contains("artifact " + saved.digest.str() + ": child 'second' (" + second.str() +
+                                      ") is damaged"));
+      CHECK_THAT(all, !Catch::Contains(first.str() + ": "));
+    }
+  }
+  SECTION("a child whose manifest is damaged") {
+    auto manifest = test::object_dir(dir / "store", first) / "manifest.json";
+    test::flip_byte(manifest, 20);
+    auto report = store.verify("pair");
+    std::string all;
+    for (const auto& p : report.problems) all += p + "\n";
+    INFO(all);
+    CHECK_THAT(all, Catch::Contains("does not hash to the artifact's digest"));
+    CHECK_THAT(all, Catch::Contains("child 'first' (" + first.str() + ") is damaged"));
+    CHECK_THROWS_AS(store.load<Pair>("pair"), CorruptData);
+    CHECK_THROWS_WITH(store.load<Pair>("pair"), Catch::Contains("child 'first'") && Catch::Contains("does not hash"));
+  }
+  SECTION("a missing child") {
+    fs::remove_all(test::object_dir(dir / "store", first));
+    for (auto report : {store.verify(), store.verify("pair")}) {
+      REQUIRE(report.problems.size() == 1);
+      CHECK(report.problems[0] ==
+            "artifact " + saved.digest.str() + ": child 'first' (" + first.str() + ") is missing");
+    }
+    CHECK_THROWS_AS(store.load<Pair>("pair"), CorruptData);
+    CHECK_THROWS_WITH(store.load<Pair>("pair"), Catch::Contains("child 'first'") && Catch::Contains("missing"));
+    // gc does not mind: there is nothing to delete there.
+    CHECK(store.gc(false, std::chrono::seconds(0)).removed.empty());
+  }
+}
+
+TEST_CASE("A chain 64 children deep saves and loads; 65 is refused", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  CHECK(store.load<Chain>(store.save(Chain{kMaxChildDepth}).digest).depth == kMaxChildDepth);
+  CHECK_THROWS_AS(store.save(Chain{kMaxChildDepth + 1}), InvalidArgument);
+  CHECK_THROWS_WITH(store.save(Chain{kMaxChildDepth + 1}), Catch::Contains("deeper than 64"));
+}
+
+namespace {
+struct RoleProbe {
+  std::string role;
+  bool twice = false;
+  std::optional<Digest> existing;
+};
+}  // namespace
+
+template <>
+struct amphora::materializer<RoleProbe> {
+  static constexpr std::string_view name = "test.role_probe";
+  static constexpr int version = 1;
+  static void save(const RoleProbe& p, ArtifactWriter& out) {
+    if (p.existing) {
+      out.add_child(p.role, *p.existing);
+      return;
+    }
+    out.save_child(p.role, Chain{0});
+    if (p.twice) out.save_child(p.role, Chain{1});
+  }
+  static RoleProbe load(const ArtifactReader& in) { return {in.children().at(0).role, false, in.children().at(0).digest}; }
+};
+
+TEST_CASE("Bad roles and unknown children are refused before anything is published", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  for (const char* bad : {"", "../up", "/abs", "a//b", ".hidden", "a/./b"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(store.save(RoleProbe{bad}), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(RoleProbe{bad}), Catch::Contains("invalid child role"));
+  }
+  CHECK_THROWS_WITH(store.save(RoleProbe{"x", true}), Catch::Contains("child role 'x' is used twice"));
+  Digest nowhere = json_digest(nlohmann::json("no such artifact"));
+  CHECK_THROWS_AS(store.save(RoleProbe{"x", false, nowhere}), NotFound);
+  // The failures left only the children saved before them (unnamed, collectable).
+  CHECK(store.names().empty());
+  CHECK(store.gc(false, std::chrono::seconds(0)).kept == 0);
+
+  auto chain = store.save(Chain{2}).digest;
+  auto probe = store.save(RoleProbe{"linked", false, chain}, {.name = "probe"});
+  CHECK(store.load<RoleProbe>("probe").existing == chain);
+  CHECK(store.gc(false, std::chrono::seconds(0)).kept == 4);  // the probe, and the chain it lists
+  (void)probe;
+}
+
+TEST_CASE("Metadata accessors name the artifact and the key", "[composite][meta]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(Chain{0}, {.name = "c"});
+  ArtifactReader in = store.open_artifact("c");
+  CHECK(in.meta<int>("depth") == 0);
+  CHECK(in.meta<std::uint8_t>("depth") == 0);
+  CHECK(in.format_version() == 1);
+  CHECK_THROWS_AS(in.meta<int>("absent"), CorruptData);
+  CHECK_THROWS_WITH(in.meta<int>("absent"), Catch::Contains("artifact c (") && Catch::Contains("'absent' is missing"));
+  CHECK_THROWS_AS(in.meta<std::string>("depth"), CorruptData);
+  CHECK_THROWS_WITH(in.meta<std::string>("depth"), Catch::Contains("'depth' does not hold the expected type"));
+  CHECK_THROWS_AS(in.meta<bool>("depth"), CorruptData);
+  CHECK_THROWS_AS(in.open_child("next"), CorruptData);
+  CHECK_THROWS_WITH(in.open_child("next"), Catch::Contains("lists no child 'next'"));
+  // A child loaded as the wrong type is named as such.
+  auto pair = store.save(Pair{test::random_tensor(DType::int8, {2}, 1), test::random_tensor(DType::int8, {2}, 2), ""});
+  CHECK_THROWS_AS(store.open_artifact(pair.digest).load_child<Chain>("first"), CorruptData);
+  CHECK_THROWS_WITH(store.open_artifact(pair.digest).load_child<Chain>("first"),
+                    Catch::Contains("should be a 'test.chain' artifact") && Catch::Contains("'amphora.tensor'"));
+  (void)saved;
+}
+
+TEST_CASE("Children saved from several threads at once", "[composite][threads]") {
+  struct Many {
+    std::vector<Tensor> items;
+  };
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::vector<Tensor> items;
+  for (int i = 0; i < 8; ++i) items.push_back(test::random_tensor(DType::float32, {256, 64}, static_cast<std::uint64_t>(i)));
+  // Through the erased interface, as a generic container materializer would.
+  MaterializerEntry entry;
+  entry.name = "test.many";
+  entry.version = 1;
+  entry.type = typeid(Many);
+  entry.save = [](const void* value, ArtifactWriter& out) {
+    const auto& many = *static_cast<const Many*>(value);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < many.items.size(); ++i)
+      threads.emplace_back([&, i] { out.save_child("items/" + std::to_string(i), many.items[i]); });
+    for (auto& t : threads) t.join();
+  };
+  entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
+    auto many = std::make_shared<Many>();
+    for (std::size_t i = 0; i < in.children().size(); ++i)
+      many->items.push_back(in.load_child<Tensor>("items/" + std::to_string(i)));
+    return many;
+  };
+  const Many many{items};
+  auto saved = store.save_erased(entry, &many, {});
+  auto again = store.save_erased(entry, &many, {});
+  CHECK(again.digest == saved.digest);
+  REQUIRE(store.open_artifact(saved.digest).children().size() == 8);
+  auto back = std::static_pointer_cast<Many>(entry.load(store.open_artifact(saved.digest)));
+  for (std::size_t i = 0; i < items.size(); ++i) CHECK(same_tensor(back->items[i], items[i]));
+}
