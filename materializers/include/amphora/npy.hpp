@@ -1,6 +1,7 @@
 #pragma once
-// Reading and writing NumPy .npy files.
+// Tensors to and from NumPy .npy files (the header codec is amphora/npy_format.hpp).
 
+#include <amphora/npy_format.hpp>
 #include <amphora/tensor.hpp>
 
 #include <filesystem>
@@ -8,31 +9,6 @@
 #include <string_view>
 
 namespace amphora {
-
-/// What a .npy header says.
-struct NpyHeader {
-  int major_version = 1;
-  int minor_version = 0;
-  std::string descr;        ///< e.g. "<f4", ">i8", "|b1"
-  bool fortran_order = false;
-  std::vector<std::int64_t> shape;
-  std::size_t data_offset = 0;  ///< bytes before the array data
-};
-
-/// Parses and validates the header at the start of `file` (versions 1.0, 2.0
-/// and 3.0). `where` names the file in errors. Throws CorruptData for a
-/// malformed header and Unsupported for a dtype Amphora does not handle.
-NpyHeader parse_npy_header(ConstBytes file, std::string_view where);
-
-/// The dtype a descr denotes and whether its bytes are big-endian.
-/// Throws Unsupported naming the descr.
-std::pair<DType, bool> dtype_from_descr(std::string_view descr, std::string_view where);
-/// The little-endian descr of `dtype` (bfloat16 is "<u2": .npy has no bfloat16).
-std::string_view descr_of(DType dtype);
-
-/// A version 1.0 header for a C-ordered little-endian array, padded with
-/// spaces so the data starts at a multiple of `alignment` bytes.
-std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, std::size_t alignment = 4096);
 
 /// The header Amphora writes before a tensor's data (payloads and exports):
 /// data at byte 4096, or at the next multiple of 64 when the tensor has no
