@@ -4,7 +4,9 @@
 // through these, so hashing, staging, path checks and the storage backend
 // stay in one place.
 
+#include <amphora/array_view.hpp>
 #include <amphora/buffer.hpp>
+#include <amphora/dtype.hpp>
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
@@ -116,6 +118,31 @@ class ArtifactWriter {
   /// its final size if known, keeps the number of pieces small for big files.
   FileStream open_stream(std::string_view path, std::uint64_t size_hint = 0);
 
+  // Typed payload files. Each reads back with the ArtifactReader member of
+  // the same kind, which validates what it reads.
+
+  /// Writes `document` in canonical JSON form (docs/FORMAT.md §3.3). Throws
+  /// InvalidArgument, naming the path and where in the document, for NaN,
+  /// infinities or invalid UTF-8, which JSON cannot hold exactly.
+  void write_json(std::string_view path, const nlohmann::json& document);
+  /// Writes an array as a .npy file (C order, little-endian, data at a
+  /// multiple of 64 bytes) that numpy.load opens, and ArtifactReader::
+  /// read_array maps without copying. `data` must hold exactly the bytes of
+  /// `shape`, and a bool array only 0 or 1: InvalidArgument otherwise.
+  void write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape, ConstBytes data);
+  /// A one-dimensional array of `values`.
+  template <class T>
+  void write_array(std::string_view path, std::span<const T> values) {
+    const std::int64_t n = static_cast<std::int64_t>(values.size());
+    write_array(path, dtype_of<T>::value, std::span<const std::int64_t>(&n, 1), std::as_bytes(values));
+  }
+  /// Writes a list of strings merged into two files: `PATH.offsets.npy`
+  /// (int64, one more than there are strings, from 0 to the total length)
+  /// and `PATH.bytes` (the strings back to back). Strings are bytes: any
+  /// content is kept exactly.
+  void write_strings(std::string_view path, std::span<const std::string> values);
+  void write_strings(std::string_view path, std::span<const std::string_view> values);
+
   /// Saves `value` as a child artifact playing `role` (a safe relative path
   /// such as "weights" or "items/3") with materializer<T>, and returns its
   /// digest. The child is a whole artifact of its own: equal values share
@@ -179,6 +206,23 @@ class ArtifactReader {
   void read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const;
   /// The listed size of payload file `path`; throws NotFound if unlisted.
   std::uint64_t file_size(std::string_view path) const;
+
+  // Typed payload files, as ArtifactWriter writes them. Every check failure
+  // is CorruptData naming this artifact and the file.
+
+  /// Parses JSON file `path` (nesting at most 64 levels).
+  nlohmann::json read_json(std::string_view path) const;
+  /// Maps .npy file `path` as an array without copying. Checks the header,
+  /// C order and little-endian data, the shape against the file size (exact),
+  /// the data offset against the dtype's alignment, and bool bytes.
+  ArrayView read_array(std::string_view path) const;
+  /// The same, also requiring `dtype` and, when `ndim` >= 0, that many
+  /// dimensions. A bfloat16 array is stored as uint16 words (.npy has no
+  /// bfloat16), so only this overload gives it back as bfloat16.
+  ArrayView read_array(std::string_view path, DType dtype, int ndim = -1) const;
+  /// Maps the merged strings written by write_strings(path), checking that the
+  /// offsets start at 0, never decrease and end at the size of the bytes file.
+  StringsView read_strings(std::string_view path) const;
 
   /// The children listed in the manifest, sorted by role.
   const std::vector<ChildEntry>& children() const { return manifest_->children; }

@@ -1,0 +1,152 @@
+// The typed payload files of ArtifactWriter and ArtifactReader: JSON
+// documents, .npy arrays and merged strings. Built on write_file and map
+// only, so they add no path to the backend.
+
+#include <amphora/artifact.hpp>
+#include <amphora/canonical.hpp>
+#include <amphora/npy_format.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace amphora {
+
+namespace {
+
+constexpr std::size_t kArrayAlignment = 64;
+
+std::string strings_offsets_path(std::string_view path) { return std::string(path) + ".offsets.npy"; }
+std::string strings_bytes_path(std::string_view path) { return std::string(path) + ".bytes"; }
+
+template <class String>
+void write_merged(ArtifactWriter& out, std::string_view path, std::span<const String> values) {
+  std::vector<std::int64_t> offsets(values.size() + 1, 0);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    total += values[i].size();
+    offsets[i + 1] = static_cast<std::int64_t>(total);
+  }
+  std::string bytes;
+  bytes.reserve(total);
+  for (const auto& v : values) bytes.append(v.data(), v.size());
+  out.write_array<std::int64_t>(strings_offsets_path(path), offsets);
+  out.write_file(strings_bytes_path(path), std::as_bytes(std::span<const char>(bytes)));
+}
+
+}  // namespace
+
+void ArtifactWriter::write_json(std::string_view path, const nlohmann::json& document) {
+  validate_storable_json(document, "JSON document '" + std::string(path) + "'");
+  std::string text = canonical_json(document);
+  write_file(path, std::as_bytes(std::span<const char>(text)));
+}
+
+void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape,
+                                 ConstBytes data) {
+  const std::uint64_t count = checked_element_count(shape, dtype);
+  if (count * dtype_size(dtype) != data.size())
+    throw InvalidArgument("array '" + std::string(path) + "': " + std::to_string(data.size()) + " bytes given, but " +
+                          std::to_string(count) + " " + std::string(dtype_name(dtype)) + " elements take " +
+                          std::to_string(count * dtype_size(dtype)));
+  if (dtype == DType::bool_) {
+    auto bad = std::find_if(data.begin(), data.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+    if (bad != data.end())
+      throw InvalidArgument("bool array '" + std::string(path) + "' holds byte " +
+                            std::to_string(static_cast<unsigned>(*bad)) + " at element " +
+                            std::to_string(bad - data.begin()) + "; a bool is 0 or 1");
+  }
+  std::string header = make_npy_header(dtype, shape, kArrayAlignment);
+  write_file(path, {std::as_bytes(std::span<const char>(header)), data});
+}
+
+void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string> values) {
+  write_merged(*this, path, values);
+}
+
+void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string_view> values) {
+  write_merged(*this, path, values);
+}
+
+// ---------------------------------------------------------------------------
+
+nlohmann::json ArtifactReader::read_json(std::string_view path) const {
+  auto file = map(path);
+  try {
+    return parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(file->data()), file->size()));
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(label_ + ": '" + std::string(path) + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+ArrayView ArtifactReader::read_array(std::string_view path) const {
+  const std::string where = label_ + ": '" + std::string(path) + "'";
+  auto file = map(path);
+  NpyHeader header = parse_npy_header(file->bytes(), where);
+  DType dtype;
+  bool big_endian;
+  try {
+    std::tie(dtype, big_endian) = dtype_from_descr(header.descr, where);
+  } catch (const Unsupported& e) {
+    throw CorruptData(e.what());
+  }
+  if (big_endian || header.fortran_order)
+    throw CorruptData(where + " is " + (big_endian ? "big-endian" : "in Fortran order") +
+                      "; arrays are stored C-ordered and little-endian");
+  std::uint64_t count;
+  try {
+    count = checked_element_count(header.shape, dtype);
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(where + ": " + e.what());
+  }
+  const std::size_t item = dtype_size(dtype);
+  if (header.data_offset % std::min<std::size_t>(item, 16) != 0)
+    throw CorruptData(where + ": data starts at byte " + std::to_string(header.data_offset) +
+                      ", not aligned for " + std::string(dtype_name(dtype)) + " elements");
+  const std::uint64_t have = file->size() - header.data_offset, want = count * item;
+  if (have != want)
+    throw CorruptData(where + " holds " + std::to_string(have) + " bytes of data, but its shape needs " +
+                      std::to_string(want) + (have < want ? " (truncated)" : " (trailing bytes)"));
+  auto data = Buffer::slice(file, header.data_offset, static_cast<std::size_t>(want));
+  if (dtype == DType::bool_) {
+    auto bytes = data->bytes();
+    auto bad = std::find_if(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+    if (bad != bytes.end())
+      throw CorruptData(where + ": bool element " + std::to_string(bad - bytes.begin()) + " is byte " +
+                        std::to_string(static_cast<unsigned>(*bad)) + ", not 0 or 1");
+  }
+  return ArrayView(dtype, std::move(header.shape), std::move(data));
+}
+
+ArrayView ArtifactReader::read_array(std::string_view path, DType dtype, int ndim) const {
+  ArrayView array = read_array(path);
+  // .npy has no bfloat16: it is written as uint16 words (as numpy sees them).
+  if (dtype == DType::bfloat16 && array.dtype() == DType::uint16)
+    array = ArrayView(DType::bfloat16, array.shape(), array.buffer());
+  if (array.dtype() != dtype)
+    throw CorruptData(label_ + ": '" + std::string(path) + "' holds " + std::string(dtype_name(array.dtype())) +
+                      " elements, expected " + std::string(dtype_name(dtype)));
+  if (ndim >= 0 && array.shape().size() != static_cast<std::size_t>(ndim))
+    throw CorruptData(label_ + ": '" + std::string(path) + "' has " + std::to_string(array.shape().size()) +
+                      " dimensions, expected " + std::to_string(ndim));
+  return array;
+}
+
+StringsView ArtifactReader::read_strings(std::string_view path) const {
+  const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
+  ArrayView offsets = read_array(offsets_path, DType::int64, 1);
+  auto bytes = map(bytes_path);
+  auto o = offsets.values<std::int64_t>();
+  const std::string where = label_ + ": strings '" + std::string(path) + "'";
+  if (o.empty()) throw CorruptData(where + ": '" + offsets_path + "' is empty; it holds at least the offset 0");
+  if (o[0] != 0) throw CorruptData(where + ": the first offset is " + std::to_string(o[0]) + ", not 0");
+  for (std::size_t i = 1; i < o.size(); ++i)
+    if (o[i] < o[i - 1])
+      throw CorruptData(where + ": offset " + std::to_string(i) + " (" + std::to_string(o[i]) +
+                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(o[i - 1]) + ")");
+  if (static_cast<std::uint64_t>(o.back()) != bytes->size())
+    throw CorruptData(where + ": the last offset is " + std::to_string(o.back()) + ", but '" + bytes_path + "' holds " +
+                      std::to_string(bytes->size()) + " bytes");
+  return StringsView(std::move(offsets), std::move(bytes));
+}
+
+}  // namespace amphora

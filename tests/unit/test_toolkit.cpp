@@ -1,0 +1,254 @@
+// The typed payload helpers of ArtifactWriter/ArtifactReader: round trips
+// and every validation failure, on files planted byte by byte.
+
+#include "support.hpp"
+
+#include <amphora/npy_format.hpp>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace amphora;
+
+namespace {
+
+// Detection records written with the helpers: what a custom materializer
+// for a list of records looks like with them.
+struct Detections {
+  std::vector<std::string> paths;
+  std::vector<std::int32_t> widths;
+  std::vector<float> scores;
+  nlohmann::json info;
+};
+
+// Whatever bytes the test wants, under whatever paths: for planting bad files.
+struct RawFiles {
+  std::map<std::string, std::string> files;
+};
+
+std::string bytes_of(const void* p, std::size_t n) { return std::string(static_cast<const char*>(p), n); }
+
+std::string npy(DType dtype, std::vector<std::int64_t> shape, const std::string& data, std::size_t align = 64) {
+  return make_npy_header(dtype, shape, align) + data;
+}
+
+// A valid header whose data starts 2 bytes past a 64-byte boundary.
+std::string misaligned_npy(DType dtype, std::vector<std::int64_t> shape) {
+  std::string h = make_npy_header(dtype, shape, 64);
+  h.insert(h.size() - 1, "  ");
+  std::size_t len = h.size() - 10;
+  h[8] = static_cast<char>(len & 0xff);
+  h[9] = static_cast<char>(len >> 8);
+  return h;
+}
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Detections> {
+  static constexpr std::string_view name = "test.detections";
+  static constexpr int version = 1;
+  static void save(const Detections& d, ArtifactWriter& out) {
+    out.write_strings("paths", d.paths);
+    out.write_array<std::int32_t>("widths", d.widths);
+    out.write_array<float>("scores", d.scores);
+    out.write_json("info.json", d.info);
+    out.meta()["count"] = d.paths.size();
+  }
+  static Detections load(const ArtifactReader& in) {
+    auto count = in.meta<std::size_t>("count");
+    auto paths = in.read_strings("paths");
+    ArrayView widths_file = in.read_array("widths", DType::int32, 1);
+    ArrayView scores_file = in.read_array("scores", DType::float32, 1);
+    auto widths = widths_file.values<std::int32_t>();
+    auto scores = scores_file.values<float>();
+    if (paths.size() != count || widths.size() != count || scores.size() != count)
+      throw CorruptData(in.label() + ": column lengths disagree");
+    return {paths.to_vector(), {widths.begin(), widths.end()}, {scores.begin(), scores.end()}, in.read_json("info.json")};
+  }
+};
+
+template <>
+struct amphora::materializer<RawFiles> {
+  static constexpr std::string_view name = "test.raw_files";
+  static constexpr int version = 1;
+  static void save(const RawFiles& r, ArtifactWriter& out) {
+    for (const auto& [path, bytes] : r.files) out.write_file(path, std::as_bytes(std::span<const char>(bytes)));
+  }
+  static RawFiles load(const ArtifactReader&) { return {}; }
+};
+
+TEST_CASE("Helpers round-trip records, arrays, strings and JSON", "[toolkit]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Detections d;
+  for (int i = 0; i < 1000; ++i) {
+    d.paths.push_back(i % 7 == 0 ? std::string() : "images/" + std::to_string(i) + ".jpg");
+    d.widths.push_back(i * 3 - 100);
+    d.scores.push_back(static_cast<float>(i) / 7.0f);
+  }
+  d.paths[5] = std::string("\0\xff binary", 9);  // strings are bytes
+  d.info = {{"source", "coco"}, {"classes", {"cat", "dog"}}};
+  auto saved = store.save(d, {.name = "det"});
+  Detections back = store.load<Detections>("det");
+  CHECK(back.paths == d.paths);
+  CHECK(back.widths == d.widths);
+  CHECK(back.scores == d.scores);
+  CHECK(back.info == d.info);
+
+  ArtifactReader in = store.open_artifact("det");
+  // Arrays are .npy files with their data 64-byte aligned, mapped in place.
+  auto widths = in.read_array("widths");
+  CHECK(widths.dtype() == DType::int32);
+  CHECK(widths.shape() == std::vector<std::int64_t>{1000});
+  CHECK(reinterpret_cast<std::uintptr_t>(widths.bytes().data()) % 64 == 0);
+  CHECK_THROWS_AS(widths.values<float>(), InvalidArgument);
+  auto paths = in.read_strings("paths");
+  CHECK(paths.size() == 1000);
+  CHECK(paths[1] == "images/1.jpg");
+  CHECK(paths.at(5) == std::string_view("\0\xff binary", 9));
+  CHECK_THROWS_AS(paths.at(1000), InvalidArgument);
+  std::size_t n = 0;
+  for (std::string_view p : paths) n += p.size();
+  CHECK(n == paths.total_bytes());
+  // The JSON document is stored canonically.
+  auto info = in.map("info.json");
+  CHECK(std::string(reinterpret_cast<const char*>(info->data()), info->size()) ==
+        R"({"classes":["cat","dog"],"source":"coco"})");
+  // Every dtype and shape round-trips, 0-d and empty included.
+  for (DType dtype : all_dtypes()) {
+    for (std::vector<std::int64_t> shape : {std::vector<std::int64_t>{}, {0}, {3, 5}, {2, 0, 4}}) {
+      INFO(dtype_name(dtype) << " ndim " << shape.size());
+      Tensor t = test::random_tensor(dtype, shape, 5);
+      struct OneArray {
+        Tensor t;
+      };
+      MaterializerEntry entry;  // an array materializer for the occasion
+      entry.name = "test.one_array";
+      entry.version = 1;
+      entry.save = [](const void* v, ArtifactWriter& out) {
+        const Tensor& t = static_cast<const OneArray*>(v)->t;
+        out.write_array("a.npy", t.dtype(), t.shape(), ConstBytes(t.data(), t.nbytes()));
+      };
+      entry.load = [](const ArtifactReader&) { return std::shared_ptr<void>(); };
+      OneArray value{t};
+      auto one = store.save_erased(entry, &value, {});
+      ArrayView a = store.open_artifact(one.digest).read_array("a.npy", dtype, static_cast<int>(shape.size()));
+      CHECK(a.shape() == shape);
+      CHECK(a.bytes().size() == t.nbytes());
+      CHECK(std::memcmp(a.bytes().data(), t.data(), t.nbytes()) == 0);
+    }
+  }
+  (void)saved;
+}
+
+TEST_CASE("Helpers refuse values that cannot be stored exactly", "[toolkit]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Detections d{{"a"}, {1}, {0.5f}, {{"x", std::nan("")}}};
+  CHECK_THROWS_AS(store.save(d), InvalidArgument);
+  CHECK_THROWS_WITH(store.save(d), Catch::Contains("JSON document 'info.json' at .x holds NaN"));
+  d.info = {{"bad", std::string("\xc3\x28")}};
+  CHECK_THROWS_WITH(store.save(d), Catch::Contains("JSON document 'info.json' at .bad") &&
+                                       Catch::Contains("not valid UTF-8"));
+  d.info = {{"inf", INFINITY}};
+  CHECK_THROWS_WITH(store.save(d), Catch::Contains("an infinity"));
+  CHECK(store.names().empty());
+}
+
+TEST_CASE("Helpers name what is wrong with a damaged file", "[toolkit][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::vector<std::int64_t> offsets_ok = {0, 2, 5};
+  const std::string offsets_bytes = bytes_of(offsets_ok.data(), 24);
+  std::vector<float> three = {1, 2, 3};
+  const std::string floats = bytes_of(three.data(), 12);
+
+  auto open_with = [&](std::map<std::string, std::string> files) {
+    return store.open_artifact(store.save(RawFiles{std::move(files)}).digest);
+  };
+  auto fails = [](auto&& read, const std::string& text) {
+    CHECK_THROWS_AS(read(), CorruptData);
+    CHECK_THROWS_WITH(read(), Catch::Contains(text));
+  };
+
+  SECTION("arrays") {
+    auto in = open_with({
+        {"short.npy", npy(DType::float32, {3}, floats.substr(0, 8))},
+        {"long.npy", npy(DType::float32, {3}, floats + "x")},
+        {"ints.npy", npy(DType::int32, {3}, floats)},
+        {"misaligned.npy", misaligned_npy(DType::float32, {3}) + floats},
+        {"matrix.npy", npy(DType::float32, {1, 3}, floats)},
+        {"not-npy", "hello, world"},
+        {"bools.npy", npy(DType::bool_, {3}, std::string("\x00\x01\x02", 3))},
+        {"big.npy", npy(DType::float32, {1ll << 40, 1ll << 40}, floats)},
+    });
+    fails([&] { return in.read_array("short.npy"); }, "holds 8 bytes of data, but its shape needs 12 (truncated)");
+    fails([&] { return in.read_array("long.npy"); }, "(trailing bytes)");
+    fails([&] { return in.read_array("ints.npy", DType::float32); }, "'ints.npy' holds int32 elements, expected float32");
+    fails([&] { return in.read_array("misaligned.npy"); }, "not aligned for float32 elements");
+    fails([&] { return in.read_array("matrix.npy", DType::float32, 1); }, "has 2 dimensions, expected 1");
+    fails([&] { return in.read_array("not-npy"); }, "not a .npy file");
+    fails([&] { return in.read_array("bools.npy"); }, "bool element 2 is byte 2");
+    fails([&] { return in.read_array("big.npy"); }, "overflows");
+    CHECK_THROWS_AS(in.read_array("absent.npy"), NotFound);
+    CHECK_THROWS_WITH(in.read_array("short.npy"), Catch::Contains(in.label()));
+  }
+  SECTION("merged strings") {
+    std::vector<std::int64_t> decreasing = {0, 4, 2, 5}, past = {0, 2, 9}, late_start = {1, 2, 5};
+    auto in = open_with({
+        {"ok.offsets.npy", npy(DType::int64, {3}, offsets_bytes)},
+        {"ok.bytes", "abcde"},
+        {"down.offsets.npy", npy(DType::int64, {4}, bytes_of(decreasing.data(), 32))},
+        {"down.bytes", "abcde"},
+        {"past.offsets.npy", npy(DType::int64, {3}, bytes_of(past.data(), 24))},
+        {"past.bytes", "abcde"},
+        {"start.offsets.npy", npy(DType::int64, {3}, bytes_of(late_start.data(), 24))},
+        {"start.bytes", "abcde"},
+        {"empty.offsets.npy", npy(DType::int64, {0}, "")},
+        {"empty.bytes", ""},
+        {"wide.offsets.npy", npy(DType::int32, {3}, bytes_of(std::vector<std::int32_t>{0, 2, 5}.data(), 12))},
+        {"wide.bytes", "abcde"},
+        {"nobytes.offsets.npy", npy(DType::int64, {3}, offsets_bytes)},
+    });
+    auto ok = in.read_strings("ok");
+    CHECK(ok.to_vector() == std::vector<std::string>{"ab", "cde"});
+    fails([&] { return in.read_strings("down"); }, "offset 2 (2) is below offset 1 (4)");
+    fails([&] { return in.read_strings("past"); }, "the last offset is 9, but 'past.bytes' holds 5 bytes");
+    fails([&] { return in.read_strings("start"); }, "the first offset is 1, not 0");
+    fails([&] { return in.read_strings("empty"); }, "is empty; it holds at least the offset 0");
+    fails([&] { return in.read_strings("wide"); }, "holds int32 elements, expected int64");
+    CHECK_THROWS_AS(in.read_strings("nobytes"), NotFound);
+  }
+  SECTION("JSON documents") {
+    auto in = open_with({{"bad.json", "{\"a\": "}, {"deep.json", std::string(100, '[') + std::string(100, ']')}});
+    fails([&] { return in.read_json("bad.json"); }, "'bad.json' is not valid JSON");
+    fails([&] { return in.read_json("deep.json"); }, "nesting deeper than 64");
+  }
+}
+
+TEST_CASE("Helpers refuse malformed arrays at save time", "[toolkit]") {
+  struct Bad {
+    int kind;
+  };
+  MaterializerEntry entry;
+  entry.name = "test.bad_array";
+  entry.version = 1;
+  entry.save = [](const void* v, ArtifactWriter& out) {
+    std::vector<std::byte> bytes(12, std::byte{2});
+    std::vector<std::int64_t> shape = {3};
+    if (static_cast<const Bad*>(v)->kind == 0) out.write_array("a.npy", DType::float64, shape, bytes);
+    if (static_cast<const Bad*>(v)->kind == 1) out.write_array("a.npy", DType::bool_, std::vector<std::int64_t>{12}, bytes);
+    if (static_cast<const Bad*>(v)->kind == 2) out.write_array("a.npy", DType::int8, std::vector<std::int64_t>{-1}, bytes);
+  };
+  entry.load = [](const ArtifactReader&) { return std::shared_ptr<void>(); };
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Bad size{0}, bools{1}, negative{2};
+  CHECK_THROWS_WITH(store.save_erased(entry, &size, {}), Catch::Contains("12 bytes given, but 3 float64 elements take 24"));
+  CHECK_THROWS_WITH(store.save_erased(entry, &bools, {}), Catch::Contains("holds byte 2 at element 0"));
+  CHECK_THROWS_WITH(store.save_erased(entry, &negative, {}), Catch::Contains("negative"));
+  CHECK(store.artifacts().empty());
+}
