@@ -45,6 +45,26 @@ class Registry {
     add_entry(make_materializer_entry<T>(std::move(origin)));
   }
 
+  /// Registers T, which has nlohmann `to_json`/`from_json`, as materializer
+  /// `name` (format `version`) storing one canonical JSON document,
+  /// "value.json". Store::save<T> and load<T> then find it here. Throws as add().
+  template <class T>
+  void add_json(std::string name, int version, std::string origin = "application") {
+    MaterializerEntry entry;
+    entry.name = std::move(name);
+    entry.version = version;
+    entry.type = typeid(T);
+    entry.origin = std::move(origin);
+    entry.save = [](const void* value, ArtifactWriter& out) {
+      out.write_json("value.json", nlohmann::json(*static_cast<const T*>(value)));
+    };
+    entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
+      return std::make_shared<T>(in.read_json("value.json").template get<T>());
+    };
+    entry.validate = [](const ArtifactReader& in) { (void)in.read_json("value.json").template get<T>(); };
+    add_entry(std::move(entry));
+  }
+
   /// Registers a type-erased entry (what add<T>() and plugins use).
   void add_entry(MaterializerEntry entry);
 
