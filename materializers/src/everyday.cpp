@@ -1,5 +1,6 @@
 #include <amphora/describe.hpp>
 #include <amphora/everyday.hpp>
+#include <amphora/records.hpp>
 
 #include <amphora/npy_format.hpp>
 
@@ -40,6 +41,39 @@ const nlohmann::json& struct_fields(const ArtifactReader& in) {
     throw CorruptData(in.label() + ": metadata key 'fields' is " + (it == in.meta().end() ? "missing" : "not an object") +
                       " (materializer " + in.manifest().materializer + ")");
   return *it;
+}
+
+void check_rows(const ArtifactReader& in, const std::string& where, std::uint64_t have, std::size_t rows) {
+  if (have != rows)
+    throw CorruptData(in.label() + ": column '" + where + "' holds " + std::to_string(have) + " entries, expected " +
+                      std::to_string(rows));
+}
+
+void check_offsets(const ArtifactReader& in, const std::string& where, std::span<const std::int64_t> offsets,
+                   std::size_t rows, std::uint64_t values) {
+  const std::string what = in.label() + ": column '" + where + "'";
+  if (offsets.size() != rows + 1)
+    throw CorruptData(what + " holds " + std::to_string(offsets.size()) + " offsets, expected " + std::to_string(rows + 1));
+  if (offsets[0] != 0) throw CorruptData(what + ": the first offset is " + std::to_string(offsets[0]) + ", not 0");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw CorruptData(what + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
+                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
+  if (static_cast<std::uint64_t>(offsets.back()) != values)
+    throw CorruptData(what + ": the last offset is " + std::to_string(offsets.back()) + ", but there are " +
+                      std::to_string(values) + " values");
+}
+
+std::size_t check_record_list(const ArtifactReader& in, std::string_view name, int version) {
+  auto element = in.meta<std::string>("element");
+  if (element != name)
+    throw CorruptData(in.label() + " holds records of '" + element + "', not of '" + std::string(name) + "'");
+  auto element_version = in.meta<int>("element_version");
+  if (element_version > version)
+    throw Unsupported(in.label() + " holds '" + element + "' records of format version " +
+                      std::to_string(element_version) + ", newer than the version " + std::to_string(version) +
+                      " this program reads");
+  return in.meta<std::size_t>("count");
 }
 
 void save_map_keys(ArtifactWriter& out, std::span<const std::string_view> keys, std::string_view values_encoding) {
