@@ -103,9 +103,7 @@ Tensor make_compressible_i32(std::int64_t mib) {
 
 amphora::Store fresh_store(const fs::path& dir) {
   fs::remove_all(dir);
-  auto registry = std::make_shared<amphora::Registry>();
-  amphora::register_builtins(*registry);
-  return amphora::Store::open(dir, {.create = true, .registry = registry});
+  return amphora::Store::open(dir, {.create = true});
 }
 
 struct Row {

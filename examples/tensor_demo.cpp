@@ -14,9 +14,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto registry = std::make_shared<amphora::Registry>();
-    amphora::register_builtins(*registry);
-    auto store = amphora::Store::open(argv[1], {.create = true, .registry = registry});
+    auto store = amphora::Store::open(argv[1], {.create = true});
 
     // A float32 embedding table and a compressible int32 histogram.
     auto embeddings = amphora::Tensor::zeros(amphora::DType::float32, {1000, 64});

@@ -15,6 +15,10 @@
 #include <set>
 #include <unistd.h>
 
+// Defined by the materializers library; the framework knows none of them, so
+// it only calls this when the library is linked (amphora::amphora makes sure).
+extern "C" __attribute__((weak)) void amphora_register_builtins(amphora::Registry* registry);
+
 namespace amphora {
 
 namespace fs = std::filesystem;
@@ -409,7 +413,12 @@ Store Store::open(const fs::path& dir, OpenOptions options) {
   const char* env = std::getenv("AMPHORA_DURABLE");
   bool durable = options.durable || (env && std::string_view(env) == "1");
   impl->backend = translated(true, [&] { return open_local_backend(dir, options.create, durable); });
-  impl->registry = options.registry ? std::move(options.registry) : std::make_shared<Registry>();
+  if (options.registry) {
+    impl->registry = std::move(options.registry);
+  } else {
+    impl->registry = std::make_shared<Registry>();
+    if (amphora_register_builtins) amphora_register_builtins(impl->registry.get());
+  }
   return Store(std::move(impl));
 }
 

@@ -35,6 +35,14 @@ std::size_t checked_count(const ArtifactReader& in, std::string_view prefix) {
   return static_cast<std::size_t>(count);
 }
 
+bool check_optional(const ArtifactReader& in) {
+  bool engaged = in.meta<bool>("engaged");
+  if (engaged != in.has_child("value") || in.children().size() != (engaged ? 1u : 0u))
+    throw CorruptData(in.label() + ": an optional that is " + (engaged ? "" : "not ") + "engaged must list exactly " +
+                      (engaged ? "the child 'value'" : "no child"));
+  return engaged;
+}
+
 const nlohmann::json& struct_fields(const ArtifactReader& in) {
   auto it = in.meta().find("fields");
   if (it == in.meta().end() || !it->is_object())

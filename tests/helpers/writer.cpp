@@ -20,9 +20,7 @@
 namespace {
 
 amphora::Store open_store(const char* dir) {
-  auto registry = std::make_shared<amphora::Registry>();
-  amphora::register_builtins(*registry);
-  return amphora::Store::open(dir, {.create = true, .registry = registry});
+  return amphora::Store::open(dir, {.create = true});
 }
 
 amphora::Tensor random_floats(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {

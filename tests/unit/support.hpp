@@ -37,15 +37,7 @@ class TempDir {
   fs::path path_;
 };
 
-inline std::shared_ptr<amphora::Registry> builtin_registry() {
-  auto r = std::make_shared<amphora::Registry>();
-  amphora::register_builtins(*r);
-  return r;
-}
-
-inline amphora::Store make_store(const fs::path& dir) {
-  return amphora::Store::open(dir, {.create = true, .registry = builtin_registry()});
-}
+inline amphora::Store make_store(const fs::path& dir) { return amphora::Store::open(dir, {.create = true}); }
 
 /// Size multiplier for the heavier tests: $AMPHORA_TEST_SCALE (default 1).
 inline int scale() {

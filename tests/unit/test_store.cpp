@@ -158,6 +158,19 @@ TEST_CASE("Loading checks materializer identity and version", "[store][registry]
   Store bare = Store::open(dir.path());
   CHECK_THROWS_WITH(bare.load_erased("greeting"), Catch::Contains("'test.note'") && Catch::Contains("not registered"));
 
+  // Store::open without a registry has the built-ins; a registry without
+  // them says to register them, not to write a materializer.
+  auto tensor = store.save(test::random_tensor(DType::int8, {3}, 1), {.name = "t"});
+  CHECK(bare.registry().find("amphora.tensor") != nullptr);
+  CHECK(bare.registry().find("amphora.record_list") != nullptr);
+  CHECK_NOTHROW(bare.load_erased("t"));
+  Store empty = Store::open(dir.path(), {.registry = std::make_shared<Registry>()});
+  CHECK_THROWS_AS(empty.load_erased("t"), Unsupported);
+  CHECK_THROWS_WITH(empty.load_erased("t"), Catch::Contains("one of Amphora's built-ins") &&
+                                                Catch::Contains("Registry::with_builtins()"));
+  CHECK(empty.load<Tensor>("t").num_elements() == 3);  // typed loads need no registry
+  (void)tensor;
+
   // An artifact written by a newer format version is refused, not misread.
   auto registry2 = std::make_shared<Registry>();
   registry2->add<NoteV2>();
@@ -328,7 +341,7 @@ TEST_CASE("A failing materializer leaves nothing behind", "[store]") {
 TEST_CASE("A durable store flushes and still behaves the same", "[store]") {
   struct Nested {};
   test::TempDir dir;
-  Store store = Store::open(dir.path(), {.create = true, .registry = test::builtin_registry(), .durable = true});
+  Store store = Store::open(dir.path(), {.create = true, .registry = Registry::with_builtins(), .durable = true});
   MaterializerEntry e;
   e.name = "test.nested";
   e.version = 1;

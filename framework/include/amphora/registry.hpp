@@ -35,6 +35,10 @@ struct FileFormat {
 /// Entries are never removed.
 class Registry {
  public:
+  /// A new registry holding Amphora's built-in materializers and file
+  /// formats. Defined by the materializers library (link amphora::amphora).
+  static std::shared_ptr<Registry> with_builtins();
+
   /// Registers materializer<T>; if it declares `static void validate(const
   /// ArtifactReader&)`, verify runs it. A type that does not satisfy Materializable
   /// fails to compile with a message saying what to specialize. Throws

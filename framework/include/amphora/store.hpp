@@ -68,7 +68,9 @@ class Store {
  public:
   struct OpenOptions {
     bool create = false;                 ///< initialise the directory if it is not a store yet
-    std::shared_ptr<Registry> registry;  ///< materializers to use; empty = a new, empty registry
+    /// Materializers for type-erased use (verify, show, export, load_erased);
+    /// empty = Registry::with_builtins() when the materializers are linked.
+    std::shared_ptr<Registry> registry;
     /// Flush data and directories to the device before publishing (survives
     /// power loss, at disk speed). Off by default: publishing is then atomic
     /// against process crashes and kill -9. $AMPHORA_DURABLE=1 also turns it on.

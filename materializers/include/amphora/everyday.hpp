@@ -165,6 +165,8 @@ constexpr std::string_view map_values_encoding() {
 std::string child_role(std::string_view prefix, std::size_t index);
 /// The child count recorded in meta "count", checked against the children.
 std::size_t checked_count(const ArtifactReader& in, std::string_view prefix);
+/// Whether an amphora.optional is engaged, checked against its children.
+bool check_optional(const ArtifactReader& in);
 
 }  // namespace detail
 
@@ -198,16 +200,10 @@ struct materializer<std::optional<T>> {
     if (value) out.save_child("value", *value);
   }
   static std::optional<T> load(const ArtifactReader& in) {
-    validate(in);
-    if (!in.meta<bool>("engaged")) return std::nullopt;
+    if (!detail::check_optional(in)) return std::nullopt;
     return in.load_child<T>("value");
   }
-  static void validate(const ArtifactReader& in) {
-    bool engaged = in.meta<bool>("engaged");
-    if (engaged != in.has_child("value") || in.children().size() != (engaged ? 1u : 0u))
-      throw CorruptData(in.label() + ": an optional that is " + (engaged ? "" : "not ") +
-                        "engaged must list exactly " + (engaged ? "the child 'value'" : "no child"));
-  }
+  static void validate(const ArtifactReader& in) { (void)detail::check_optional(in); }
 };
 
 namespace detail {
