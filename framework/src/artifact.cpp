@@ -395,7 +395,7 @@ ArtifactReader ArtifactReader::open_child(std::string_view role) const {
   if (!context_) throw InvalidArgument(label_ + " was opened without a store; cannot open child '" + std::string(role) + "'");
   std::string label = label_ + " child '" + std::string(role) + "' (" + child->digest.short_str() + ")";
   try {
-    return context_->open(child->digest, label, depth_ + 1);
+    return context_->open(child->digest, label, depth_ + 1).with_options(options_);
   } catch (const NotFound&) {
     throw CorruptData(label + " is missing from the store");
   }
@@ -432,6 +432,25 @@ std::uint64_t ArtifactReader::file_size(std::string_view path) const {
   const FileEntry* entry = manifest_->find(path);
   if (!entry) throw NotFound(label_ + ": no payload file '" + std::string(path) + "' in its manifest");
   return entry->size;
+}
+
+std::shared_ptr<const Buffer> ArtifactReader::read_file(std::string_view path) const {
+  auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
+  const std::uint64_t size = file->size();
+  auto buffer = Buffer::allocate(static_cast<std::size_t>(size));
+  // Blocks big enough to keep each pread streaming, small enough to spread
+  // a file over every core.
+  constexpr std::uint64_t kBlock = 8u << 20;
+  std::byte* dst = buffer->mutable_data();
+  try {
+    parallel_for(static_cast<std::size_t>((size + kBlock - 1) / kBlock), [&](std::size_t b) {
+      std::uint64_t at = b * kBlock;
+      file->read_at(at, static_cast<std::size_t>(std::min(kBlock, size - at)), dst + at);
+    });
+  } catch (const CorruptData& e) {
+    throw CorruptData(label_ + ": " + e.what());
+  }
+  return buffer;
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::uint64_t offset, std::size_t size) const {

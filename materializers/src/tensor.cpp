@@ -306,7 +306,7 @@ struct RawPayload {
 RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
   RawPayload p;
   if (access == Access::map) {
-    p.file = in.map(kRawFile);
+    p.file = in.load_file(kRawFile);
     p.size = p.file->size();
   } else {
     p.size = in.file_size(kRawFile);

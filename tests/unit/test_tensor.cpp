@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <amphora/everyday.hpp>
 #include <amphora/npy.hpp>
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <limits>
 
 using namespace amphora;
+namespace fs = std::filesystem;
 
 TEST_CASE("float16 and bfloat16 convert like IEEE 754", "[tensor][dtype]") {
   CHECK(float16::from_float(1.0f).bits == 0x3c00);
@@ -255,4 +257,28 @@ TEST_CASE("Tensors without elements put their data at a multiple of 64, not 4096
   // Anything with an element keeps the 4096-byte header, 0-d included.
   CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{}).size() == 4096);
   CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{1, 1}).size() == 4096);
+}
+
+TEST_CASE("An eager load reads the payload into memory and equals the mapped load", "[tensor][eager]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  for (auto compression : {Compression::none, Compression::lz4}) {
+    Tensor t = test::random_tensor(DType::float32, {3000, 1000}, 8);  // 12 MB: several read blocks
+    auto saved = store.save(t, {.compression = compression});
+    Tensor mapped = store.load<Tensor>(saved.digest);
+    Tensor eager = store.load<Tensor>(saved.digest, {.eager = true});
+    CHECK(eager.bit_equal(t));
+    CHECK(mapped.bit_equal(t));
+  }
+  // Children of a composite are loaded the same way as their parent.
+  std::vector<Tensor> items = {test::random_tensor(DType::int8, {5}, 1)};
+  std::map<std::string, Tensor> named = {{"a", test::random_tensor(DType::uint16, {7, 3}, 2)}};
+  auto saved = store.save(named);
+  auto back = store.load<std::map<std::string, Tensor>>(saved.digest, {.eager = true});
+  CHECK(back.at("a").bit_equal(named.at("a")));
+  // A payload cut short is damage, as for a mapped load.
+  auto raw = store.save(test::random_tensor(DType::int32, {100000}, 3), {.compression = Compression::none});
+  auto file = test::object_dir(dir / "store", raw.digest) / "tensor.npy";
+  fs::resize_file(file, fs::file_size(file) - 8);
+  CHECK_THROWS_AS(store.load<Tensor>(raw.digest, {.eager = true}), CorruptData);
 }

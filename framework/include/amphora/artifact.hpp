@@ -59,6 +59,19 @@ struct SaveOptions {
   std::function<void(std::uint64_t bytes_written)> progress;
 };
 
+/// Options for one load, passed to every materializer (and child) it reaches.
+struct LoadOptions {
+  /// Read payloads into private memory now, on all cores (into huge pages
+  /// where the system offers them), instead of mapping them. A mapped load
+  /// opens in constant time and shares the page cache, faulting pages in as
+  /// they are first touched; an eager one pays the whole read up front but
+  /// then runs at memory speed, which wins for a value about to be read in
+  /// full, above all one written moments ago (its cached pages are small and
+  /// fault in 4 KiB at a time when mapped). Materializers that decode
+  /// (compressed tensors) always read eagerly.
+  bool eager = false;
+};
+
 class ArtifactWriter;
 
 /// A payload file written sequentially and hashed as it is written. Close it
@@ -206,6 +219,21 @@ class ArtifactReader {
   void read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const;
   /// The listed size of payload file `path`; throws NotFound if unlisted.
   std::uint64_t file_size(std::string_view path) const;
+  /// The whole of payload file `path` read into fresh memory on all cores
+  /// (what LoadOptions::eager asks for). Throws as read().
+  std::shared_ptr<const Buffer> read_file(std::string_view path) const;
+  /// map() or read_file(), as load_options().eager says.
+  std::shared_ptr<const Buffer> load_file(std::string_view path) const {
+    return options_.eager ? read_file(path) : map(path);
+  }
+  /// The options of the load this reader serves.
+  const LoadOptions& load_options() const { return options_; }
+  /// A copy of this reader serving a load with `options`.
+  ArtifactReader with_options(const LoadOptions& options) const {
+    ArtifactReader copy = *this;
+    copy.options_ = options;
+    return copy;
+  }
 
   // Typed payload files, as ArtifactWriter writes them. Every check failure
   // is CorruptData naming this artifact and the file.
@@ -256,6 +284,7 @@ class ArtifactReader {
   std::shared_ptr<const Manifest> manifest_;
   std::string label_;
   int depth_ = 0;
+  LoadOptions options_;
 };
 
 namespace detail {

@@ -103,15 +103,15 @@ class Store {
   /// Loads `ref` as a T. Throws NotFound, Unsupported (artifact made by
   /// another materializer, or a newer format version), CorruptData.
   template <class T>
-  T load(std::string_view ref) const {
-    auto value = load_as(resolve_reader(ref), entry_for<T>());
+  T load(std::string_view ref, const LoadOptions& options = {}) const {
+    auto value = load_as(resolve_reader(ref).with_options(options), entry_for<T>());
     return std::move(*static_cast<T*>(value.get()));
   }
   /// Loads the artifact `digest` as a T: no ref parsing, so no name can
   /// shadow it. Throws as load(ref).
   template <class T>
-  T load(const Digest& digest) const {
-    auto value = load_as(open_artifact(digest), entry_for<T>());
+  T load(const Digest& digest, const LoadOptions& options = {}) const {
+    auto value = load_as(open_artifact(digest).with_options(options), entry_for<T>());
     return std::move(*static_cast<T*>(value.get()));
   }
 

@@ -108,7 +108,8 @@ struct materializer<Tensor> {
   /// Honors out.options().compression; see docs/FORMAT.md for the encodings.
   /// Throws InvalidArgument for a bool tensor holding a byte other than 0 or 1.
   static void save(const Tensor& tensor, ArtifactWriter& out);
-  /// Zero-copy for uncompressed payloads; parallel decompression otherwise.
+  /// Zero-copy for uncompressed payloads (read on all cores into fresh
+  /// memory with LoadOptions::eager); parallel decompression otherwise.
   /// Runs the checks of validate() on the way.
   static Tensor load(const ArtifactReader& in);
   /// Checks that the payload is a well-formed tensor matching its metadata
