@@ -3,12 +3,14 @@
 //   amphora_test_writer named STORE NAME SEED ROWS COLS  the same, under NAME
 //   amphora_test_writer many STORE NAME COUNT SEED    save COUNT small tensors under NAME
 //   amphora_test_writer loop STORE NAME MIB           save MIB-sized tensors until killed
+//   amphora_test_writer example STORE     save docs/FORMAT.md's worked composite, print its digest
 //   amphora_test_writer composites STORE NAME COUNT SEED  save COUNT composites (three tensor
 //       children, one shared by every save) under NAME; prints "VERSION DIGEST" per save, or
 //       "collected" when gc took a child before its parent was published
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
+#include <amphora/everyday.hpp>
 #include <amphora/tensor.hpp>
 
 #include <cstdio>
@@ -93,6 +95,12 @@ int main(int argc, char** argv) {
         store.save(t, {.name = argv[3], .compression = i % 2 ? amphora::Compression::lz4 : amphora::Compression::none});
         std::cout << "saved " << i << std::endl;
       }
+    }
+    if (mode == "example" && argc == 3) {
+      // Two keys holding equal vectors: one child artifact, listed twice.
+      std::map<std::string, std::vector<std::vector<float>>> value = {{"a", {{1.5f, 2.5f}}}, {"b", {{1.5f, 2.5f}}}};
+      std::cout << open_store(argv[2]).save(value).digest.str() << std::endl;
+      return 0;
     }
     if (mode == "composites" && argc == 6) {
       auto store = open_store(argv[2]);

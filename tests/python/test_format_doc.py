@@ -33,6 +33,8 @@ import warnings
 import numpy as np
 
 CLI = os.environ.get("AMPHORA_CLI", "")
+# The test helper that writes the composite worked example (tests/helpers/writer.cpp).
+WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "FORMAT.md")
 
 EXIT_OK, EXIT_CORRUPT = 0, 4
@@ -574,6 +576,9 @@ class FormatDocTest(unittest.TestCase):
                 after = self.text_after(b)
                 size = re.search(r"\((\d+) bytes", before)
                 digest = re.search(r"digest is `(sha256:[0-9a-f]{64})`", after)
+                if "written by `amphora_test_writer example`" in before:
+                    self.check_composite_example(b, shown, int(size.group(1)), digest.group(1))
+                    continue
                 expr = re.search(r"manifest of `([^`]+)`", before)
                 self.assertTrue(size and digest and expr,
                                 f"{b.describe()}: expected 'manifest of `EXPR`', '(N bytes' before it and "
@@ -592,6 +597,36 @@ class FormatDocTest(unittest.TestCase):
                 self.assertEqual(read(os.path.join(store.artifact(got), "manifest.json")), shown)
                 verify_artifact(store.artifact(got))
         self.assertGreater(examples, 0, "docs/FORMAT.md shows no manifest example any more; extraction rule broken?")
+
+    def check_composite_example(self, block, shown, size, digest):
+        """§3.6: the composite the test writer saves has exactly the manifest
+        shown, its children are artifacts the §3.5 verifier accepts, and its
+        keys read back with the §6.3 reader."""
+        self.assertTrue(WRITER, "pass --writer PATH (amphora_test_writer) to check the composite example")
+        self.assertEqual(len(shown), size, f"{block.describe()}: stated size")
+        self.assertEqual("sha256:" + hashlib.sha256(shown).hexdigest(), digest)
+        verify_artifact = doc().function("verify_artifact")
+        read_strings = doc().function("read_strings")
+        store = Store(self.scratch())
+        root = store.dir
+        got = subprocess.run([WRITER, "example", root], capture_output=True, text=True, check=True).stdout.strip()
+        self.assertEqual(got, digest, f"{block.describe()}: the writer saved another digest")
+        parent = store.artifact(got)
+        self.assertEqual(read(os.path.join(parent, "manifest.json")), shown)
+        m = verify_artifact(parent)
+        children = {c["role"]: c["digest"] for c in m["children"]}
+        self.assertEqual(sorted(children), ["values/0", "values/1"])
+        self.assertEqual(children["values/0"], children["values/1"], "equal values are one artifact")
+        lst = verify_artifact(store.artifact(children["values/0"]))
+        self.assertEqual(lst["materializer"]["name"], "amphora.list")
+        tensor_dir = store.artifact(lst["children"][0]["digest"])
+        verify_artifact(tensor_dir)
+        self.assertEqual(np.load(os.path.join(tensor_dir, "tensor.npy")).tolist(), [1.5, 2.5])
+        self.assertEqual(read_strings(parent, "keys"), [b"a", b"b"])
+        # Three artifacts in all: nothing stored twice.
+        count = sum(len(os.listdir(os.path.join(root, "objects", "sha256", fan)))
+                    for fan in os.listdir(os.path.join(root, "objects", "sha256")))
+        self.assertEqual(count, 3)
 
     def text_before(self, block):
         lines = doc().text.splitlines()
@@ -690,11 +725,14 @@ def doc_function_block(name):
 
 
 def main():
-    global CLI
+    global CLI, WRITER
     argv, args, i = [sys.argv[0]], sys.argv[1:], 0
     while i < len(args):
         if args[i] == "--cli" and i + 1 < len(args):
             CLI = args[i + 1]
+            i += 2
+        elif args[i] == "--writer" and i + 1 < len(args):
+            WRITER = os.path.abspath(args[i + 1])
             i += 2
         elif args[i].startswith("--cli="):
             CLI = args[i][len("--cli="):]
