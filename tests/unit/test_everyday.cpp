@@ -242,8 +242,10 @@ TEST_CASE("The Menpo case: a map of model and images saves and loads equal, shar
   // The shared tensor is one artifact on disk, listed by both models' weights.
   Digest shared_digest = store.save(shared).digest;
   std::size_t listing = 0;
-  for (const auto& d : store.artifacts())
-    for (const auto& c : store.open_artifact(d).children()) listing += c.digest == shared_digest;
+  for (const auto& d : store.artifacts()) {
+    ArtifactReader reader = store.open_artifact(d);
+    for (const auto& c : reader.children()) listing += c.digest == shared_digest;
+  }
   CHECK(listing == 2);
   // The map, 2 entries, per entry a model, its weights map, its own tensor
   // and its image list, then one label list (equal in both entries) and the

@@ -190,8 +190,12 @@ class ArtifactWriter {
 class ArtifactReader {
  public:
   const Digest& digest() const { return digest_; }
-  const Manifest& manifest() const { return *manifest_; }
-  const nlohmann::json& meta() const { return manifest_->meta; }
+  // On a temporary reader these return copies, so that
+  // `for (auto& c : store.open_artifact(ref).children())` does not dangle.
+  const Manifest& manifest() const& { return *manifest_; }
+  Manifest manifest() const&& { return *manifest_; }
+  const nlohmann::json& meta() const& { return manifest_->meta; }
+  nlohmann::json meta() const&& { return manifest_->meta; }
   /// Metadata value `key` as a T. Throws CorruptData naming this artifact and
   /// the key when it is missing or not a T (an integer out of T's range, a
   /// string where a number belongs, ...).
@@ -253,7 +257,8 @@ class ArtifactReader {
   StringsView read_strings(std::string_view path) const;
 
   /// The children listed in the manifest, sorted by role.
-  const std::vector<ChildEntry>& children() const { return manifest_->children; }
+  const std::vector<ChildEntry>& children() const& { return manifest_->children; }
+  std::vector<ChildEntry> children() const&& { return manifest_->children; }
   bool has_child(std::string_view role) const { return manifest_->find_child(role) != nullptr; }
   /// Opens child `role`, its manifest checked against the digest the parent
   /// lists. Throws CorruptData when the parent lists no such role, or the
