@@ -2,6 +2,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
+#include <amphora/version.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -458,7 +459,7 @@ int dispatch(int argc, char** argv) {
       return 0;
     }
     if (has_flag(a, "--version")) {
-      std::cout << "amphora 0.1.0\n";
+      std::cout << "amphora " AMPHORA_VERSION_STRING "\n";
       return 0;
     }
     if (a.command.empty()) throw UsageError("no command given");

@@ -11,7 +11,7 @@ function(run)
 endfunction()
 
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
-foreach(f include/amphora/store.hpp include/amphora/tensor.hpp bin/amphora)
+foreach(f include/amphora/store.hpp include/amphora/tensor.hpp include/amphora/version.hpp bin/amphora)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "install is missing ${f}")
   endif()
