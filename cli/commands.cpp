@@ -1,0 +1,288 @@
+// The `amphora` commands: what each does once its arguments are parsed.
+
+#include "commands.hpp"
+#include "output.hpp"
+
+#include <amphora/amphora.hpp>
+#include <amphora/builtins.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace amphora::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using amphora::Store;
+
+std::shared_ptr<amphora::Registry> builtin_registry() {
+  auto registry = std::make_shared<amphora::Registry>();
+  amphora::register_builtins(*registry);
+  return registry;
+}
+
+Store open_store(const Args& a, bool create = false) {
+  fs::path dir = a.store ? fs::path(*a.store) : Store::default_path();
+  return Store::open(dir, {.create = create, .registry = builtin_registry()});
+}
+
+// Progress on a terminal only: piped output stays clean.
+amphora::Progress terminal_progress(const char* what) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [what](std::uint64_t done, std::uint64_t total) {
+    std::fprintf(stderr, "\r%s %s / %s (%3.0f%%)", what, human_bytes(done).c_str(), human_bytes(total).c_str(),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+    if (done >= total) std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  };
+}
+
+// Name records are provenance written by any version of any writer: read
+// their informational fields leniently.
+std::string text_field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+std::uint64_t count_field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+nlohmann::json version_json(const amphora::VersionInfo& v) {
+  return {{"name", v.name},
+          {"version", v.version},
+          {"digest", v.digest.str()},
+          {"materializer", text_field(v.record, "materializer")},
+          {"payload_bytes", count_field(v.record, "payload_bytes")},
+          {"created_at", text_field(v.record, "created_at")}};
+}
+
+}  // namespace
+
+int cmd_init(const Args& a) {
+  Store store = open_store(a, true);
+  std::cout << "initialised store " << store.path().string() << "\n";
+  return 0;
+}
+
+int cmd_ls(const Args& a) {
+  Store store = open_store(a);
+  // One unreadable record is reported, not allowed to hide the healthy ones.
+  std::optional<std::string_view> only;
+  if (a.ref) only = *a.ref;
+  auto scan = store.scan_names(only);
+  for (const auto& p : scan.problems) warn(p);
+  std::vector<amphora::VersionInfo> rows;
+  std::map<std::string, std::size_t> version_counts;
+  if (!only) {
+    for (auto& v : scan.versions) {
+      if (!rows.empty() && rows.back().name == v.name) rows.pop_back();
+      ++version_counts[v.name];
+      rows.push_back(std::move(v));
+    }
+  } else {
+    rows = std::move(scan.versions);
+    if (rows.empty() && scan.problems.empty())
+      throw amphora::NotFound("no name '" + *a.ref + "' in store " + store.path().string());
+  }
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+      auto j = version_json(r);
+      if (!only) j["versions"] = version_counts[r.name];
+      out.push_back(std::move(j));
+    }
+    std::cout << json_text(out) << "\n";
+    return 0;
+  }
+  if (rows.empty()) {
+    if (only)
+      std::cout << "(no readable versions of " << *a.ref << ")\n";
+    else
+      std::cout << "(no names in " << printable(store.path().string()) << ")\n";
+    return 0;
+  }
+  std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");
+  for (const auto& r : rows) {
+    std::string version = std::to_string(r.version);
+    if (!only && version_counts[r.name] > 1) version.append(1, '/').append(std::to_string(version_counts[r.name]));
+    std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
+                printable(text_field(r.record, "materializer")).c_str(),
+                human_bytes(count_field(r.record, "payload_bytes")).c_str(),
+                printable(text_field(r.record, "created_at")).c_str());
+  }
+  return 0;
+}
+
+int cmd_show(const Args& a) {
+  Store store = open_store(a);
+  amphora::ArtifactReader reader = store.open_artifact(*a.ref);
+  const auto& m = reader.manifest();
+  std::vector<std::string> names, problems;
+  for (const auto& v : store.names_of(reader.digest(), &problems)) names.push_back(v.name + "@" + std::to_string(v.version));
+  for (const auto& p : problems) warn(p);
+  auto registered = store.registry().find(m.materializer);
+  if (a.json) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : m.files) {
+      nlohmann::json pieces = nlohmann::json::array();
+      for (const auto& p : f.pieces) pieces.push_back(p.hex());
+      files.push_back({{"path", f.path}, {"size", f.size}, {"piece_size", f.piece_size}, {"sha256", pieces}});
+    }
+    nlohmann::json out = {{"digest", reader.digest().str()},
+                          {"materializer", {{"name", m.materializer}, {"version", m.materializer_version}}},
+                          {"registered", registered != nullptr},
+                          {"names", names},
+                          {"payload_bytes", m.payload_bytes()},
+                          {"files", files},
+                          {"meta", m.meta}};
+    std::cout << json_text(out) << "\n";
+    return 0;
+  }
+  std::cout << "digest        " << reader.digest().str() << "\n";
+  std::cout << "materializer  " << printable(m.materializer) << " (format " << m.materializer_version << ")"
+            << (registered ? "" : "  [not registered: cannot be loaded by this build]") << "\n";
+  std::cout << "names         ";
+  for (std::size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
+  std::cout << (names.empty() ? "(none)" : "") << "\n";
+  std::cout << "payload       " << human_bytes(m.payload_bytes()) << " in " << m.files.size() << " file"
+            << (m.files.size() == 1 ? "" : "s") << "\n";
+  for (const auto& f : m.files)
+    std::printf("  %-28s %14llu bytes  %zu piece%s\n", printable(f.path).c_str(), static_cast<unsigned long long>(f.size),
+                f.pieces.size(), f.pieces.size() == 1 ? "" : "s");
+  std::cout << "meta\n";
+  std::string meta = m.meta.dump(2);
+  std::size_t start = 0;
+  while (start < meta.size()) {
+    auto end = meta.find('\n', start);
+    if (end == std::string::npos) end = meta.size();
+    std::cout << "  " << printable(meta.substr(start, end - start)) << "\n";
+    start = end + 1;
+  }
+  return 0;
+}
+
+int cmd_import(const Args& a) {
+  amphora::SaveOptions options;
+  options.name = a.name;
+  amphora::validate_name(options.name);
+  options.compression = amphora::parse_compression(a.compress);
+  Store store = open_store(a);
+  fs::path file = a.file;
+  auto format = store.registry().format_for(file);
+  if (!format)
+    throw amphora::Unsupported("cannot import " + file.string() + ": no materializer handles '" +
+                               file.extension().string() + "' files");
+  auto entry = store.registry().find(format->materializer);
+  // A path need not be UTF-8; provenance must be, so odd bytes become U+FFFD.
+  options.provenance = {{"imported_from", nlohmann::json::parse(nlohmann::json(fs::absolute(file).string())
+                                                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))}};
+  auto value = format->read(file);
+  if (auto show = terminal_progress("importing")) {
+    std::uint64_t total = fs::file_size(file);
+    options.progress = [show, total](std::uint64_t done) { show(std::min(done, total), total); };
+  }
+  auto result = store.save_erased(*entry, value.get(), options);
+  if (options.progress) options.progress(~std::uint64_t{0});  // clears the progress line
+  std::cout << "imported " << file.string() << " as " << result.name << "@" << result.version << " ("
+            << result.digest.str() << ")" << (result.created ? "" : " [identical content was already stored]")
+            << "\n";
+  return 0;
+}
+
+namespace {
+
+// The destination may be replaced only if it is a regular file, or, with
+// --force, a symbolic link (the link is replaced; its target is untouched).
+// A FIFO, device, socket or directory is never replaced.
+void check_destination(const fs::path& file, bool force) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0) return;
+  if (S_ISREG(st.st_mode)) return;
+  if (S_ISLNK(st.st_mode)) {
+    if (force) return;
+    throw amphora::Error(file.string() + " is a symbolic link; refusing to replace it (pass --force to replace the "
+                                         "link itself; its target is left alone)");
+  }
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  throw amphora::Error(file.string() + " exists and is " + kind + "; export replaces only a regular file" +
+                       (force ? " (or, with --force, a symbolic link)" : ""));
+}
+
+}  // namespace
+
+int cmd_export(const Args& a) {
+  Store store = open_store(a);
+  fs::path file = a.file;
+  check_destination(file, a.force);
+  amphora::ArtifactReader reader = store.open_artifact(*a.ref);
+  auto format = store.registry().format_for(file);
+  if (!format || format->materializer != reader.manifest().materializer) {
+    auto native = store.registry().format_of(reader.manifest().materializer);
+    throw amphora::Unsupported("cannot export " + reader.label() + " (" + reader.manifest().materializer + ") to " +
+                               file.string() +
+                               (native ? ": use a '" + native->extension + "' file" : ": no exporter for it"));
+  }
+  // Loading validates structure only; a damaged payload must not leave here as a good file.
+  auto report = store.verify(reader.digest().str());
+  if (!report.ok()) throw amphora::CorruptData(report.problems.front());
+  auto value = store.load_erased(reader.digest().str(), format->materializer);
+  check_destination(file, a.force);  // again: it may have appeared meanwhile
+  format->write(value.get(), file);
+  std::cout << "exported " << reader.label() << " to " << file.string() << "\n";
+  return 0;
+}
+
+int cmd_verify(const Args& a) {
+  Store store = open_store(a);
+  std::optional<std::string_view> ref;
+  if (a.ref) ref = *a.ref;
+  auto report = store.verify(ref, terminal_progress("verifying"));
+  for (const auto& p : report.problems) std::cout << "problem: " << one_line(p) << "\n";
+  for (const auto& u : report.unsupported) std::cout << "unsupported: " << one_line(u) << "\n";
+  if (!report.ok()) {
+    std::size_t more = report.problems.size() - 1;
+    std::cerr << "amphora: verify failed: " << one_line(report.problems.front());
+    if (more) std::cerr << " (and " << more << " more problem" << (more == 1 ? "" : "s") << ", listed on standard output)";
+    std::cerr << "\n";
+    return 4;
+  }
+  if (!report.unsupported.empty()) {
+    std::cerr << "amphora: error: cannot verify " << report.unsupported.size() << " artifact"
+              << (report.unsupported.size() == 1 ? "" : "s") << " this build does not understand: "
+              << one_line(report.unsupported.front()) << "\n";
+    return 1;
+  }
+  std::cout << "verified " << report.artifacts << " artifact" << (report.artifacts == 1 ? "" : "s") << " ("
+            << human_bytes(report.bytes) << "): all intact";
+  if (report.structure_unchecked)
+    std::cout << " (" << report.structure_unchecked << " of unregistered materializers: hashes checked, structure not)";
+  std::cout << "\n";
+  return 0;
+}
+
+int cmd_gc(const Args& a) {
+  Store store = open_store(a);
+  bool dry = a.dry_run;
+  auto report = store.gc(dry);
+  std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
+            << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
+            << report.staging.removed << " stale staging area" << (report.staging.removed == 1 ? "" : "s")
+            << "; kept " << report.kept << "\n";
+  if (dry)
+    for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";
+  return 0;
+}
+
+}  // namespace amphora::cli

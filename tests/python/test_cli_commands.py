@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""The command line itself: help text, option parsing, usage errors.
+
+Run as:
+    /usr/bin/python3 tests/python/test_cli_commands.py --cli build/bin/amphora
+
+The expected `--help` output of `amphora` and of every command is kept in
+tests/golden/help/<command>.txt and compared byte for byte. After changing a
+command's help on purpose, rewrite those files with
+
+    /usr/bin/python3 tests/python/test_cli_commands.py --cli build/bin/amphora --update-golden
+
+and review the difference (git diff tests/golden) before committing it.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+CLI = os.environ.get("AMPHORA_CLI", "")
+UPDATE_GOLDEN = False
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "help")
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
+COMMANDS = ("init", "ls", "show", "import", "export", "verify", "gc")
+
+
+def run(*args, stdin=subprocess.DEVNULL, env=None):
+    return subprocess.run([CLI, *map(str, args)], text=True, stdin=stdin, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env, timeout=120)
+
+
+class CliTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="amphora-cmd-")
+        self.store = os.path.join(self.tmp, "store")
+        self.amphora("init", check=EXIT_OK)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def amphora(self, *args, check=None, **kw):
+        proc = run("--store", self.store, *args, **kw)
+        if check is not None:
+            self.assertEqual(proc.returncode, check,
+                             f"amphora {' '.join(map(str, args))}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        return proc
+
+    def error_line(self, proc, *mentions, status=EXIT_USAGE):
+        """Asserts the one-line `amphora: ...` message and returns it."""
+        self.assertEqual(proc.returncode, status, f"stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        self.assertEqual(proc.stdout, "")
+        lines = proc.stderr.splitlines()
+        self.assertEqual(len(lines), 1, f"expected one line, got {proc.stderr!r}")
+        self.assertTrue(lines[0].startswith("amphora: "), lines[0])
+        for m in mentions:
+            self.assertIn(m, lines[0])
+        return lines[0]
+
+    def save(self, arr, name):
+        path = self.path(name)
+        np.save(path, arr)
+        return path
+
+    def names(self):
+        import json
+        return [(r["name"], r["version"]) for r in json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout)]
+
+
+class HelpTest(unittest.TestCase):
+    """`--help` of amphora and of every command, against tests/golden/help."""
+
+    def check_golden(self, topic, text):
+        path = os.path.join(GOLDEN_DIR, topic + ".txt")
+        if UPDATE_GOLDEN:
+            os.makedirs(GOLDEN_DIR, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+            return
+        self.assertTrue(os.path.exists(path), f"{path} is missing: run with --update-golden")
+        with open(path) as f:
+            expected = f.read()
+        self.assertEqual(text, expected, f"amphora {topic} --help differs from {path}; if the change is "
+                                         "intended, rerun with --update-golden and review the diff")
+
+    def test_top_level_help(self):
+        for flag in ("--help", "-h"):
+            proc = run(flag)
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            self.assertEqual(proc.stderr, "")
+            self.check_golden("amphora", proc.stdout)
+        self.assertEqual(run("help").stdout, run("--help").stdout)
+        for command in COMMANDS:
+            self.assertIn("\n  " + command + " ", run("--help").stdout)
+
+    def test_command_help(self):
+        for command in COMMANDS:
+            with self.subTest(command=command):
+                proc = run(command, "--help")
+                self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+                self.assertEqual(proc.stderr, "")
+                text = proc.stdout
+                self.check_golden(command, text)
+                self.assertTrue(text.splitlines()[0].endswith("."), "first line is a one-line description")
+                self.assertIn("Usage: amphora " + command, text)
+                self.assertIn("\nExamples:\n  amphora ", text)
+                # the same text however help is asked for
+                self.assertEqual(run("help", command).stdout, text)
+                self.assertEqual(run("--store", "x", command, "-h").stdout, text)
+
+    def test_help_wins_over_missing_arguments(self):
+        proc = run("import", "--help")  # FILE and --name are required, but help is asked
+        self.assertEqual(proc.returncode, EXIT_OK)
+        self.assertIn("--name NAME", proc.stdout)
+
+    def test_version(self):
+        proc = run("--version")
+        self.assertEqual(proc.returncode, EXIT_OK)
+        self.assertRegex(proc.stdout, r"^amphora \d+\.\d+\.\d+\n$")
+
+
+class UsageTest(CliTestCase):
+    def test_no_command(self):
+        self.error_line(run(), "no command", "amphora --help")
+
+    def test_unknown_command(self):
+        self.error_line(self.amphora("frobnicate"), "unknown command 'frobnicate'", "amphora --help")
+        self.error_line(run("help", "frobnicate"), "unknown command 'frobnicate'")
+
+    def test_unknown_option_names_it_and_the_command(self):
+        self.error_line(self.amphora("ls", "--bogus"), "unknown option --bogus", "(see amphora ls --help)")
+        self.error_line(self.amphora("gc", "--json"), "--json", "amphora gc --help")
+
+    def test_extra_argument(self):
+        self.error_line(self.amphora("show", "a", "b"), "unexpected argument 'b'", "amphora show --help")
+        self.error_line(self.amphora("init", "x"), "'x'", "amphora init --help")
+
+    def test_missing_argument(self):
+        self.error_line(self.amphora("export", "a"), "FILE", "amphora export --help")
+        self.error_line(self.amphora("import", "--name"), "--name")
+        self.error_line(run("--store"), "--store")
+
+    def test_repeated_single_value_option_is_refused(self):
+        p = self.save(np.arange(5), "a.npy")
+        for args in (("import", p, "--name", "a", "--name", "b"),
+                     ("import", p, "--name", "a", "--compress", "lz4", "--compress", "none"),
+                     ("import", p, "--name=a", "--name=a")):
+            with self.subTest(args=args):
+                option = args[-1].split("=")[0] if "=" in args[-1] else args[-2]
+                line = self.error_line(self.amphora(*args), option, "given 2 times", "amphora import --help")
+                self.assertIn(option, line)
+        self.assertEqual(self.names(), [])
+        # --store twice: before the command, after it, or both
+        for args in (("--store", "a", "--store", "b", "ls"), ("ls", "--store", "a", "--store", "b"),
+                     ("--store", "a", "ls", "--store", "b")):
+            with self.subTest(args=args):
+                self.error_line(run(*args), "--store", "amphora ls --help")
+
+    def test_invalid_compress_choice_names_the_choices(self):
+        p = self.save(np.arange(5), "a.npy")
+        line = self.error_line(self.amphora("import", p, "--name", "a", "--compress", "zstd"), "zstd")
+        for choice in ("none", "lz4", "auto"):
+            self.assertIn(choice, line)
+        self.assertEqual(self.names(), [])
+
+    def test_double_dash_ends_options(self):
+        p = self.save(np.arange(5), "-weird.npy")
+        # without --, the file name is taken for an option
+        self.error_line(self.amphora("import", "-weird.npy", "--name", "w"), "-weird.npy")
+        os.chdir(self.tmp)
+        try:
+            self.amphora("import", "--name", "w", "--", "-weird.npy", check=EXIT_OK)
+            # after --, even --name is an argument: the command has one file, so this is refused
+            self.error_line(self.amphora("import", "--", "-weird.npy", "--name", "x"), "--name")
+            out = self.path("-out.npy")
+            self.amphora("export", "--", "w", "-out.npy", check=EXIT_OK)
+            np.testing.assert_array_equal(np.load(out), np.arange(5))
+            self.amphora("export", "w", "--force", "--", "-out.npy", check=EXIT_OK)
+            self.error_line(self.amphora("ls", "--", "--json"), "--json")  # not a valid name
+        finally:
+            os.chdir("/")
+        self.assertEqual(self.names(), [("w", 1)])
+
+    def test_store_before_or_after_the_command(self):
+        p = self.save(np.arange(5), "a.npy")
+        self.amphora("import", p, "--name", "a", check=EXIT_OK)
+        before = run("--store", self.store, "ls")
+        after = run("ls", "--store", self.store)
+        inline = run("ls", "--store=" + self.store)
+        self.assertEqual(before.returncode, EXIT_OK, before.stderr)
+        self.assertEqual(before.stdout, after.stdout)
+        self.assertEqual(before.stdout, inline.stdout)
+        env = dict(os.environ, AMPHORA_STORE=self.store)
+        self.assertEqual(run("ls", env=env).stdout, before.stdout)
+
+    def test_library_usage_errors_keep_their_status(self):
+        p = self.save(np.arange(5), "a.npy")
+        self.error_line(self.amphora("import", p, "--name", "bad/name"), "bad/name")
+        self.error_line(self.amphora("show", "a@x"), "a@x")
+        self.error_line(self.amphora("show", "nosuch"), "nosuch", status=EXIT_NOT_FOUND)
+
+
+def main():
+    global CLI, UPDATE_GOLDEN
+    args = sys.argv[1:]
+    if "--update-golden" in args:
+        UPDATE_GOLDEN = True
+        args.remove("--update-golden")
+    if len(args) >= 2 and args[0] == "--cli":
+        CLI = os.path.abspath(args[1])
+        args = args[2:]
+    if not CLI:
+        sys.exit("usage: test_cli_commands.py --cli PATH [--update-golden] [unittest args]")
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=1)
+
+
+if __name__ == "__main__":
+    main()
