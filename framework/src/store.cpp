@@ -602,4 +602,43 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds staging_grace) {
   });
 }
 
+std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std::uint64_t> version) {
+  return translated(true, [&] {
+    auto& backend = *impl_->backend;
+    validate_name(name);
+    auto versions = backend.list_versions(name);
+    if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + impl_->path.string());
+    if (version) {
+      if (!std::binary_search(versions.begin(), versions.end(), *version))
+        throw NotFound("name '" + std::string(name) + "' has no version " + std::to_string(*version) + " in store " +
+                       impl_->path.string() + " (latest is " + std::to_string(versions.back()) + ")");
+      versions = {*version};
+    }
+    std::vector<VersionInfo> removed;
+    for (auto v : versions) {
+      VersionInfo info;
+      info.name = std::string(name);
+      info.version = v;
+      try {
+        info.record = backend.read_version(name, v);
+        info.digest = record_digest(info.record, name, v);
+      } catch (const CorruptData&) {
+        info.record = nullptr;  // removing is how a bad record is got rid of
+        info.digest = Digest();
+      } catch (const NotFound&) {
+        if (version) throw;
+        continue;  // removed by someone else since listed
+      }
+      try {
+        backend.remove_version(name, v);
+      } catch (const NotFound&) {
+        if (version) throw;
+        continue;
+      }
+      removed.push_back(std::move(info));
+    }
+    return removed;
+  });
+}
+
 }  // namespace amphora

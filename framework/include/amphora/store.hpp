@@ -145,6 +145,14 @@ class Store {
   /// digest, and runs the materializer's structural validation.
   VerifyReport verify(std::optional<std::string_view> ref = std::nullopt, const Progress& progress = {}) const;
 
+  /// Removes every version of `name`, or only `version`, so that gc can
+  /// collect what nothing else reaches; returns the versions removed. A record
+  /// that cannot be read is removed all the same (its VersionInfo then has a
+  /// null record and an empty digest). Removed numbers are never issued again:
+  /// the next save under `name` gets a version above every one it ever had.
+  /// Throws NotFound (no such name or version), InvalidArgument (bad name).
+  std::vector<VersionInfo> remove(std::string_view name, std::optional<std::uint64_t> version = std::nullopt);
+
   /// Removes artifacts no name reaches and staging areas whose writer is gone.
   /// Refuses (CorruptData, saying where) while a name record cannot be read:
   /// what it pointed at would otherwise be collected.
