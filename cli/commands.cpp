@@ -7,6 +7,8 @@
 #include <amphora/builtins.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -282,6 +284,65 @@ int cmd_gc(const Args& a) {
             << "; kept " << report.kept << "\n";
   if (dry)
     for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";
+  return 0;
+}
+
+namespace {
+
+// "NAME" or "NAME@N", as rm takes it.
+std::pair<std::string, std::optional<std::uint64_t>> name_and_version(const std::string& ref) {
+  auto at = ref.find('@');
+  std::string name = ref.substr(0, at);
+  if (at == std::string::npos) {
+    amphora::validate_name(name);
+    return {name, std::nullopt};
+  }
+  try {
+    amphora::validate_name(name);
+  } catch (const amphora::InvalidArgument& e) {
+    throw amphora::InvalidArgument("invalid ref '" + ref + "': " + e.what());
+  }
+  std::string text = ref.substr(at + 1);
+  std::uint64_t version = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (err != std::errc() || end != text.data() + text.size() || version == 0)
+    throw amphora::InvalidArgument("invalid version in '" + ref + "': expected NAME or NAME@N with N >= 1");
+  return {name, version};
+}
+
+// On a terminal, asks on standard error; anything but y or yes is a no.
+bool confirmed(const std::string& question) {
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(std::cin, answer)) {
+    std::cerr << "\n";
+    return false;
+  }
+  std::transform(answer.begin(), answer.end(), answer.begin(), [](unsigned char c) { return std::tolower(c); });
+  return answer == "y" || answer == "yes";
+}
+
+}  // namespace
+
+int cmd_rm(const Args& a) {
+  auto [name, version] = name_and_version(*a.ref);
+  Store store = open_store(a);
+  if (!a.yes && ::isatty(STDIN_FILENO)) {
+    // Ask only about what exists; otherwise remove() below says what is missing.
+    auto versions = store.backend()->list_versions(name);
+    bool exists = version ? std::binary_search(versions.begin(), versions.end(), *version) : !versions.empty();
+    if (exists) {
+      std::string question = version ? "remove " + name + "@" + std::to_string(*version) + "?"
+                                     : "remove name " + name + " (" + count_of(versions.size(), "version", "versions") + ")?";
+      if (!confirmed(question)) {
+        std::cerr << "amphora: nothing removed\n";
+        return 1;
+      }
+    }
+  }
+  for (const auto& v : store.remove(name, version))
+    std::cout << "removed " << v.name << "@" << v.version << " ("
+              << (v.record.is_null() ? std::string("unreadable record") : v.digest.str()) << ")\n";
   return 0;
 }
 

@@ -25,6 +25,7 @@ int cmd_show(const Args& a);
 int cmd_import(const Args& a);
 int cmd_export(const Args& a);
 int cmd_verify(const Args& a);
+int cmd_rm(const Args& a);
 int cmd_gc(const Args& a);
 
 }  // namespace amphora::cli

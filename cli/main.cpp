@@ -121,6 +121,18 @@ class Parser {
     verify->add_option("REF", args_.ref, "check only this artifact (default: every artifact and name record)")
         ->type_name("");
 
+    auto* rm = add("rm", "Remove a name (every version) or one version of it.", amphora::cli::cmd_rm,
+                   "On a terminal, rm asks first unless --yes is given; otherwise it does not ask.\n"
+                   "It prints what it removed. Artifacts stay until `amphora gc` collects what no\n"
+                   "name reaches any more. A removed version's number is never used again: the\n"
+                   "next import under NAME continues after the highest version NAME ever had.\n\n"
+                   "Examples:\n"
+                   "  amphora rm emb@1\n"
+                   "  amphora rm scratch --yes\n"
+                   "  amphora rm emb@1 && amphora gc");
+    rm->add_option("REF", args_.ref, "NAME (every version) or NAME@N (version N only)")->required()->type_name("");
+    rm->add_flag("-y,--yes", args_.yes, "do not ask for confirmation");
+
     auto* gc = add("gc", "Remove artifacts no name reaches, and stale staging areas.", amphora::cli::cmd_gc,
                    "Examples:\n"
                    "  amphora gc --dry-run\n"

@@ -13,7 +13,9 @@ command's help on purpose, rewrite those files with
 and review the difference (git diff tests/golden) before committing it.
 """
 
+import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -26,7 +28,7 @@ CLI = os.environ.get("AMPHORA_CLI", "")
 UPDATE_GOLDEN = False
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "help")
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
-COMMANDS = ("init", "ls", "show", "import", "export", "verify", "gc")
+COMMANDS = ("init", "ls", "show", "import", "export", "verify", "rm", "gc")
 
 
 def run(*args, stdin=subprocess.DEVNULL, env=None):
@@ -70,7 +72,6 @@ class CliTestCase(unittest.TestCase):
         return path
 
     def names(self):
-        import json
         return [(r["name"], r["version"]) for r in json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout)]
 
 
@@ -205,6 +206,123 @@ class UsageTest(CliTestCase):
         self.error_line(self.amphora("import", p, "--name", "bad/name"), "bad/name")
         self.error_line(self.amphora("show", "a@x"), "a@x")
         self.error_line(self.amphora("show", "nosuch"), "nosuch", status=EXIT_NOT_FOUND)
+
+
+class RmTest(CliTestCase):
+    def import_array(self, arr, name):
+        out = self.amphora("import", self.save(arr, name + ".npy"), "--name", name, "--compress", "none",
+                           check=EXIT_OK).stdout
+        return out.split("(")[1].split(")")[0]
+
+    def objects(self):
+        root = os.path.join(self.store, "objects", "sha256")
+        return sorted("sha256:" + d for fan in os.listdir(root) for d in os.listdir(os.path.join(root, fan)))
+
+    def rm_on_terminal(self, answer, *args):
+        """Runs `amphora rm` with a pseudo-terminal as standard input, answering `answer`."""
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([CLI, "--store", self.store, "rm", *args], stdin=slave,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            os.close(slave)
+            slave = None
+            # None: end of input (Ctrl-D on an empty line)
+            os.write(master, b"\x04" if answer is None else answer.encode() + b"\n")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if slave is not None:
+                os.close(slave)
+            os.close(master)
+        return proc.returncode, out, err
+
+    def test_rm_version_then_gc_frees_only_what_it_alone_reached(self):
+        only = self.import_array(np.arange(100), "a")           # a@1 only
+        shared = self.import_array(np.arange(200), "a")         # a@2 and b@1
+        self.import_array(np.arange(200), "b")
+        latest = self.import_array(np.arange(300), "a")         # a@3
+        proc = self.amphora("rm", "a@1", check=EXIT_OK)
+        self.assertEqual(proc.stdout, f"removed a@1 ({only})\n")
+        self.assertEqual(self.names(), [("a", 3), ("b", 1)])
+        self.assertEqual(self.objects(), sorted([only, shared, latest]))  # rm alone frees nothing
+        self.assertIn("removed 1 artifact", self.amphora("gc", check=EXIT_OK).stdout)
+        self.assertEqual(self.objects(), sorted([shared, latest]))
+        self.amphora("rm", "a", check=EXIT_OK)
+        self.amphora("gc", check=EXIT_OK)
+        self.assertEqual(self.objects(), [shared])  # b@1 still reaches it
+        self.amphora("verify", check=EXIT_OK)
+        self.assertEqual(self.amphora("export", "b", self.path("b.npy"), check=EXIT_OK).returncode, 0)
+        np.testing.assert_array_equal(np.load(self.path("b.npy")), np.arange(200))
+
+    def test_rm_name_lists_every_version_removed(self):
+        digests = [self.import_array(np.arange(n), "a") for n in (1, 2, 3)]
+        self.amphora("rm", "a@2", check=EXIT_OK)
+        proc = self.amphora("rm", "a", check=EXIT_OK)
+        self.assertEqual(proc.stdout, f"removed a@1 ({digests[0]})\nremoved a@3 ({digests[2]})\n")
+        self.assertEqual(proc.stderr, "")
+        self.assertEqual(self.names(), [])
+        self.error_line(self.amphora("ls", "a"), "'a'", status=EXIT_NOT_FOUND)
+
+    def test_rm_of_what_does_not_exist(self):
+        self.import_array(np.arange(3), "a")
+        line = self.error_line(self.amphora("rm", "a@5"), "'a'", "5", self.store, status=EXIT_NOT_FOUND)
+        self.assertIn("latest is 1", line)
+        self.error_line(self.amphora("rm", "nosuch"), "'nosuch'", self.store, status=EXIT_NOT_FOUND)
+        self.error_line(self.amphora("rm", "nosuch@1"), "'nosuch'", status=EXIT_NOT_FOUND)
+        for bad in ("a@0", "a@x", "a@", "a@-1", "bad/name", "@1"):
+            with self.subTest(ref=bad):
+                self.error_line(self.amphora("rm", bad), bad, status=EXIT_USAGE)
+        self.error_line(self.amphora("rm"), "REF")
+        self.assertEqual(self.names(), [("a", 1)])
+
+    def test_version_numbers_are_never_reused(self):
+        for n in (1, 2, 3):
+            self.import_array(np.arange(n), "a")
+        self.amphora("rm", "a@3", check=EXIT_OK)
+        out = self.amphora("import", self.save(np.arange(9), "x.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.assertIn(" as a@4 ", out)
+        self.amphora("rm", "a", check=EXIT_OK)
+        out = self.amphora("import", self.save(np.arange(1), "y.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.assertIn(" as a@5 ", out)  # same content as the removed a@1, but a new version
+        self.assertEqual(self.names(), [("a", 5)])
+        self.amphora("verify", check=EXIT_OK)
+        self.error_line(self.amphora("show", "a@4"), "a", status=EXIT_NOT_FOUND)
+
+    def test_without_a_terminal_rm_does_not_ask(self):
+        self.import_array(np.arange(3), "a")
+        for stdin in (subprocess.DEVNULL, subprocess.PIPE):
+            self.import_array(np.arange(4), "a")
+            proc = self.amphora("rm", "a", stdin=stdin)
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            self.assertNotIn("?", proc.stderr)
+            self.assertTrue(proc.stdout.startswith("removed a@"), proc.stdout)
+
+    def test_on_a_terminal_rm_asks(self):
+        for n in (1, 2, 3):
+            self.import_array(np.arange(n), "a")
+        for answer in ("n", "", "nope", None):  # None: end of input
+            with self.subTest(answer=answer):
+                status, out, err = self.rm_on_terminal(answer, "a")
+                self.assertEqual(status, EXIT_FAILURE, err)
+                self.assertIn("remove name a (3 versions)? [y/N]", err)
+                self.assertIn("amphora: nothing removed", err)
+                self.assertEqual(out, "")
+                self.assertEqual(self.names(), [("a", 3)])
+        status, out, err = self.rm_on_terminal("y", "a@2")
+        self.assertEqual(status, EXIT_OK, err)
+        self.assertIn("remove a@2? [y/N]", err)
+        self.assertTrue(out.startswith("removed a@2 (sha256:"), out)
+        status, out, err = self.rm_on_terminal("YES", "a")
+        self.assertEqual(status, EXIT_OK, err)
+        self.assertIn("remove name a (2 versions)?", err)
+        self.assertEqual(len(out.splitlines()), 2)
+        self.assertEqual(self.names(), [])
+        # --yes does not ask; something missing is reported without asking
+        self.import_array(np.arange(5), "b")
+        status, out, err = self.rm_on_terminal(None, "b", "--yes")
+        self.assertEqual((status, err), (EXIT_OK, ""))
+        status, out, err = self.rm_on_terminal(None, "b@9")
+        self.assertEqual(status, EXIT_NOT_FOUND)
+        self.assertNotIn("?", err)
 
 
 def main():
