@@ -16,45 +16,20 @@ and review the difference (git diff tests/golden) before committing it.
 import json
 import os
 import pty
-import shutil
 import subprocess
-import sys
-import tempfile
 import unittest
 
 import numpy as np
 
-CLI = os.environ.get("AMPHORA_CLI", "")
+import cli_support
+from cli_support import EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, run
+
 UPDATE_GOLDEN = False
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "help")
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
 COMMANDS = ("init", "ls", "show", "import", "export", "verify", "rm", "gc")
 
 
-def run(*args, stdin=subprocess.DEVNULL, env=None):
-    return subprocess.run([CLI, *map(str, args)], text=True, stdin=stdin, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, timeout=120)
-
-
-class CliTestCase(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="amphora-cmd-")
-        self.store = os.path.join(self.tmp, "store")
-        self.amphora("init", check=EXIT_OK)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, *parts):
-        return os.path.join(self.tmp, *parts)
-
-    def amphora(self, *args, check=None, **kw):
-        proc = run("--store", self.store, *args, **kw)
-        if check is not None:
-            self.assertEqual(proc.returncode, check,
-                             f"amphora {' '.join(map(str, args))}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
-        return proc
-
+class CliTestCase(cli_support.StoreTestCase):
     def error_line(self, proc, *mentions, status=EXIT_USAGE):
         """Asserts the one-line `amphora: ...` message and returns it."""
         self.assertEqual(proc.returncode, status, f"stdout={proc.stdout!r} stderr={proc.stderr!r}")
@@ -72,7 +47,7 @@ class CliTestCase(unittest.TestCase):
         return path
 
     def names(self):
-        return [(r["name"], r["version"]) for r in json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout)]
+        return [(r["name"], r["version"]) for r in json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)]
 
 
 class HelpTest(unittest.TestCase):
@@ -132,20 +107,20 @@ class UsageTest(CliTestCase):
         self.error_line(run(), "no command", "amphora --help")
 
     def test_unknown_command(self):
-        self.error_line(self.amphora("frobnicate"), "unknown command 'frobnicate'", "amphora --help")
+        self.error_line(self.run_cli("frobnicate"), "unknown command 'frobnicate'", "amphora --help")
         self.error_line(run("help", "frobnicate"), "unknown command 'frobnicate'")
 
     def test_unknown_option_names_it_and_the_command(self):
-        self.error_line(self.amphora("ls", "--bogus"), "unknown option --bogus", "(see amphora ls --help)")
-        self.error_line(self.amphora("gc", "--json"), "--json", "amphora gc --help")
+        self.error_line(self.run_cli("ls", "--bogus"), "unknown option --bogus", "(see amphora ls --help)")
+        self.error_line(self.run_cli("gc", "--json"), "--json", "amphora gc --help")
 
     def test_extra_argument(self):
-        self.error_line(self.amphora("show", "a", "b"), "unexpected argument 'b'", "amphora show --help")
-        self.error_line(self.amphora("init", "x"), "'x'", "amphora init --help")
+        self.error_line(self.run_cli("show", "a", "b"), "unexpected argument 'b'", "amphora show --help")
+        self.error_line(self.run_cli("init", "x"), "'x'", "amphora init --help")
 
     def test_missing_argument(self):
-        self.error_line(self.amphora("export", "a"), "FILE", "amphora export --help")
-        self.error_line(self.amphora("import", "--name"), "--name")
+        self.error_line(self.run_cli("export", "a"), "FILE", "amphora export --help")
+        self.error_line(self.run_cli("import", "--name"), "--name")
         self.error_line(run("--store"), "--store")
 
     def test_repeated_single_value_option_is_refused(self):
@@ -155,7 +130,7 @@ class UsageTest(CliTestCase):
                      ("import", p, "--name=a", "--name=a")):
             with self.subTest(args=args):
                 option = args[-1].split("=")[0] if "=" in args[-1] else args[-2]
-                line = self.error_line(self.amphora(*args), option, "given 2 times", "amphora import --help")
+                line = self.error_line(self.run_cli(*args), option, "given 2 times", "amphora import --help")
                 self.assertIn(option, line)
         self.assertEqual(self.names(), [])
         # --store twice: before the command, after it, or both
@@ -166,7 +141,7 @@ class UsageTest(CliTestCase):
 
     def test_invalid_compress_choice_names_the_choices(self):
         p = self.save(np.arange(5), "a.npy")
-        line = self.error_line(self.amphora("import", p, "--name", "a", "--compress", "zstd"), "zstd")
+        line = self.error_line(self.run_cli("import", p, "--name", "a", "--compress", "zstd"), "zstd")
         for choice in ("none", "lz4", "auto"):
             self.assertIn(choice, line)
         self.assertEqual(self.names(), [])
@@ -174,24 +149,24 @@ class UsageTest(CliTestCase):
     def test_double_dash_ends_options(self):
         p = self.save(np.arange(5), "-weird.npy")
         # without --, the file name is taken for an option
-        self.error_line(self.amphora("import", "-weird.npy", "--name", "w"), "-weird.npy")
+        self.error_line(self.run_cli("import", "-weird.npy", "--name", "w"), "-weird.npy")
         os.chdir(self.tmp)
         try:
-            self.amphora("import", "--name", "w", "--", "-weird.npy", check=EXIT_OK)
+            self.run_cli("import", "--name", "w", "--", "-weird.npy", check=EXIT_OK)
             # after --, even --name is an argument: the command has one file, so this is refused
-            self.error_line(self.amphora("import", "--", "-weird.npy", "--name", "x"), "--name")
+            self.error_line(self.run_cli("import", "--", "-weird.npy", "--name", "x"), "--name")
             out = self.path("-out.npy")
-            self.amphora("export", "--", "w", "-out.npy", check=EXIT_OK)
+            self.run_cli("export", "--", "w", "-out.npy", check=EXIT_OK)
             np.testing.assert_array_equal(np.load(out), np.arange(5))
-            self.amphora("export", "w", "--force", "--", "-out.npy", check=EXIT_OK)
-            self.error_line(self.amphora("ls", "--", "--json"), "--json")  # not a valid name
+            self.run_cli("export", "w", "--force", "--", "-out.npy", check=EXIT_OK)
+            self.error_line(self.run_cli("ls", "--", "--json"), "--json")  # not a valid name
         finally:
             os.chdir("/")
         self.assertEqual(self.names(), [("w", 1)])
 
     def test_store_before_or_after_the_command(self):
         p = self.save(np.arange(5), "a.npy")
-        self.amphora("import", p, "--name", "a", check=EXIT_OK)
+        self.run_cli("import", p, "--name", "a", check=EXIT_OK)
         before = run("--store", self.store, "ls")
         after = run("ls", "--store", self.store)
         inline = run("ls", "--store=" + self.store)
@@ -203,14 +178,14 @@ class UsageTest(CliTestCase):
 
     def test_library_usage_errors_keep_their_status(self):
         p = self.save(np.arange(5), "a.npy")
-        self.error_line(self.amphora("import", p, "--name", "bad/name"), "bad/name")
-        self.error_line(self.amphora("show", "a@x"), "a@x")
-        self.error_line(self.amphora("show", "nosuch"), "nosuch", status=EXIT_NOT_FOUND)
+        self.error_line(self.run_cli("import", p, "--name", "bad/name"), "bad/name")
+        self.error_line(self.run_cli("show", "a@x"), "a@x")
+        self.error_line(self.run_cli("show", "nosuch"), "nosuch", status=EXIT_NOT_FOUND)
 
 
 class RmTest(CliTestCase):
     def import_array(self, arr, name):
-        out = self.amphora("import", self.save(arr, name + ".npy"), "--name", name, "--compress", "none",
+        out = self.run_cli("import", self.save(arr, name + ".npy"), "--name", name, "--compress", "none",
                            check=EXIT_OK).stdout
         return out.split("(")[1].split(")")[0]
 
@@ -222,7 +197,7 @@ class RmTest(CliTestCase):
         """Runs `amphora rm` with a pseudo-terminal as standard input, answering `answer`."""
         master, slave = pty.openpty()
         try:
-            proc = subprocess.Popen([CLI, "--store", self.store, "rm", *args], stdin=slave,
+            proc = subprocess.Popen([cli_support.CLI, "--store", self.store, "rm", *args], stdin=slave,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             os.close(slave)
             slave = None
@@ -240,58 +215,58 @@ class RmTest(CliTestCase):
         shared = self.import_array(np.arange(200), "a")         # a@2 and b@1
         self.import_array(np.arange(200), "b")
         latest = self.import_array(np.arange(300), "a")         # a@3
-        proc = self.amphora("rm", "a@1", check=EXIT_OK)
+        proc = self.run_cli("rm", "a@1", check=EXIT_OK)
         self.assertEqual(proc.stdout, f"removed a@1 ({only})\n")
         self.assertEqual(self.names(), [("a", 3), ("b", 1)])
         self.assertEqual(self.objects(), sorted([only, shared, latest]))  # rm alone frees nothing
-        self.assertIn("removed 1 artifact", self.amphora("gc", check=EXIT_OK).stdout)
+        self.assertIn("removed 1 artifact", self.run_cli("gc", check=EXIT_OK).stdout)
         self.assertEqual(self.objects(), sorted([shared, latest]))
-        self.amphora("rm", "a", check=EXIT_OK)
-        self.amphora("gc", check=EXIT_OK)
+        self.run_cli("rm", "a", check=EXIT_OK)
+        self.run_cli("gc", check=EXIT_OK)
         self.assertEqual(self.objects(), [shared])  # b@1 still reaches it
-        self.amphora("verify", check=EXIT_OK)
-        self.assertEqual(self.amphora("export", "b", self.path("b.npy"), check=EXIT_OK).returncode, 0)
+        self.run_cli("verify", check=EXIT_OK)
+        self.assertEqual(self.run_cli("export", "b", self.path("b.npy"), check=EXIT_OK).returncode, 0)
         np.testing.assert_array_equal(np.load(self.path("b.npy")), np.arange(200))
 
     def test_rm_name_lists_every_version_removed(self):
         digests = [self.import_array(np.arange(n), "a") for n in (1, 2, 3)]
-        self.amphora("rm", "a@2", check=EXIT_OK)
-        proc = self.amphora("rm", "a", check=EXIT_OK)
+        self.run_cli("rm", "a@2", check=EXIT_OK)
+        proc = self.run_cli("rm", "a", check=EXIT_OK)
         self.assertEqual(proc.stdout, f"removed a@1 ({digests[0]})\nremoved a@3 ({digests[2]})\n")
         self.assertEqual(proc.stderr, "")
         self.assertEqual(self.names(), [])
-        self.error_line(self.amphora("ls", "a"), "'a'", status=EXIT_NOT_FOUND)
+        self.error_line(self.run_cli("ls", "a"), "'a'", status=EXIT_NOT_FOUND)
 
     def test_rm_of_what_does_not_exist(self):
         self.import_array(np.arange(3), "a")
-        line = self.error_line(self.amphora("rm", "a@5"), "'a'", "5", self.store, status=EXIT_NOT_FOUND)
+        line = self.error_line(self.run_cli("rm", "a@5"), "'a'", "5", self.store, status=EXIT_NOT_FOUND)
         self.assertIn("latest is 1", line)
-        self.error_line(self.amphora("rm", "nosuch"), "'nosuch'", self.store, status=EXIT_NOT_FOUND)
-        self.error_line(self.amphora("rm", "nosuch@1"), "'nosuch'", status=EXIT_NOT_FOUND)
+        self.error_line(self.run_cli("rm", "nosuch"), "'nosuch'", self.store, status=EXIT_NOT_FOUND)
+        self.error_line(self.run_cli("rm", "nosuch@1"), "'nosuch'", status=EXIT_NOT_FOUND)
         for bad in ("a@0", "a@x", "a@", "a@-1", "bad/name", "@1"):
             with self.subTest(ref=bad):
-                self.error_line(self.amphora("rm", bad), bad, status=EXIT_USAGE)
-        self.error_line(self.amphora("rm"), "REF")
+                self.error_line(self.run_cli("rm", bad), bad, status=EXIT_USAGE)
+        self.error_line(self.run_cli("rm"), "REF")
         self.assertEqual(self.names(), [("a", 1)])
 
     def test_version_numbers_are_never_reused(self):
         for n in (1, 2, 3):
             self.import_array(np.arange(n), "a")
-        self.amphora("rm", "a@3", check=EXIT_OK)
-        out = self.amphora("import", self.save(np.arange(9), "x.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.run_cli("rm", "a@3", check=EXIT_OK)
+        out = self.run_cli("import", self.save(np.arange(9), "x.npy"), "--name", "a", check=EXIT_OK).stdout
         self.assertIn(" as a@4 ", out)
-        self.amphora("rm", "a", check=EXIT_OK)
-        out = self.amphora("import", self.save(np.arange(1), "y.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.run_cli("rm", "a", check=EXIT_OK)
+        out = self.run_cli("import", self.save(np.arange(1), "y.npy"), "--name", "a", check=EXIT_OK).stdout
         self.assertIn(" as a@5 ", out)  # same content as the removed a@1, but a new version
         self.assertEqual(self.names(), [("a", 5)])
-        self.amphora("verify", check=EXIT_OK)
-        self.error_line(self.amphora("show", "a@4"), "a", status=EXIT_NOT_FOUND)
+        self.run_cli("verify", check=EXIT_OK)
+        self.error_line(self.run_cli("show", "a@4"), "a", status=EXIT_NOT_FOUND)
 
     def test_without_a_terminal_rm_does_not_ask(self):
         self.import_array(np.arange(3), "a")
         for stdin in (subprocess.DEVNULL, subprocess.PIPE):
             self.import_array(np.arange(4), "a")
-            proc = self.amphora("rm", "a", stdin=stdin)
+            proc = self.run_cli("rm", "a", stdin=stdin)
             self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
             self.assertNotIn("?", proc.stderr)
             self.assertTrue(proc.stdout.startswith("removed a@"), proc.stdout)
@@ -326,17 +301,10 @@ class RmTest(CliTestCase):
 
 
 def main():
-    global CLI, UPDATE_GOLDEN
-    args = sys.argv[1:]
-    if "--update-golden" in args:
-        UPDATE_GOLDEN = True
-        args.remove("--update-golden")
-    if len(args) >= 2 and args[0] == "--cli":
-        CLI = os.path.abspath(args[1])
-        args = args[2:]
-    if not CLI:
-        sys.exit("usage: test_cli_commands.py --cli PATH [--update-golden] [unittest args]")
-    unittest.main(argv=[sys.argv[0]] + args, verbosity=1)
+    global UPDATE_GOLDEN
+    flags, argv = cli_support.parse_args("test_cli_commands.py", ["--update-golden"])
+    UPDATE_GOLDEN = "--update-golden" in flags
+    unittest.main(argv=argv, verbosity=1)
 
 
 if __name__ == "__main__":
