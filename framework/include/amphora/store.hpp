@@ -65,9 +65,11 @@ using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 /// thread-safe, and several processes may use one store at once.
 class Store {
  public:
+  /// Every member has a default initializer, so `{.create = true}` leaves the
+  /// others out without a -Wmissing-field-initializers warning.
   struct OpenOptions {
-    bool create = false;                 ///< initialise the directory if it is not a store yet
-    std::shared_ptr<Registry> registry;  ///< materializers to use; empty = a new, empty registry
+    bool create = false;                   ///< initialise the directory if it is not a store yet
+    std::shared_ptr<Registry> registry{};  ///< materializers to use; empty = a new, empty registry
     /// Flush data and directories to the device before publishing (survives
     /// power loss, at disk speed). Off by default: publishing is then atomic
     /// against process crashes and kill -9. $AMPHORA_DURABLE=1 also turns it on.
