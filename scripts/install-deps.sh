@@ -2,9 +2,11 @@
 # Installs the Debian packages Amphora builds, tests and benchmarks with, when missing.
 set -euo pipefail
 
+# Files and directories go through std::filesystem (Boost.Filesystem's
+# standardised successor), so no Boost; yaml-cpp arrives with pipelines.
 packages=(
   build-essential cmake pkg-config
-  libboost-filesystem-dev nlohmann-json3-dev libyaml-cpp-dev liblz4-dev catch2 libssl-dev
+  nlohmann-json3-dev liblz4-dev libssl-dev libcli11-dev catch2
   python3-numpy python3-scipy python3-pandas lz4
 )
 

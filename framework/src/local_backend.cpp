@@ -2,8 +2,10 @@
 //   amphora-store.json                store marker and layout version
 //   objects/sha256/<hh>/<64 hex>/     one published artifact
 //   names/<name>/<version>.json       name records
+//   names/<name>/tombstone.json       highest version issued, once one is removed
 //   tmp/                              staging areas and their lock files
 //   locks/gc.lock                     shared by publishers, exclusive for gc
+//   locks/names.lock                  shared while a version is chosen, exclusive to remove one
 //
 // Every access starts from a descriptor of the store directory and walks
 // down with O_NOFOLLOW (posix.hpp), so no link planted in a store can
@@ -36,6 +38,7 @@ constexpr int kLayoutVersion = 1;
 constexpr const char* kMarker = "amphora-store.json";
 constexpr const char* kStructure[] = {"objects", "objects/sha256", "names", "tmp", "locks"};
 constexpr std::size_t kMaxMarkerBytes = 1u << 16;
+constexpr const char* kTombstone = "tombstone.json";
 
 std::string random_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32));
@@ -425,12 +428,15 @@ class LocalBackend : public StorageBackend {
 
   std::uint64_t add_version(std::string_view name, nlohmann::json record) override {
     std::string rel = "names/" + std::string(name);
+    auto numbering = lease("names.lock", LOCK_SH);  // no version is removed while one is chosen
     detail::Fd name_dir = dir(rel, true);
     detail::Fd tmp = dir("tmp");
     auto versions = versions_in(name_dir.get(), root_ / rel);
-    if (!versions.empty() && versions.back() == std::numeric_limits<std::uint64_t>::max())
-      throw CorruptData("name '" + std::string(name) + "' has a version file at the largest possible number");
-    std::uint64_t version = versions.empty() ? 1 : versions.back() + 1;
+    // Numbers of removed versions are never issued again.
+    std::uint64_t highest = std::max(versions.empty() ? 0 : versions.back(), tombstone_of(name_dir.get(), rel));
+    if (highest == std::numeric_limits<std::uint64_t>::max())
+      throw CorruptData("name '" + std::string(name) + "' has reached the largest possible version number");
+    std::uint64_t version = highest + 1;
     std::string tmp_name = "name-" + random_id() + ".json";
     fs::path tmp_shown = root_ / "tmp" / tmp_name;
     for (;; ++version) {
@@ -564,6 +570,69 @@ class LocalBackend : public StorageBackend {
       }
     }
     return sweep;
+  }
+
+  void remove_version(std::string_view name, std::uint64_t version) override {
+    std::string rel = "names/" + std::string(name);
+    std::string file = std::to_string(version) + ".json";
+    auto numbering = lease("names.lock", LOCK_EX);  // no version is chosen meanwhile
+    detail::Fd name_dir;
+    try {
+      name_dir = dir(rel);
+    } catch (const NotFound&) {
+      throw NotFound("no name '" + std::string(name) + "' in store " + location());
+    }
+    auto versions = versions_in(name_dir.get(), root_ / rel);
+    if (!std::binary_search(versions.begin(), versions.end(), version))
+      throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "' in store " +
+                     location());
+    // The tombstone records the highest number issued before the version
+    // goes, so add_version never issues a removed number again.
+    if (versions.back() > tombstone_of(name_dir.get(), rel)) write_tombstone(name_dir.get(), rel, versions.back());
+    detail::remove_tree_at(name_dir.get(), file, root_ / rel / file);  // a link is removed, never followed
+    if (durable_) sync_fd(name_dir.get(), root_ / rel);
+  }
+
+  // The highest version `name` had when one of its versions was last
+  // removed, or 0 when none ever was.
+  std::uint64_t tombstone_of(int name_dir, const std::string& rel) {
+    fs::path shown = root_ / rel / kTombstone;
+    std::string text;
+    try {
+      text = detail::read_small_at(name_dir, kTombstone, shown, kMaxMarkerBytes);
+    } catch (const NotFound&) {
+      return 0;
+    }
+    nlohmann::json doc;
+    try {
+      doc = parse_untrusted_json(text);
+    } catch (const nlohmann::json::exception&) {
+    }
+    auto it = doc.is_object() ? doc.find("highest_version") : doc.end();
+    if (!doc.is_object() || it == doc.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0)
+      throw CorruptData(shown.string() + " is not a tombstone ({\"highest_version\": N}); versions of this name "
+                        "cannot be numbered safely until it holds the highest version the name ever had");
+    return it->get<std::uint64_t>();
+  }
+
+  // Replaces the tombstone atomically: written in tmp/, then renamed over.
+  void write_tombstone(int name_dir, const std::string& rel, std::uint64_t highest) {
+    detail::Fd tmp = dir("tmp");
+    std::string tmp_name = "tombstone-" + random_id() + ".json";
+    fs::path tmp_shown = root_ / "tmp" / tmp_name;
+    std::string text = nlohmann::json{{"highest_version", highest}}.dump(2) + "\n";
+    {
+      detail::Fd fd(::openat(tmp.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd) detail::throw_errno("cannot create", tmp_shown);
+      detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp_shown);
+      if (durable_) sync_fd(fd.get(), tmp_shown);
+    }
+    if (::renameat(tmp.get(), tmp_name.c_str(), name_dir, kTombstone) != 0) {
+      int err = errno;
+      ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
+      detail::throw_errno("cannot write", root_ / rel / kTombstone, err);
+    }
+    if (durable_) sync_fd(name_dir, root_ / rel);
   }
 
  private:

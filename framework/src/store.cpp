@@ -5,6 +5,7 @@
 #include "artifact_context.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <system_error>
@@ -14,10 +15,6 @@
 #include <limits>
 #include <set>
 #include <unistd.h>
-
-// Defined by the materializers library; the framework knows none of them, so
-// it only calls this when the library is linked (amphora::amphora makes sure).
-extern "C" __attribute__((weak)) void amphora_register_builtins(amphora::Registry* registry);
 
 namespace amphora {
 
@@ -417,10 +414,14 @@ Store Store::open(const fs::path& dir, OpenOptions options) {
     impl->registry = std::move(options.registry);
   } else {
     impl->registry = std::make_shared<Registry>();
-    if (amphora_register_builtins) amphora_register_builtins(impl->registry.get());
+    if (auto registrar = detail::default_registrar.load()) registrar(*impl->registry);
   }
   return Store(std::move(impl));
 }
+
+std::atomic<void (*)(Registry&)> detail::default_registrar{nullptr};
+
+void detail::set_default_registrar(void (*registrar)(Registry&)) { default_registrar.store(registrar); }
 
 fs::path Store::default_path() {
   if (const char* env = std::getenv("AMPHORA_STORE"); env && *env) return env;
@@ -735,6 +736,45 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace) {
     }
     report.staging = backend.sweep_staging(dry_run, grace);
     return report;
+  });
+}
+
+std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std::uint64_t> version) {
+  return translated(true, [&] {
+    auto& backend = *impl_->backend;
+    validate_name(name);
+    auto versions = backend.list_versions(name);
+    if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + impl_->path.string());
+    if (version) {
+      if (!std::binary_search(versions.begin(), versions.end(), *version))
+        throw NotFound("name '" + std::string(name) + "' has no version " + std::to_string(*version) + " in store " +
+                       impl_->path.string() + " (latest is " + std::to_string(versions.back()) + ")");
+      versions = {*version};
+    }
+    std::vector<VersionInfo> removed;
+    for (auto v : versions) {
+      VersionInfo info;
+      info.name = std::string(name);
+      info.version = v;
+      try {
+        info.record = backend.read_version(name, v);
+        info.digest = record_digest(info.record, name, v);
+      } catch (const CorruptData&) {
+        info.record = nullptr;  // removing is how a bad record is got rid of
+        info.digest = Digest();
+      } catch (const NotFound&) {
+        if (version) throw;
+        continue;  // removed by someone else since listed
+      }
+      try {
+        backend.remove_version(name, v);
+      } catch (const NotFound&) {
+        if (version) throw;
+        continue;
+      }
+      removed.push_back(std::move(info));
+    }
+    return removed;
   });
 }
 

@@ -89,6 +89,11 @@ void register_builtins(Registry& registry) {
                  });
 }
 
+bool detail::use_builtins_by_default() {
+  set_default_registrar([](Registry& registry) { register_builtins(registry); });
+  return true;
+}
+
 std::shared_ptr<Registry> Registry::with_builtins() {
   auto registry = std::make_shared<Registry>();
   register_builtins(*registry);
@@ -96,6 +101,3 @@ std::shared_ptr<Registry> Registry::with_builtins() {
 }
 
 }  // namespace amphora
-
-// Store::open without a registry calls this, when the materializers are linked.
-extern "C" void amphora_register_builtins(amphora::Registry* registry) { amphora::register_builtins(*registry); }

@@ -13,40 +13,17 @@ import re
 import json
 import os
 import resource
-import shutil
 import stat
 import subprocess
-import sys
-import tempfile
 import unittest
 
 import numpy as np
 
-CLI = os.environ.get("AMPHORA_CLI", "")
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
+import cli_support
+from cli_support import EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT
 
 
-class CliTestCase(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="amphora-cli-")
-        self.store = os.path.join(self.tmp, "store")
-        self.run_cli("init", check=EXIT_OK)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, *parts):
-        return os.path.join(self.tmp, *parts)
-
-    def run_cli(self, *args, check=None, stdout=None, env=None, preexec_fn=None, timeout=120):
-        proc = subprocess.run([CLI, "--store", self.store, *map(str, args)], text=True, timeout=timeout,
-                              stdout=stdout if stdout is not None else subprocess.PIPE,
-                              stderr=subprocess.PIPE, env=env, preexec_fn=preexec_fn)
-        if check is not None:
-            self.assertEqual(proc.returncode, check,
-                             f"amphora {' '.join(map(str, args))}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
-        return proc
-
+class CliTestCase(cli_support.StoreTestCase):
     def import_array(self, arr, name):
         src = self.path(name + ".npy")
         np.save(src, arr)
@@ -150,7 +127,7 @@ class OutputTest(CliTestCase):
         self.assertIn("\\x1b]0;owned\\x07", proc.stdout)
         self.assertIn("evil\\u009b31m", proc.stdout)
         # --json keeps the exact value, escaped by JSON itself, in ASCII only.
-        raw = subprocess.run([CLI, "--store", self.store, "ls", "--json"], capture_output=True).stdout
+        raw = subprocess.run([cli_support.CLI, "--store", self.store, "ls", "--json"], capture_output=True).stdout
         self.assertTrue(all(b < 0x80 for b in raw), raw)
         self.assertIn(b"\\u009b", raw)
         out = json.loads(raw)
@@ -160,7 +137,7 @@ class OutputTest(CliTestCase):
     def test_raw_8bit_bytes_in_store_names_are_escaped(self):
         self.import_array(np.zeros(3), "z")
         os.mkdir(os.path.join(self.store.encode(), b"names", b"x\x9b31mz"))
-        proc = subprocess.run([CLI, "--store", self.store, "ls"], capture_output=True)
+        proc = subprocess.run([cli_support.CLI, "--store", self.store, "ls"], capture_output=True)
         self.assertEqual(proc.returncode, EXIT_OK)
         self.assertNotIn(b"\x9b", proc.stderr + proc.stdout)
         self.assertIn(b"x\\x9b31mz", proc.stderr)
@@ -263,14 +240,8 @@ class StarvedMachineTest(CliTestCase):
 
 
 def main():
-    global CLI
-    args = sys.argv[1:]
-    if len(args) >= 2 and args[0] == "--cli":
-        CLI = os.path.abspath(args[1])
-        args = args[2:]
-    if not CLI:
-        sys.exit("usage: test_cli_hardening.py --cli PATH [unittest args]")
-    unittest.main(argv=[sys.argv[0]] + args, verbosity=1)
+    _, argv = cli_support.parse_args("test_cli_hardening.py")
+    unittest.main(argv=argv, verbosity=1)
 
 
 if __name__ == "__main__":

@@ -234,10 +234,10 @@ TEST_CASE("Bad roles and unknown children are refused before anything is publish
   Store store = test::make_store(dir / "store");
   for (const char* bad : {"", "../up", "/abs", "a//b", ".hidden", "a/./b"}) {
     INFO(bad);
-    CHECK_THROWS_AS(store.save(RoleProbe{bad}), InvalidArgument);
-    CHECK_THROWS_WITH(store.save(RoleProbe{bad}), Catch::Contains("invalid child role"));
+    CHECK_THROWS_AS(store.save(RoleProbe{bad, false, std::nullopt}), InvalidArgument);
+    CHECK_THROWS_WITH(store.save(RoleProbe{bad, false, std::nullopt}), Catch::Contains("invalid child role"));
   }
-  CHECK_THROWS_WITH(store.save(RoleProbe{"x", true}), Catch::Contains("child role 'x' is used twice"));
+  CHECK_THROWS_WITH(store.save(RoleProbe{"x", true, std::nullopt}), Catch::Contains("child role 'x' is used twice"));
   Digest nowhere = json_digest(nlohmann::json("no such artifact"));
   CHECK_THROWS_AS(store.save(RoleProbe{"x", false, nowhere}), NotFound);
   // The failures left only the children saved before them (unnamed, collectable).

@@ -46,17 +46,19 @@ std::string_view to_string(Compression c);
 /// Parses "none", "lz4" or "auto"; throws InvalidArgument naming the text otherwise.
 Compression parse_compression(std::string_view text);
 
-/// Options for one save. Aggregate, so `{.name = "emb"}` works.
+/// Options for one save. Aggregate, so `{.name = "emb"}` works; every member
+/// has a default initializer, so leaving members out does not trip
+/// -Wmissing-field-initializers.
 struct SaveOptions {
   /// Name to record the artifact under as its next version; empty = unnamed
   /// (an unnamed artifact is collected by the next gc).
-  std::string name;
+  std::string name{};
   Compression compression = Compression::automatic;
   /// Extra provenance stored with the name record, outside the hashed content.
   nlohmann::json provenance = nlohmann::json::object();
   /// Called now and then with the payload bytes hashed and written so far,
   /// by one thread at a time; may be empty.
-  std::function<void(std::uint64_t bytes_written)> progress;
+  std::function<void(std::uint64_t bytes_written)> progress{};
 };
 
 /// Options for one load, passed to every materializer (and child) it reaches.

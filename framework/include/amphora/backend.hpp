@@ -129,6 +129,12 @@ class StorageBackend {
   virtual nlohmann::json read_version(std::string_view name, std::uint64_t version) = 0;
   /// Largest name record, serialized, that a store accepts.
   static constexpr std::size_t kMaxRecordBytes = 1u << 20;
+  /// Removes version `version` of `name`. Its number is never issued again:
+  /// the next add_version of `name` continues after the highest version the
+  /// name ever had, even once every version is removed. Throws NotFound when
+  /// there is no such version, CorruptData when what keeps the numbering
+  /// (docs/FORMAT.md §1.3) cannot be read.
+  virtual void remove_version(std::string_view name, std::uint64_t version) = 0;
 
   /// Shared lease taken by writers between publishing an artifact and
   /// recording the name that keeps it alive; gc waits for these.

@@ -7,6 +7,7 @@
 #include <amphora/error.hpp>
 #include <amphora/registry.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -66,11 +67,13 @@ using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 /// thread-safe, and several processes may use one store at once.
 class Store {
  public:
+  /// Every member has a default initializer, so `{.create = true}` leaves the
+  /// others out without a -Wmissing-field-initializers warning.
   struct OpenOptions {
-    bool create = false;                 ///< initialise the directory if it is not a store yet
+    bool create = false;                   ///< initialise the directory if it is not a store yet
     /// Materializers for type-erased use (verify, show, export, load_erased);
     /// empty = Registry::with_builtins() when the materializers are linked.
-    std::shared_ptr<Registry> registry;
+    std::shared_ptr<Registry> registry{};
     /// Flush data and directories to the device before publishing (survives
     /// power loss, at disk speed). Off by default: publishing is then atomic
     /// against process crashes and kill -9. $AMPHORA_DURABLE=1 also turns it on.
@@ -148,6 +151,14 @@ class Store {
   /// digest, and runs the materializer's structural validation.
   VerifyReport verify(std::optional<std::string_view> ref = std::nullopt, const Progress& progress = {}) const;
 
+  /// Removes every version of `name`, or only `version`, so that gc can
+  /// collect what nothing else reaches; returns the versions removed. A record
+  /// that cannot be read is removed all the same (its VersionInfo then has a
+  /// null record and an empty digest). Removed numbers are never issued again:
+  /// the next save under `name` gets a version above every one it ever had.
+  /// Throws NotFound (no such name or version), InvalidArgument (bad name).
+  std::vector<VersionInfo> remove(std::string_view name, std::optional<std::uint64_t> version = std::nullopt);
+
   /// Removes artifacts that no name reaches, directly or as a child of what
   /// a name reaches, and staging areas whose writer is gone. Unnamed
   /// artifacts published or saved again less than `grace` ago are kept, with
@@ -176,6 +187,14 @@ class Store {
   VerifyReport verify_checked(std::optional<std::string_view> ref, const Progress& progress) const;
   std::shared_ptr<Impl> impl_;
 };
+
+namespace detail {
+/// What fills the registry of a store opened without one. The materializers
+/// library sets it (to its built-ins) in every program that includes one of
+/// its headers; the framework itself knows no materializer.
+extern std::atomic<void (*)(Registry&)> default_registrar;
+void set_default_registrar(void (*registrar)(Registry&));
+}  // namespace detail
 
 /// Validates a name for versioning: 1-128 characters of [A-Za-z0-9._-],
 /// starting with a letter, digit or underscore. Throws InvalidArgument.

@@ -5,6 +5,7 @@
 // file as independent LZ4 frames with a chunk index (docs/FORMAT.md).
 
 #include <amphora/buffer.hpp>
+#include <amphora/builtins.hpp>
 #include <amphora/dtype.hpp>
 #include <amphora/materializer.hpp>
 

@@ -1,186 +1,32 @@
-// The `amphora` command line: inspect and move artifacts without writing code.
+// The `amphora` commands: what each does once its arguments are parsed.
+
+#include "commands.hpp"
+#include "output.hpp"
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <map>
-#include <optional>
-#include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+
+namespace amphora::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
 using amphora::Store;
 
-constexpr const char* kUsage = R"(usage: amphora [--store DIR] COMMAND [ARGS]
-
-Commands:
-  init                                   create the store
-  ls [NAME] [--json]                     list names (latest versions), or every version of NAME
-  show REF [--json]                      show an artifact's manifest, files and metadata
-  import FILE --name NAME [--compress none|lz4|auto]
-                                         store a file (.npy) as the next version of NAME
-  export REF FILE [--force]              write an artifact to a file (.npy); an existing regular
-                                         file is replaced, a symbolic link only with --force
-  verify [REF]                           re-hash payloads and check them against manifests
-  gc [--dry-run] [--grace SECONDS]       remove artifacts no name reaches, and stale staging;
-                                         unnamed ones younger than the grace (60 s) are kept
-
-REF is NAME (latest version), NAME@N, sha256:HEX or a hex prefix of 8+ digits.
-The store is --store DIR, else $AMPHORA_STORE, else ./.amphora.
-Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.
-)";
-
-// Text that came from a store (records, metadata, file names, messages that
-// quote them) is shown with control characters escaped, so a crafted store
-// cannot send escape sequences to the user's terminal.
-std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  char buf[12];
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  std::size_t i = 0, n = text.size();
-  while (i < n) {
-    unsigned c = p[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) {
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-      ++i;
-      continue;
-    }
-    // A well-formed UTF-8 sequence is kept unless it encodes a C1 control;
-    // any other byte (a stray 8-bit C1 byte included) is shown as \xNN.
-    std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || i + len > n || !amphora::is_valid_utf8(text.substr(i, len))) {
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-      ++i;
-      continue;
-    }
-    if (len == 2 && c == 0xc2 && p[i + 1] <= 0x9f) {  // U+0080..U+009F
-      std::snprintf(buf, sizeof buf, "\\u%04x", p[i + 1]);
-      out += buf;
-    } else {
-      out.append(text.substr(i, len));
-    }
-    i += len;
-  }
-  return out;
-}
-
-std::string one_line(std::string text) {
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return printable(text);
-}
-
-// --json output is ASCII: everything else, C1 controls included, is escaped
-// as \uXXXX, which every JSON reader turns back into the same text.
-std::string json_text(const nlohmann::json& value) { return value.dump(2, ' ', true); }
-
-void warn(const std::string& text) { std::cerr << "amphora: warning: " << one_line(text) << "\n"; }
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-struct Args {
-  std::optional<std::string> store;
-  std::string command;
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --flag value
-  std::vector<std::string> flags;              // --flag
-};
-
-bool has_flag(const Args& a, const std::string& f) {
-  return std::find(a.flags.begin(), a.flags.end(), f) != a.flags.end();
-}
-
-Args parse_args(int argc, char** argv) {
-  static const std::vector<std::string> kValued = {"--store", "--name", "--compress", "--grace"};
-  static const std::vector<std::string> kFlags = {"--json", "--dry-run", "--force", "--help", "-h", "--version"};
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.size() > 1 && arg[0] == '-') {
-      std::string key = arg, value;
-      bool inline_value = false;
-      if (auto eq = arg.find('='); eq != std::string::npos && arg.starts_with("--")) {
-        key = arg.substr(0, eq);
-        value = arg.substr(eq + 1);
-        inline_value = true;
-      }
-      if (std::find(kValued.begin(), kValued.end(), key) != kValued.end()) {
-        if (!inline_value) {
-          if (i + 1 >= argc) throw UsageError(key + " needs a value");
-          value = argv[++i];
-        }
-        if (key == "--store")
-          a.store = value;
-        else
-          a.options[key] = value;
-      } else if (std::find(kFlags.begin(), kFlags.end(), key) != kFlags.end() && !inline_value) {
-        a.flags.push_back(key);
-      } else {
-        throw UsageError("unknown option " + arg);
-      }
-    } else if (a.command.empty()) {
-      a.command = arg;
-    } else {
-      a.positional.push_back(arg);
-    }
-  }
-  return a;
-}
-
-void expect_positional(const Args& a, std::size_t min, std::size_t max) {
-  if (a.positional.size() < min || a.positional.size() > max)
-    throw UsageError("wrong number of arguments for '" + a.command + "'");
-}
-
-void allow_only(const Args& a, std::initializer_list<const char*> allowed) {
-  auto ok = [&](const std::string& k) {
-    return std::any_of(allowed.begin(), allowed.end(), [&](const char* x) { return k == x; });
-  };
-  for (const auto& [k, v] : a.options)
-    if (!ok(k)) throw UsageError(k + " does not apply to '" + a.command + "'");
-  for (const auto& f : a.flags)
-    if (!ok(f)) throw UsageError(f + " does not apply to '" + a.command + "'");
-}
-
-std::string human_bytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
-std::shared_ptr<amphora::Registry> builtin_registry() {
-  auto registry = std::make_shared<amphora::Registry>();
-  amphora::register_builtins(*registry);
-  return registry;
-}
-
 Store open_store(const Args& a, bool create = false) {
   fs::path dir = a.store ? fs::path(*a.store) : Store::default_path();
-  return Store::open(dir, {.create = create, .registry = builtin_registry()});
+  return Store::open(dir, {.create = create});  // with the built-in materializers
 }
 
 // Progress on a terminal only: piped output stays clean.
@@ -214,21 +60,19 @@ nlohmann::json version_json(const amphora::VersionInfo& v) {
           {"created_at", text_field(v.record, "created_at")}};
 }
 
+}  // namespace
+
 int cmd_init(const Args& a) {
-  expect_positional(a, 0, 0);
-  allow_only(a, {});
   Store store = open_store(a, true);
   std::cout << "initialised store " << store.path().string() << "\n";
   return 0;
 }
 
 int cmd_ls(const Args& a) {
-  expect_positional(a, 0, 1);
-  allow_only(a, {"--json"});
   Store store = open_store(a);
   // One unreadable record is reported, not allowed to hide the healthy ones.
   std::optional<std::string_view> only;
-  if (!a.positional.empty()) only = a.positional[0];
+  if (a.ref) only = *a.ref;
   auto scan = store.scan_names(only);
   for (const auto& p : scan.problems) warn(p);
   std::vector<amphora::VersionInfo> rows;
@@ -242,9 +86,9 @@ int cmd_ls(const Args& a) {
   } else {
     rows = std::move(scan.versions);
     if (rows.empty() && scan.problems.empty())
-      throw amphora::NotFound("no name '" + a.positional[0] + "' in store " + store.path().string());
+      throw amphora::NotFound("no name '" + *a.ref + "' in store " + store.path().string());
   }
-  if (has_flag(a, "--json")) {
+  if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
       auto j = version_json(r);
@@ -256,7 +100,7 @@ int cmd_ls(const Args& a) {
   }
   if (rows.empty()) {
     if (only)
-      std::cout << "(no readable versions of " << a.positional[0] << ")\n";
+      std::cout << "(no readable versions of " << *a.ref << ")\n";
     else
       std::cout << "(no names in " << printable(store.path().string()) << ")\n";
     return 0;
@@ -264,7 +108,7 @@ int cmd_ls(const Args& a) {
   std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");
   for (const auto& r : rows) {
     std::string version = std::to_string(r.version);
-    if (!only && version_counts[r.name] > 1) version += "/" + std::to_string(version_counts[r.name]);
+    if (!only && version_counts[r.name] > 1) version.append(1, '/').append(std::to_string(version_counts[r.name]));
     std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
                 printable(text_field(r.record, "materializer")).c_str(),
                 human_bytes(count_field(r.record, "payload_bytes")).c_str(),
@@ -273,17 +117,34 @@ int cmd_ls(const Args& a) {
   return 0;
 }
 
+namespace {
+
+// Each child by role, with its materializer (null when the child is missing
+// or unreadable: verify says why).
+nlohmann::json children_json(const Store& store, const amphora::Manifest& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : m.children) {
+    nlohmann::json materializer = nullptr;
+    try {
+      materializer = store.open_artifact(c.digest).manifest().materializer;
+    } catch (const amphora::Error&) {
+    }
+    out.push_back({{"role", c.role}, {"digest", c.digest.str()}, {"materializer", materializer}});
+  }
+  return out;
+}
+
+}  // namespace
+
 int cmd_show(const Args& a) {
-  expect_positional(a, 1, 1);
-  allow_only(a, {"--json"});
   Store store = open_store(a);
-  amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
+  amphora::ArtifactReader reader = store.open_artifact(*a.ref);
   const auto& m = reader.manifest();
   std::vector<std::string> names, problems;
   for (const auto& v : store.names_of(reader.digest(), &problems)) names.push_back(v.name + "@" + std::to_string(v.version));
   for (const auto& p : problems) warn(p);
   auto registered = store.registry().find(m.materializer);
-  if (has_flag(a, "--json")) {
+  if (a.json) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : m.files) {
       nlohmann::json pieces = nlohmann::json::array();
@@ -296,6 +157,7 @@ int cmd_show(const Args& a) {
                           {"names", names},
                           {"payload_bytes", m.payload_bytes()},
                           {"files", files},
+                          {"children", children_json(store, m)},
                           {"meta", m.meta}};
     std::cout << json_text(out) << "\n";
     return 0;
@@ -311,6 +173,13 @@ int cmd_show(const Args& a) {
   for (const auto& f : m.files)
     std::printf("  %-28s %14llu bytes  %zu piece%s\n", printable(f.path).c_str(), static_cast<unsigned long long>(f.size),
                 f.pieces.size(), f.pieces.size() == 1 ? "" : "s");
+  if (!m.children.empty()) {
+    std::cout << "children      " << m.children.size() << "\n";
+    for (const auto& c : children_json(store, m))
+      std::printf("  %-28s %s  %s\n", printable(c["role"].get<std::string>()).c_str(),
+                  c["digest"].get<std::string>().c_str(),
+                  c["materializer"].is_string() ? printable(c["materializer"].get<std::string>()).c_str() : "(missing)");
+  }
   std::cout << "meta\n";
   std::string meta = m.meta.dump(2);
   std::size_t start = 0;
@@ -324,15 +193,12 @@ int cmd_show(const Args& a) {
 }
 
 int cmd_import(const Args& a) {
-  expect_positional(a, 1, 1);
-  allow_only(a, {"--name", "--compress"});
-  if (!a.options.count("--name")) throw UsageError("import needs --name NAME");
   amphora::SaveOptions options;
-  options.name = a.options.at("--name");
+  options.name = a.name;
   amphora::validate_name(options.name);
-  if (a.options.count("--compress")) options.compression = amphora::parse_compression(a.options.at("--compress"));
+  options.compression = amphora::parse_compression(a.compress);
   Store store = open_store(a);
-  fs::path file = a.positional[0];
+  fs::path file = a.file;
   auto format = store.registry().format_for(file);
   if (!format)
     throw amphora::Unsupported("cannot import " + file.string() + ": no materializer handles '" +
@@ -353,6 +219,8 @@ int cmd_import(const Args& a) {
             << "\n";
   return 0;
 }
+
+namespace {
 
 // The destination may be replaced only if it is a regular file, or, with
 // --force, a symbolic link (the link is replaced; its target is untouched).
@@ -376,16 +244,74 @@ void check_destination(const fs::path& file, bool force) {
                        (force ? " (or, with --force, a symbolic link)" : ""));
 }
 
+}  // namespace
+
+namespace {
+
+void copy_payload(const amphora::ArtifactReader& reader, const std::string& path, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  auto bytes = reader.read_file(path);
+  ConstBytes part = bytes->bytes();
+  amphora::write_file_atomically(to, std::span<const ConstBytes>(&part, 1));
+}
+
+// Writes `reader` into directory `dir` (created): its manifest.json, its
+// payload files, and each child at its role, in the child's own file format
+// when it has one and no children of its own, else as a directory the same way.
+void export_tree(const Store& store, const amphora::ArtifactReader& reader, const fs::path& dir) {
+  fs::create_directories(dir);
+  ConstBytes manifest_bytes;
+  std::string manifest = reader.manifest().canonical();
+  manifest_bytes = std::as_bytes(std::span<const char>(manifest));
+  amphora::write_file_atomically(dir / "manifest.json", std::span<const ConstBytes>(&manifest_bytes, 1));
+  for (const auto& f : reader.manifest().files) copy_payload(reader, f.path, dir / f.path);
+  for (const auto& c : reader.children()) {
+    amphora::ArtifactReader child = reader.open_child(c.role);
+    auto format = store.registry().format_of(child.manifest().materializer);
+    if (format && child.children().empty()) {
+      fs::path to = dir / (c.role + format->extension);
+      fs::create_directories(to.parent_path());
+      if (fs::exists(fs::symlink_status(to))) throw amphora::CorruptData(reader.label() + ": child '" + c.role + "' would overwrite " + to.string());
+      auto value = store.load_erased(child.digest(), child.manifest().materializer);
+      format->write(value.get(), to);
+    } else {
+      export_tree(store, child, dir / c.role);
+    }
+  }
+}
+
+}  // namespace
+
 int cmd_export(const Args& a) {
-  expect_positional(a, 2, 2);
-  allow_only(a, {"--force"});
   Store store = open_store(a);
-  fs::path file = a.positional[1];
-  check_destination(file, has_flag(a, "--force"));
-  amphora::ArtifactReader reader = store.open_artifact(a.positional[0]);
+  fs::path file = a.file;
+  amphora::ArtifactReader reader = store.open_artifact(*a.ref);
+  auto native = store.registry().format_of(reader.manifest().materializer);
+  if (!reader.children().empty() || !native) {
+    // A composite (or a value without a file format of its own) becomes a
+    // directory, built beside FILE and renamed into place whole.
+    if (fs::exists(fs::symlink_status(file)))
+      throw amphora::Error(file.string() + " exists; " + reader.label() + " is exported as a new directory");
+    auto report = store.verify(reader.digest().str());
+    if (!report.ok()) throw amphora::CorruptData(report.problems.front());
+    fs::path staging = file;
+    staging += ".amphora-export-" + std::to_string(::getpid());
+    fs::remove_all(staging);
+    try {
+      export_tree(store, reader, staging);
+      fs::rename(staging, file);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+      throw;
+    }
+    std::cout << "exported " << reader.label() << " to directory " << file.string() << " (" << reader.children().size()
+              << " member" << (reader.children().size() == 1 ? "" : "s") << ")\n";
+    return 0;
+  }
+  check_destination(file, a.force);
   auto format = store.registry().format_for(file);
   if (!format || format->materializer != reader.manifest().materializer) {
-    auto native = store.registry().format_of(reader.manifest().materializer);
     throw amphora::Unsupported("cannot export " + reader.label() + " (" + reader.manifest().materializer + ") to " +
                                file.string() +
                                (native ? ": use a '" + native->extension + "' file" : ": no exporter for it"));
@@ -394,18 +320,16 @@ int cmd_export(const Args& a) {
   auto report = store.verify(reader.digest().str());
   if (!report.ok()) throw amphora::CorruptData(report.problems.front());
   auto value = store.load_erased(reader.digest().str(), format->materializer);
-  check_destination(file, has_flag(a, "--force"));  // again: it may have appeared meanwhile
+  check_destination(file, a.force);  // again: it may have appeared meanwhile
   format->write(value.get(), file);
   std::cout << "exported " << reader.label() << " to " << file.string() << "\n";
   return 0;
 }
 
 int cmd_verify(const Args& a) {
-  expect_positional(a, 0, 1);
-  allow_only(a, {});
   Store store = open_store(a);
   std::optional<std::string_view> ref;
-  if (!a.positional.empty()) ref = a.positional[0];
+  if (a.ref) ref = *a.ref;
   auto report = store.verify(ref, terminal_progress("verifying"));
   for (const auto& p : report.problems) std::cout << "problem: " << one_line(p) << "\n";
   for (const auto& u : report.unsupported) std::cout << "unsupported: " << one_line(u) << "\n";
@@ -431,18 +355,9 @@ int cmd_verify(const Args& a) {
 }
 
 int cmd_gc(const Args& a) {
-  expect_positional(a, 0, 0);
-  allow_only(a, {"--dry-run", "--grace"});
   Store store = open_store(a);
-  bool dry = has_flag(a, "--dry-run");
-  auto grace = Store::kDefaultGcGrace;
-  if (auto it = a.options.find("--grace"); it != a.options.end()) {
-    long long seconds = -1;
-    auto [end, err] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), seconds);
-    if (err != std::errc() || end != it->second.data() + it->second.size() || seconds < 0)
-      throw UsageError("--grace needs a whole number of seconds, not '" + it->second + "'");
-    grace = std::chrono::seconds(seconds);
-  }
+  bool dry = a.dry_run;
+  const std::chrono::seconds grace(a.grace_seconds);
   auto report = store.gc(dry, grace);
   std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
             << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
@@ -457,61 +372,63 @@ int cmd_gc(const Args& a) {
   return 0;
 }
 
-// The documented exit statuses: 2 bad argument, 3 not found, 4 damaged data, 1 anything else.
-int exit_status(const std::exception& e) {
-  if (dynamic_cast<const amphora::InvalidArgument*>(&e)) return 2;
-  if (dynamic_cast<const amphora::NotFound*>(&e)) return 3;
-  if (dynamic_cast<const amphora::CorruptData*>(&e)) return 4;
-  return 1;
+namespace {
+
+// "NAME" or "NAME@N", as rm takes it.
+std::pair<std::string, std::optional<std::uint64_t>> name_and_version(const std::string& ref) {
+  auto at = ref.find('@');
+  std::string name = ref.substr(0, at);
+  if (at == std::string::npos) {
+    amphora::validate_name(name);
+    return {name, std::nullopt};
+  }
+  try {
+    amphora::validate_name(name);
+  } catch (const amphora::InvalidArgument& e) {
+    throw amphora::InvalidArgument("invalid ref '" + ref + "': " + e.what());
+  }
+  std::string text = ref.substr(at + 1);
+  std::uint64_t version = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (err != std::errc() || end != text.data() + text.size() || version == 0)
+    throw amphora::InvalidArgument("invalid version in '" + ref + "': expected NAME or NAME@N with N >= 1");
+  return {name, version};
 }
 
-int dispatch(int argc, char** argv) {
-  try {
-    Args a = parse_args(argc, argv);
-    if (has_flag(a, "--help") || has_flag(a, "-h") || a.command == "help") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (has_flag(a, "--version")) {
-      std::cout << "amphora 0.1.0\n";
-      return 0;
-    }
-    if (a.command.empty()) throw UsageError("no command given");
-    if (a.command == "init") return cmd_init(a);
-    if (a.command == "ls") return cmd_ls(a);
-    if (a.command == "show") return cmd_show(a);
-    if (a.command == "import") return cmd_import(a);
-    if (a.command == "export") return cmd_export(a);
-    if (a.command == "verify") return cmd_verify(a);
-    if (a.command == "gc") return cmd_gc(a);
-    throw UsageError("unknown command '" + a.command + "'");
-  } catch (const UsageError& e) {
-    std::cerr << "amphora: " << one_line(e.what()) << " (see amphora --help)\n";
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "amphora: error: out of memory\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
-    return exit_status(e);
+// On a terminal, asks on standard error; anything but y or yes is a no.
+bool confirmed(const std::string& question) {
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(std::cin, answer)) {
+    std::cerr << "\n";
+    return false;
   }
+  std::transform(answer.begin(), answer.end(), answer.begin(), [](unsigned char c) { return std::tolower(c); });
+  return answer == "y" || answer == "yes";
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int status = dispatch(argc, argv);
-  // Output that never arrived (a full disk, a closed pipe) is a failure, not
-  // a silent success.
-  errno = 0;
-  std::cout.flush();
-  bool failed = !std::cout.good();
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) failed = true;
-  if (failed) {
-    int err = errno;
-    std::cerr << "amphora: error: cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
-              << "\n";
-    return status == 0 ? 1 : status;
+int cmd_rm(const Args& a) {
+  auto [name, version] = name_and_version(*a.ref);
+  Store store = open_store(a);
+  if (!a.yes && ::isatty(STDIN_FILENO)) {
+    // Ask only about what exists; otherwise remove() below says what is missing.
+    auto versions = store.backend()->list_versions(name);
+    bool exists = version ? std::binary_search(versions.begin(), versions.end(), *version) : !versions.empty();
+    if (exists) {
+      std::string question = version ? "remove " + name + "@" + std::to_string(*version) + "?"
+                                     : "remove name " + name + " (" + count_of(versions.size(), "version", "versions") + ")?";
+      if (!confirmed(question)) {
+        std::cerr << "amphora: nothing removed\n";
+        return 1;
+      }
+    }
   }
-  return status;
+  for (const auto& v : store.remove(name, version))
+    std::cout << "removed " << v.name << "@" << v.version << " ("
+              << (v.record.is_null() ? std::string("unreadable record") : v.digest.str()) << ")\n";
+  return 0;
 }
+
+}  // namespace amphora::cli

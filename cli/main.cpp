@@ -1,0 +1,324 @@
+// The `amphora` command line: inspect and move artifacts without writing code.
+// This file parses the command line (with CLI11) and turns every failure into
+// one line on standard error and a documented exit status; commands.cpp does
+// the work.
+
+#include "commands.hpp"
+#include "output.hpp"
+
+#include <amphora/error.hpp>
+#include <amphora/version.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using amphora::cli::Args;
+using amphora::cli::one_line;
+
+// The documented exit statuses.
+constexpr int kOk = 0, kFailure = 1, kUsage = 2, kNotFound = 3, kCorrupt = 4;
+
+constexpr const char* kStoreHelp = "the store directory (default: $AMPHORA_STORE, else ./.amphora)";
+constexpr const char* kRefHelp = "NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  CLI::App* app;
+  int (*run)(const Args&);
+  CLI::Option* store;  // the command's own --store (the global one may come before the command instead)
+};
+
+// The whole command line: a global --store and one subcommand per command.
+// Every option takes one value at most: given twice, it is refused rather
+// than silently taking the last.
+class Parser {
+ public:
+  Parser() : app_("Amphora: content-addressed, versioned artifacts in a store directory.", "amphora") {
+    app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    auto formatter = app_.get_formatter();
+    formatter->column_width(28);
+    formatter->label("SUBCOMMAND", "COMMAND");
+    formatter->label("Positionals", "Arguments");
+    store_ = app_.add_option("--store", args_.store, kStoreHelp)->type_name("DIR");
+    version_ = app_.add_flag("--version", show_version_, "print the version and exit");
+    app_.footer(
+        "REF is NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits.\n"
+        "Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.\n"
+        "Run `amphora COMMAND --help` for a command's arguments and examples.\n\n"
+        "Examples:\n"
+        "  amphora --store ./store init\n"
+        "  amphora --store ./store import emb.npy --name emb\n"
+        "  amphora --store ./store ls");
+
+    add("init", "Create the store directory, if it is not a store yet.", amphora::cli::cmd_init,
+        "Examples:\n"
+        "  amphora --store ./store init\n"
+        "  AMPHORA_STORE=/data/store amphora init");
+
+    auto* ls = add("ls", "List names with their latest versions, or every version of NAME.", amphora::cli::cmd_ls,
+                   "Unreadable name records are skipped with a warning on standard error.\n"
+                   "--json prints an array of {name, version, digest, materializer, payload_bytes,\n"
+                   "created_at}, plus \"versions\" (how many) when listing every name.\n\n"
+                   "Examples:\n"
+                   "  amphora ls\n"
+                   "  amphora ls emb --json");
+    ls->add_option("NAME", args_.ref, "list every version of this name")->type_name("");
+    ls->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
+
+    auto* show = add("show", "Show an artifact's digest, names, files, children and metadata.",
+                     amphora::cli::cmd_show,
+                     "--json prints {digest, materializer, registered, names, payload_bytes, files,\n"
+                     "children: [{role, digest, materializer}], meta}.\n\n"
+                     "Examples:\n"
+                     "  amphora show emb\n"
+                     "  amphora show emb@2 --json\n"
+                     "  amphora show 1f3a9c07");
+    show->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
+    show->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
+
+    auto* import = add("import", "Store a file (.npy) as the next version of NAME.", amphora::cli::cmd_import,
+                       "The file's extension picks the materializer (.npy: tensor). Progress is shown\n"
+                       "on a terminal. After --, every argument is a file name, even one starting with -.\n\n"
+                       "Examples:\n"
+                       "  amphora import emb.npy --name emb\n"
+                       "  amphora import counts.npy --name counts --compress lz4\n"
+                       "  amphora import --name odd -- -odd.npy");
+    import->add_option("FILE", args_.file, "the file to import")->required()->type_name("");
+    import->add_option("--name", args_.name, "the name to record it under, as its next version")
+        ->required()
+        ->type_name("NAME");
+    import->add_option("--compress", args_.compress,
+                       "LZ4 chunks: none, lz4, or auto (default: LZ4 only where it saves over 10%)")
+        ->check(CLI::IsMember({"none", "lz4", "auto"}))
+        ->type_name("MODE");
+
+    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .json, .txt) or directory.",
+                    amphora::cli::cmd_export,
+                    "The file is written atomically (a temporary file renamed into place). An\n"
+                    "existing regular file is replaced; a symbolic link only with --force; a FIFO,\n"
+                    "device, socket or directory never. A composite (an artifact with children),\n"
+                    "or a value with no file format of its own, is written as a new directory FILE:\n"
+                    "its manifest.json and payload files, and each child at its role, in the\n"
+                    "child's own format (weights.npy, config.json) or as a directory likewise.\n\n"
+                    "Examples:\n"
+                    "  amphora export emb emb.npy\n"
+                    "  amphora export emb@1 old.npy --force\n"
+                    "  amphora export model model-dir");
+    exp->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
+    exp->add_option("FILE", args_.file, "the file to write")->required()->type_name("");
+    exp->add_flag("--force", args_.force, "replace FILE even if it is a symbolic link (the link, not its target)");
+
+    auto* verify = add("verify", "Re-hash payloads and check them against their manifests.", amphora::cli::cmd_verify,
+                       "Every problem is listed on standard output (\"problem: ...\"); the exit status is\n"
+                       "4 if there is one, 1 if an artifact's format is newer than this build.\n\n"
+                       "Examples:\n"
+                       "  amphora verify\n"
+                       "  amphora verify emb@2");
+    verify->add_option("REF", args_.ref, "check only this artifact (default: every artifact and name record)")
+        ->type_name("");
+
+    auto* rm = add("rm", "Remove a name (every version) or one version of it.", amphora::cli::cmd_rm,
+                   "On a terminal, rm asks first unless --yes is given; otherwise it does not ask.\n"
+                   "It prints what it removed. Artifacts stay until `amphora gc` collects what no\n"
+                   "name reaches any more (one saved in the last minute stays for gc's grace\n"
+                   "period; see amphora gc --help). A removed version's number is never used again: the\n"
+                   "next import under NAME continues after the highest version NAME ever had.\n\n"
+                   "Examples:\n"
+                   "  amphora rm emb@1\n"
+                   "  amphora rm scratch --yes\n"
+                   "  amphora rm emb@1 && amphora gc");
+    rm->add_option("REF", args_.ref, "NAME (every version) or NAME@N (version N only)")->required()->type_name("");
+    rm->add_flag("-y,--yes", args_.yes, "do not ask for confirmation");
+
+    auto* gc = add("gc", "Remove artifacts no name reaches, and stale staging areas.", amphora::cli::cmd_gc,
+                   "A name keeps its artifact and, through the manifests, every child artifact\n"
+                   "of it. Unnamed artifacts saved less than the grace period ago are kept too:\n"
+                   "a composite's parts are saved before the parent that names them, and a save\n"
+                   "may be about to name what it just stored. --grace 0 collects them at once; use\n"
+                   "it only when no save is running.\n\n"
+                   "Examples:\n"
+                   "  amphora gc --dry-run\n"
+                   "  amphora gc\n"
+                   "  amphora gc --grace 0");
+    gc->add_flag("--dry-run", args_.dry_run, "list what would be removed; remove nothing");
+    gc->add_option("--grace", args_.grace_seconds,
+                   "keep unnamed artifacts and staging areas younger than this (default: 60)")
+        ->check(CLI::NonNegativeNumber)
+        ->type_name("SECONDS");
+
+    // Leftover arguments are reported by name (an unknown command, a stray
+    // argument) instead of as CLI11's generic list.
+    app_.allow_extras();
+  }
+
+  // Runs the command line; returns the exit status.
+  int run(int argc, char** argv) {
+    try {
+      // `amphora help [COMMAND]` is `amphora [COMMAND] --help`.
+      if (argc >= 2 && std::string_view(argv[1]) == "help") {
+        if (argc > 3) throw UsageError("help takes one command at most");
+        return print_help(argc == 3 ? argv[2] : "");
+      }
+      for (int i = 1; i < argc; ++i) double_dash_ = double_dash_ || std::string_view(argv[i]) == "--";
+      app_.parse(argc, argv);
+      return dispatch();
+    } catch (const CLI::CallForHelp&) {
+      std::cout << app_.help();
+      return kOk;
+    } catch (const CLI::ParseError& e) {
+      return usage_error(describe(e));
+    } catch (const UsageError& e) {
+      return usage_error(e.what());
+    }
+  }
+
+ private:
+  CLI::App* add(const char* name, const char* description, int (*run)(const Args&), const char* footer) {
+    CLI::App* sub = app_.add_subcommand(name, description);
+    sub->group("Commands");
+    sub->footer(footer);
+    CLI::Option* store = sub->add_option("--store", sub_store_, kStoreHelp)->type_name("DIR");
+    commands_.push_back({sub, run, store});
+    return sub;
+  }
+
+  const Command* active() const {
+    for (const auto& c : commands_)
+      if (app_.got_subcommand(c.app)) return &c;
+    return nullptr;
+  }
+
+  int dispatch() {
+    const Command* command = active();
+    if (auto extras = app_.remaining(); !extras.empty()) {
+      if (!command && !extras.front().starts_with("-")) throw UsageError("unknown command '" + extras.front() + "'");
+      throw UsageError(unexpected(extras));
+    }
+    if (version_->count()) {
+      if (command) throw UsageError("--version does not take a command");
+      std::cout << "amphora " AMPHORA_VERSION_STRING "\n";
+      return kOk;
+    }
+    if (!command) throw UsageError("no command given");
+    if (command->store->count()) {
+      if (store_->count()) throw UsageError("--store given twice (before and after the command)");
+      args_.store = sub_store_;
+    }
+    return command->run(args_);
+  }
+
+  int print_help(std::string_view topic) {
+    if (topic.empty()) {
+      std::cout << app_.help();
+      return kOk;
+    }
+    for (const auto& c : commands_)
+      if (c.app->get_name() == topic) {
+        std::cout << c.app->help("amphora");
+        return kOk;
+      }
+    throw UsageError("unknown command '" + std::string(topic) + "'");
+  }
+
+  static std::string unexpected(const std::vector<std::string>& extras) {
+    const std::string& first = extras.front();
+    std::string text = !first.starts_with("-") ? "unexpected argument '" + first + "'"
+                       : first.starts_with("--") ? "unknown option " + first
+                                                 : "unknown option " + first + " (put -- before arguments that start with -)";
+    if (extras.size() > 1) text += " (and " + std::to_string(extras.size() - 1) + " more)";
+    return text;
+  }
+
+  // CLI11's reason, on one line, said the way the rest of amphora says it.
+  std::string describe(const CLI::ParseError& e) const {
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+      // With MultiOptionPolicy::Throw, a repeated option is an ArgumentMismatch.
+      for (const CLI::App* app : parsed_apps())
+        for (const CLI::Option* opt : app->get_options())
+          if (opt->count() > 1 && opt->get_items_expected_max() == 1)
+            return opt->get_name() + " given " + std::to_string(opt->count()) + " times; it takes one value";
+    }
+    // An argument CLI11 could not place explains a missing one best (say, a
+    // file name starting with '-' taken for an option), unless it came after
+    // `--`, where nothing is an option.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) || (dynamic_cast<const CLI::RequiredError*>(&e) && !double_dash_)) {
+      for (const CLI::App* app : parsed_apps())
+        if (auto extras = app->remaining(); !extras.empty()) return unexpected(extras);
+    }
+    return e.what();
+  }
+
+  std::vector<const CLI::App*> parsed_apps() const {
+    std::vector<const CLI::App*> apps{&app_};
+    if (const Command* c = active()) apps.insert(apps.begin(), c->app);
+    return apps;
+  }
+
+  int usage_error(const std::string& reason) const {
+    const Command* command = active();
+    std::string topic = command ? "amphora " + command->app->get_name() + " --help" : "amphora --help";
+    std::cerr << "amphora: " << one_line(reason) << " (see " << topic << ")\n";
+    return kUsage;
+  }
+
+  CLI::App app_;
+  Args args_;
+  std::string sub_store_;
+  bool show_version_ = false;
+  bool double_dash_ = false;
+  CLI::Option* store_ = nullptr;
+  CLI::Option* version_ = nullptr;
+  std::vector<Command> commands_;
+};
+
+// The documented exit statuses: 2 bad argument, 3 not found, 4 damaged data, 1 anything else.
+int exit_status(const std::exception& e) {
+  if (dynamic_cast<const amphora::InvalidArgument*>(&e)) return kUsage;
+  if (dynamic_cast<const amphora::NotFound*>(&e)) return kNotFound;
+  if (dynamic_cast<const amphora::CorruptData*>(&e)) return kCorrupt;
+  return kFailure;
+}
+
+int run(int argc, char** argv) {
+  try {
+    Parser parser;
+    return parser.run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "amphora: error: out of memory\n";
+    return kFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "amphora: error: " << one_line(e.what()) << "\n";
+    return exit_status(e);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = run(argc, argv);
+  // Output that never arrived (a full disk, a closed pipe) is a failure, not
+  // a silent success.
+  errno = 0;
+  std::cout.flush();
+  bool failed = !std::cout.good();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) failed = true;
+  if (failed) {
+    int err = errno;
+    std::cerr << "amphora: error: cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
+              << "\n";
+    return status == kOk ? kFailure : status;
+  }
+  return status;
+}

@@ -1,0 +1,29 @@
+#pragma once
+// What the `amphora` command prints: text from a store made safe for a
+// terminal, sizes for people, JSON for programs.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace amphora::cli {
+
+/// Text that came from a store (records, metadata, file names, messages that
+/// quote them) with control characters escaped, so a crafted store cannot send
+/// escape sequences to the user's terminal.
+std::string printable(std::string_view text);
+/// printable(), on one line: line breaks become spaces.
+std::string one_line(std::string text);
+/// --json output: indented, ASCII only (everything else escaped as \uXXXX,
+/// which every JSON reader turns back into the same text).
+std::string json_text(const nlohmann::json& value);
+/// "12 B", "1.5 KiB", "3.0 GiB".
+std::string human_bytes(std::uint64_t n);
+/// "1 artifact", "2 artifacts".
+std::string count_of(std::uint64_t n, std::string_view singular, std::string_view plural);
+/// "amphora: warning: <text>" on standard error.
+void warn(const std::string& text);
+
+}  // namespace amphora::cli

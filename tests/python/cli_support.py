@@ -1,0 +1,56 @@
+"""What the command-line test scripts share: the CLI under test, its exit
+statuses, a test case with a fresh store, and the `--cli PATH` argument."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CLI = os.environ.get("AMPHORA_CLI", "")  # set by parse_args from --cli PATH
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
+
+
+def run(*args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=None, preexec_fn=None, timeout=120):
+    """Runs the CLI with `args`. Standard input is not a terminal unless given."""
+    return subprocess.run([CLI, *map(str, args)], text=True, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                          env=env, preexec_fn=preexec_fn, timeout=timeout)
+
+
+class StoreTestCase(unittest.TestCase):
+    """Each test gets a temporary directory with an initialised store in it."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="amphora-cli-")
+        self.store = os.path.join(self.tmp, "store")
+        self.run_cli("init", check=EXIT_OK)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def run_cli(self, *args, check=None, stdout=None, **kw):
+        """`amphora --store STORE ARGS...`; with `check`, asserts the exit status."""
+        proc = run("--store", self.store, *args, stdout=stdout if stdout is not None else subprocess.PIPE, **kw)
+        if check is not None:
+            self.assertEqual(proc.returncode, check,
+                             f"amphora {' '.join(map(str, args))}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        return proc
+
+
+def parse_args(script, flags=()):
+    """Takes `--cli PATH` and any of `flags` from the command line; returns the
+    flags given and the arguments left for unittest."""
+    global CLI
+    args = sys.argv[1:]
+    given = {f for f in flags if f in args}
+    args = [a for a in args if a not in given]
+    if len(args) >= 2 and args[0] == "--cli":
+        CLI = os.path.abspath(args[1])
+        args = args[2:]
+    if not CLI:
+        sys.exit(f"usage: {script} --cli PATH {' '.join('[' + f + ']' for f in flags)} [unittest args]")
+    return given, [sys.argv[0]] + args

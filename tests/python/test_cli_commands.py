@@ -1,0 +1,375 @@
+#!/usr/bin/python3
+"""The command line itself: help text, option parsing, usage errors.
+
+Run as:
+    /usr/bin/python3 tests/python/test_cli_commands.py --cli build/bin/amphora
+
+The expected `--help` output of `amphora` and of every command is kept in
+tests/golden/help/<command>.txt and compared byte for byte. After changing a
+command's help on purpose, rewrite those files with
+
+    /usr/bin/python3 tests/python/test_cli_commands.py --cli build/bin/amphora --update-golden
+
+and review the difference (git diff tests/golden) before committing it.
+"""
+
+import json
+import os
+import shutil
+import pty
+import subprocess
+import unittest
+
+import numpy as np
+
+import cli_support
+from cli_support import EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT, run
+
+UPDATE_GOLDEN = False
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "help")
+COMMANDS = ("init", "ls", "show", "import", "export", "verify", "rm", "gc")
+
+
+class CliTestCase(cli_support.StoreTestCase):
+    def error_line(self, proc, *mentions, status=EXIT_USAGE):
+        """Asserts the one-line `amphora: ...` message and returns it."""
+        self.assertEqual(proc.returncode, status, f"stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        self.assertEqual(proc.stdout, "")
+        lines = proc.stderr.splitlines()
+        self.assertEqual(len(lines), 1, f"expected one line, got {proc.stderr!r}")
+        self.assertTrue(lines[0].startswith("amphora: "), lines[0])
+        for m in mentions:
+            self.assertIn(m, lines[0])
+        return lines[0]
+
+    def save(self, arr, name):
+        path = self.path(name)
+        np.save(path, arr)
+        return path
+
+    def names(self):
+        return [(r["name"], r["version"]) for r in json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)]
+
+
+class HelpTest(unittest.TestCase):
+    """`--help` of amphora and of every command, against tests/golden/help."""
+
+    def check_golden(self, topic, text):
+        path = os.path.join(GOLDEN_DIR, topic + ".txt")
+        if UPDATE_GOLDEN:
+            os.makedirs(GOLDEN_DIR, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+            return
+        self.assertTrue(os.path.exists(path), f"{path} is missing: run with --update-golden")
+        with open(path) as f:
+            expected = f.read()
+        self.assertEqual(text, expected, f"amphora {topic} --help differs from {path}; if the change is "
+                                         "intended, rerun with --update-golden and review the diff")
+
+    def test_top_level_help(self):
+        for flag in ("--help", "-h"):
+            proc = run(flag)
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            self.assertEqual(proc.stderr, "")
+            self.check_golden("amphora", proc.stdout)
+        self.assertEqual(run("help").stdout, run("--help").stdout)
+        for command in COMMANDS:
+            self.assertIn("\n  " + command + " ", run("--help").stdout)
+
+    def test_command_help(self):
+        for command in COMMANDS:
+            with self.subTest(command=command):
+                proc = run(command, "--help")
+                self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+                self.assertEqual(proc.stderr, "")
+                text = proc.stdout
+                self.check_golden(command, text)
+                self.assertTrue(text.splitlines()[0].endswith("."), "first line is a one-line description")
+                self.assertIn("Usage: amphora " + command, text)
+                self.assertIn("\nExamples:\n  amphora ", text)
+                # the same text however help is asked for
+                self.assertEqual(run("help", command).stdout, text)
+                self.assertEqual(run("--store", "x", command, "-h").stdout, text)
+
+    def test_help_wins_over_missing_arguments(self):
+        proc = run("import", "--help")  # FILE and --name are required, but help is asked
+        self.assertEqual(proc.returncode, EXIT_OK)
+        self.assertIn("--name NAME", proc.stdout)
+
+    def test_version(self):
+        proc = run("--version")
+        self.assertEqual(proc.returncode, EXIT_OK)
+        self.assertRegex(proc.stdout, r"^amphora \d+\.\d+\.\d+\n$")
+
+
+class UsageTest(CliTestCase):
+    def test_no_command(self):
+        self.error_line(run(), "no command", "amphora --help")
+
+    def test_unknown_command(self):
+        self.error_line(self.run_cli("frobnicate"), "unknown command 'frobnicate'", "amphora --help")
+        self.error_line(run("help", "frobnicate"), "unknown command 'frobnicate'")
+
+    def test_unknown_option_names_it_and_the_command(self):
+        self.error_line(self.run_cli("ls", "--bogus"), "unknown option --bogus", "(see amphora ls --help)")
+        self.error_line(self.run_cli("gc", "--json"), "--json", "amphora gc --help")
+
+    def test_extra_argument(self):
+        self.error_line(self.run_cli("show", "a", "b"), "unexpected argument 'b'", "amphora show --help")
+        self.error_line(self.run_cli("init", "x"), "'x'", "amphora init --help")
+
+    def test_missing_argument(self):
+        self.error_line(self.run_cli("export", "a"), "FILE", "amphora export --help")
+        self.error_line(self.run_cli("import", "--name"), "--name")
+        self.error_line(run("--store"), "--store")
+
+    def test_repeated_single_value_option_is_refused(self):
+        p = self.save(np.arange(5), "a.npy")
+        for args in (("import", p, "--name", "a", "--name", "b"),
+                     ("import", p, "--name", "a", "--compress", "lz4", "--compress", "none"),
+                     ("import", p, "--name=a", "--name=a")):
+            with self.subTest(args=args):
+                option = args[-1].split("=")[0] if "=" in args[-1] else args[-2]
+                line = self.error_line(self.run_cli(*args), option, "given 2 times", "amphora import --help")
+                self.assertIn(option, line)
+        self.assertEqual(self.names(), [])
+        # --store twice: before the command, after it, or both
+        for args in (("--store", "a", "--store", "b", "ls"), ("ls", "--store", "a", "--store", "b"),
+                     ("--store", "a", "ls", "--store", "b")):
+            with self.subTest(args=args):
+                self.error_line(run(*args), "--store", "amphora ls --help")
+
+    def test_invalid_compress_choice_names_the_choices(self):
+        p = self.save(np.arange(5), "a.npy")
+        line = self.error_line(self.run_cli("import", p, "--name", "a", "--compress", "zstd"), "zstd")
+        for choice in ("none", "lz4", "auto"):
+            self.assertIn(choice, line)
+        self.assertEqual(self.names(), [])
+
+    def test_double_dash_ends_options(self):
+        p = self.save(np.arange(5), "-weird.npy")
+        # without --, the file name is taken for an option
+        self.error_line(self.run_cli("import", "-weird.npy", "--name", "w"), "-weird.npy")
+        os.chdir(self.tmp)
+        try:
+            self.run_cli("import", "--name", "w", "--", "-weird.npy", check=EXIT_OK)
+            # after --, even --name is an argument: the command has one file, so this is refused
+            self.error_line(self.run_cli("import", "--", "-weird.npy", "--name", "x"), "--name")
+            out = self.path("-out.npy")
+            self.run_cli("export", "--", "w", "-out.npy", check=EXIT_OK)
+            np.testing.assert_array_equal(np.load(out), np.arange(5))
+            self.run_cli("export", "w", "--force", "--", "-out.npy", check=EXIT_OK)
+            self.error_line(self.run_cli("ls", "--", "--json"), "--json")  # not a valid name
+        finally:
+            os.chdir("/")
+        self.assertEqual(self.names(), [("w", 1)])
+
+    def test_store_before_or_after_the_command(self):
+        p = self.save(np.arange(5), "a.npy")
+        self.run_cli("import", p, "--name", "a", check=EXIT_OK)
+        before = run("--store", self.store, "ls")
+        after = run("ls", "--store", self.store)
+        inline = run("ls", "--store=" + self.store)
+        self.assertEqual(before.returncode, EXIT_OK, before.stderr)
+        self.assertEqual(before.stdout, after.stdout)
+        self.assertEqual(before.stdout, inline.stdout)
+        env = dict(os.environ, AMPHORA_STORE=self.store)
+        self.assertEqual(run("ls", env=env).stdout, before.stdout)
+
+    def test_library_usage_errors_keep_their_status(self):
+        p = self.save(np.arange(5), "a.npy")
+        self.error_line(self.run_cli("import", p, "--name", "bad/name"), "bad/name")
+        self.error_line(self.run_cli("show", "a@x"), "a@x")
+        self.error_line(self.run_cli("show", "nosuch"), "nosuch", status=EXIT_NOT_FOUND)
+
+
+class RmTest(CliTestCase):
+    def import_array(self, arr, name):
+        out = self.run_cli("import", self.save(arr, name + ".npy"), "--name", name, "--compress", "none",
+                           check=EXIT_OK).stdout
+        return out.split("(")[1].split(")")[0]
+
+    def objects(self):
+        root = os.path.join(self.store, "objects", "sha256")
+        return sorted("sha256:" + d for fan in os.listdir(root) for d in os.listdir(os.path.join(root, fan)))
+
+    def rm_on_terminal(self, answer, *args):
+        """Runs `amphora rm` with a pseudo-terminal as standard input, answering `answer`."""
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([cli_support.CLI, "--store", self.store, "rm", *args], stdin=slave,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            os.close(slave)
+            slave = None
+            # None: end of input (Ctrl-D on an empty line)
+            os.write(master, b"\x04" if answer is None else answer.encode() + b"\n")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if slave is not None:
+                os.close(slave)
+            os.close(master)
+        return proc.returncode, out, err
+
+    def test_rm_version_then_gc_frees_only_what_it_alone_reached(self):
+        only = self.import_array(np.arange(100), "a")           # a@1 only
+        shared = self.import_array(np.arange(200), "a")         # a@2 and b@1
+        self.import_array(np.arange(200), "b")
+        latest = self.import_array(np.arange(300), "a")         # a@3
+        proc = self.run_cli("rm", "a@1", check=EXIT_OK)
+        self.assertEqual(proc.stdout, f"removed a@1 ({only})\n")
+        self.assertEqual(self.names(), [("a", 3), ("b", 1)])
+        self.assertEqual(self.objects(), sorted([only, shared, latest]))  # rm alone frees nothing
+        # Saved moments ago, so within gc's grace period: kept, and gc says why.
+        young = self.run_cli("gc", check=EXIT_OK).stdout
+        self.assertIn("removed 0 artifacts", young)
+        self.assertIn("1 unnamed, saved less than 60 s ago", young)
+        self.assertIn("removed 1 artifact", self.run_cli("gc", "--grace", "0", check=EXIT_OK).stdout)
+        self.assertEqual(self.objects(), sorted([shared, latest]))
+        self.run_cli("rm", "a", check=EXIT_OK)
+        self.run_cli("gc", "--grace=0", check=EXIT_OK)
+        self.assertEqual(self.objects(), [shared])  # b@1 still reaches it
+        self.run_cli("verify", check=EXIT_OK)
+        self.assertEqual(self.run_cli("export", "b", self.path("b.npy"), check=EXIT_OK).returncode, 0)
+        np.testing.assert_array_equal(np.load(self.path("b.npy")), np.arange(200))
+
+    def test_rm_name_lists_every_version_removed(self):
+        digests = [self.import_array(np.arange(n), "a") for n in (1, 2, 3)]
+        self.run_cli("rm", "a@2", check=EXIT_OK)
+        proc = self.run_cli("rm", "a", check=EXIT_OK)
+        self.assertEqual(proc.stdout, f"removed a@1 ({digests[0]})\nremoved a@3 ({digests[2]})\n")
+        self.assertEqual(proc.stderr, "")
+        self.assertEqual(self.names(), [])
+        self.error_line(self.run_cli("ls", "a"), "'a'", status=EXIT_NOT_FOUND)
+
+    def test_rm_of_what_does_not_exist(self):
+        self.import_array(np.arange(3), "a")
+        line = self.error_line(self.run_cli("rm", "a@5"), "'a'", "5", self.store, status=EXIT_NOT_FOUND)
+        self.assertIn("latest is 1", line)
+        self.error_line(self.run_cli("rm", "nosuch"), "'nosuch'", self.store, status=EXIT_NOT_FOUND)
+        self.error_line(self.run_cli("rm", "nosuch@1"), "'nosuch'", status=EXIT_NOT_FOUND)
+        for bad in ("a@0", "a@x", "a@", "a@-1", "bad/name", "@1"):
+            with self.subTest(ref=bad):
+                self.error_line(self.run_cli("rm", bad), bad, status=EXIT_USAGE)
+        self.error_line(self.run_cli("rm"), "REF")
+        self.assertEqual(self.names(), [("a", 1)])
+
+    def test_version_numbers_are_never_reused(self):
+        for n in (1, 2, 3):
+            self.import_array(np.arange(n), "a")
+        self.run_cli("rm", "a@3", check=EXIT_OK)
+        out = self.run_cli("import", self.save(np.arange(9), "x.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.assertIn(" as a@4 ", out)
+        self.run_cli("rm", "a", check=EXIT_OK)
+        out = self.run_cli("import", self.save(np.arange(1), "y.npy"), "--name", "a", check=EXIT_OK).stdout
+        self.assertIn(" as a@5 ", out)  # same content as the removed a@1, but a new version
+        self.assertEqual(self.names(), [("a", 5)])
+        self.run_cli("verify", check=EXIT_OK)
+        self.error_line(self.run_cli("show", "a@4"), "a", status=EXIT_NOT_FOUND)
+
+    def test_without_a_terminal_rm_does_not_ask(self):
+        self.import_array(np.arange(3), "a")
+        for stdin in (subprocess.DEVNULL, subprocess.PIPE):
+            self.import_array(np.arange(4), "a")
+            proc = self.run_cli("rm", "a", stdin=stdin)
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            self.assertNotIn("?", proc.stderr)
+            self.assertTrue(proc.stdout.startswith("removed a@"), proc.stdout)
+
+    def test_on_a_terminal_rm_asks(self):
+        for n in (1, 2, 3):
+            self.import_array(np.arange(n), "a")
+        for answer in ("n", "", "nope", None):  # None: end of input
+            with self.subTest(answer=answer):
+                status, out, err = self.rm_on_terminal(answer, "a")
+                self.assertEqual(status, EXIT_FAILURE, err)
+                self.assertIn("remove name a (3 versions)? [y/N]", err)
+                self.assertIn("amphora: nothing removed", err)
+                self.assertEqual(out, "")
+                self.assertEqual(self.names(), [("a", 3)])
+        status, out, err = self.rm_on_terminal("y", "a@2")
+        self.assertEqual(status, EXIT_OK, err)
+        self.assertIn("remove a@2? [y/N]", err)
+        self.assertTrue(out.startswith("removed a@2 (sha256:"), out)
+        status, out, err = self.rm_on_terminal("YES", "a")
+        self.assertEqual(status, EXIT_OK, err)
+        self.assertIn("remove name a (2 versions)?", err)
+        self.assertEqual(len(out.splitlines()), 2)
+        self.assertEqual(self.names(), [])
+        # --yes does not ask; something missing is reported without asking
+        self.import_array(np.arange(5), "b")
+        status, out, err = self.rm_on_terminal(None, "b", "--yes")
+        self.assertEqual((status, err), (EXIT_OK, ""))
+        status, out, err = self.rm_on_terminal(None, "b@9")
+        self.assertEqual(status, EXIT_NOT_FOUND)
+        self.assertNotIn("?", err)
+
+
+def main():
+    global UPDATE_GOLDEN
+    flags, argv = cli_support.parse_args("test_cli_commands.py", ["--update-golden"])
+    UPDATE_GOLDEN = "--update-golden" in flags
+    unittest.main(argv=argv, verbosity=1)
+
+
+
+# The composite of docs/FORMAT.md §3.6, written by the test helper program.
+WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")
+
+
+class CompositeTest(cli_support.StoreTestCase):
+    def composite(self):
+        self.assertTrue(WRITER, "set AMPHORA_TEST_WRITER to the amphora_test_writer program")
+        return subprocess.run([WRITER, "example", self.store], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def test_show_lists_children(self):
+        digest = self.composite()
+        text = self.run_cli("show", digest, check=EXIT_OK).stdout
+        self.assertIn("children      2\n", text)
+        self.assertRegex(text, r"\n  values/0 +sha256:[0-9a-f]{64}  amphora\.list\n")
+        shown = json.loads(self.run_cli("show", digest, "--json", check=EXIT_OK).stdout)
+        self.assertEqual([c["role"] for c in shown["children"]], ["values/0", "values/1"])
+        self.assertEqual(shown["children"][0]["digest"], shown["children"][1]["digest"])
+        self.assertEqual(shown["children"][0]["materializer"], "amphora.list")
+        tensor = json.loads(self.run_cli("show", shown["children"][0]["digest"], "--json", check=EXIT_OK).stdout)
+        self.assertEqual(tensor["children"][0]["role"], "items/0")
+        self.assertEqual(tensor["children"][0]["materializer"], "amphora.tensor")
+
+    def test_export_writes_members_in_their_own_formats(self):
+        digest = self.composite()
+        out = self.path("exported")
+        proc = self.run_cli("export", digest, out, check=EXIT_OK)
+        self.assertIn("to directory", proc.stdout)
+        self.assertTrue(os.path.isfile(os.path.join(out, "manifest.json")))
+        with open(os.path.join(out, "keys.bytes"), "rb") as fh:
+            self.assertEqual(fh.read(), b"ab")
+        for role in ("values/0", "values/1"):
+            item = os.path.join(out, role, "items", "0.npy")
+            np.testing.assert_array_equal(np.load(item), np.array([1.5, 2.5], dtype=np.float32))
+        self.assertEqual([e for e in os.listdir(self.tmp) if "amphora-export" in e], [])
+        # An existing destination is never replaced by a directory.
+        again = self.run_cli("export", digest, out)
+        self.assertEqual(again.returncode, EXIT_FAILURE)
+        self.assertIn("exists", again.stderr)
+
+    def test_a_missing_child_fails_verify_and_export(self):
+        digest = self.composite()
+        shown = json.loads(self.run_cli("show", digest, "--json", check=EXIT_OK).stdout)
+        child = shown["children"][0]["digest"][len("sha256:"):]
+        shutil.rmtree(os.path.join(self.store, "objects", "sha256", child[:2], child))
+        proc = self.run_cli("verify", digest, check=EXIT_CORRUPT)
+        self.assertIn("child 'values/0'", proc.stdout)
+        self.assertIn("is missing", proc.stdout)
+        self.run_cli("export", digest, self.path("broken"), check=EXIT_CORRUPT)
+        self.assertFalse(os.path.exists(self.path("broken")))
+        self.assertEqual([e for e in os.listdir(self.tmp) if "amphora-export" in e], [])
+
+    def test_gc_grace_is_checked(self):
+        proc = self.run_cli("gc", "--grace", "-1", check=EXIT_USAGE)
+        self.assertIn("--grace", proc.stderr)
+        self.run_cli("gc", "--grace", "soon", check=EXIT_USAGE)
+        self.run_cli("gc", "--grace", "5", "--grace", "6", check=EXIT_USAGE)
+
+if __name__ == "__main__":
+    main()
