@@ -365,6 +365,28 @@ class CompositeTest(cli_support.StoreTestCase):
         self.assertFalse(os.path.exists(self.path("broken")))
         self.assertEqual([e for e in os.listdir(self.tmp) if "amphora-export" in e], [])
 
+    def test_json_and_text_round_trip(self):
+        doc = {"layers": [1, 2, 3], "name": "résumé", "nested": {"x": None, "y": 1.5}}
+        with open(self.path("config.json"), "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        self.run_cli("import", self.path("config.json"), "--name", "config", check=EXIT_OK)
+        shown = json.loads(self.run_cli("show", "config", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(shown["materializer"]["name"], "amphora.json")
+        self.run_cli("export", "config", self.path("back.json"), check=EXIT_OK)
+        with open(self.path("back.json"), encoding="utf-8") as fh:
+            self.assertEqual(json.load(fh), doc)
+        raw = b"any bytes \x00\xff\n"
+        with open(self.path("notes.txt"), "wb") as fh:
+            fh.write(raw)
+        self.run_cli("import", self.path("notes.txt"), "--name", "notes", check=EXIT_OK)
+        self.run_cli("export", "notes", self.path("back.txt"), check=EXIT_OK)
+        with open(self.path("back.txt"), "rb") as fh:
+            self.assertEqual(fh.read(), raw)
+        with open(self.path("bad.json"), "w") as fh:
+            fh.write("{not json")
+        proc = self.run_cli("import", self.path("bad.json"), "--name", "bad", check=EXIT_USAGE)
+        self.assertIn("not valid JSON", proc.stderr)
+
     def test_gc_grace_is_checked(self):
         proc = self.run_cli("gc", "--grace", "-1", check=EXIT_USAGE)
         self.assertIn("--grace", proc.stderr)
