@@ -290,3 +290,44 @@ TEST_CASE("A declared struct missing a field is corrupt, naming the field", "[ev
   // Loading one declared struct as another is refused by name.
   CHECK_THROWS_AS(store.load<menpo::Model>(saved.digest), Unsupported);
 }
+
+namespace cfg {
+struct Config {
+  std::string model;
+  int layers = 0;
+  std::vector<double> rates;
+};
+void to_json(nlohmann::json& j, const Config& c) { j = {{"model", c.model}, {"layers", c.layers}, {"rates", c.rates}}; }
+void from_json(const nlohmann::json& j, Config& c) {
+  j.at("model").get_to(c.model);
+  j.at("layers").get_to(c.layers);
+  j.at("rates").get_to(c.rates);
+}
+}  // namespace cfg
+
+TEST_CASE("A type with to_json/from_json is registered in one call", "[everyday][json]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  store.registry().add_json<cfg::Config>("test.config", 1);
+  cfg::Config c{"resnet", 50, {0.1, 0.01}};
+  auto saved = store.save(c, {.name = "cfg"});
+  CHECK(store.open_artifact("cfg").manifest().materializer == "test.config");
+  auto back = store.load<cfg::Config>("cfg");
+  CHECK(back.model == "resnet");
+  CHECK(back.layers == 50);
+  CHECK(back.rates == c.rates);
+  CHECK(store.verify("cfg").ok());
+  // Stored as canonical JSON that any tool reads.
+  CHECK(test::read_text(test::object_dir(dir / "store", saved.digest) / "value.json") ==
+        R"({"layers":50,"model":"resnet","rates":[0.1,0.01]})");
+  // A document that no longer has the fields is damage, named as such.
+  MaterializerEntry forged;
+  forged.name = "test.config";
+  forged.version = 1;
+  forged.save = [](const void*, ArtifactWriter& out) { out.write_json("value.json", {{"model", 5}}); };
+  forged.load = [](const ArtifactReader&) { return std::shared_ptr<void>(); };
+  int nothing = 0;
+  auto bad = store.save_erased(forged, &nothing, {});
+  CHECK_THROWS_AS(store.load<cfg::Config>(bad.digest), CorruptData);
+  CHECK_FALSE(store.verify(bad.digest.str()).ok());
+}
