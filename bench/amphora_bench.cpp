@@ -138,7 +138,7 @@ Measured bench_amphora(const Tensor& t, Compression c, const Options& o, const s
     touch_scratch();
     reset_peak_rss();
     auto t0 = Clock::now();
-    auto saved = store.save(t, {.compression = c});
+    auto saved = store.save(t, {.options = amphora::TensorOptions{.compression = c}});
     saves.push_back(seconds_since(t0));
     peaks.push_back(static_cast<double>(status_kib("VmHWM:")));
     m.file_bytes = store.open_artifact(saved.digest.str()).manifest().payload_bytes();
@@ -148,7 +148,7 @@ Measured bench_amphora(const Tensor& t, Compression c, const Options& o, const s
   m.peak_save_kib = static_cast<std::uint64_t>(median(peaks));
 
   auto store = fresh_store(o.dir / "store-load");
-  auto digest = store.save(t, {.compression = c}).digest.str();
+  auto digest = store.save(t, {.options = amphora::TensorOptions{.compression = c}}).digest.str();
   std::vector<double> opens, loads;
   for (int r = 0; r < o.repeats; ++r) {
     touch_scratch();

@@ -5,6 +5,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
+#include <amphora/tensor.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -196,7 +197,7 @@ int cmd_import(const Args& a) {
   amphora::SaveOptions options;
   options.name = a.name;
   amphora::validate_name(options.name);
-  options.compression = amphora::parse_compression(a.compress);
+  options.options = amphora::TensorOptions{amphora::parse_compression(a.compress)};
   Store store = open_store(a);
   fs::path file = a.file;
   auto format = store.registry().format_for(file);

@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
     auto c = counts.mutable_values<std::int32_t>();
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<std::int32_t>(i / 1024);
 
-    auto first = store.save(embeddings, {.name = "embeddings", .compression = amphora::Compression::none});
-    auto second = store.save(counts, {.name = "counts", .compression = amphora::Compression::lz4});
+    auto first = store.save(embeddings, {.name = "embeddings", .options = amphora::TensorOptions{.compression = amphora::Compression::none}});
+    auto second = store.save(counts, {.name = "counts", .options = amphora::TensorOptions{.compression = amphora::Compression::lz4}});
     auto again = store.save(embeddings, {.name = "embeddings"});  // same content: no new artifact
     std::cout << "saved embeddings@" << first.version << " " << first.digest.short_str() << "\n"
               << "saved counts@" << second.version << " " << second.digest.short_str() << " (lz4)\n"

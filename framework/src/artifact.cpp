@@ -13,22 +13,6 @@
 
 namespace amphora {
 
-std::string_view to_string(Compression c) {
-  switch (c) {
-    case Compression::none: return "none";
-    case Compression::lz4: return "lz4";
-    case Compression::automatic: return "auto";
-  }
-  return "?";
-}
-
-Compression parse_compression(std::string_view text) {
-  if (text == "none") return Compression::none;
-  if (text == "lz4") return Compression::lz4;
-  if (text == "auto") return Compression::automatic;
-  throw InvalidArgument("unknown compression '" + std::string(text) + "': expected none, lz4 or auto");
-}
-
 // ---------------------------------------------------------------------------
 
 struct ArtifactWriter::Impl {

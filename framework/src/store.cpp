@@ -324,7 +324,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
                     std::function<void(std::uint64_t)> progress) override {
     SaveOptions child_options;
-    child_options.compression = options.compression;
+    child_options.options = options.options;
     return save(entry, value, child_options, depth, std::move(progress)).digest;
   }
 

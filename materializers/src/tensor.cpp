@@ -18,6 +18,23 @@
 
 namespace amphora {
 
+std::string_view to_string(Compression c) {
+  switch (c) {
+    case Compression::none: return "none";
+    case Compression::lz4: return "lz4";
+    case Compression::automatic: return "auto";
+  }
+  return "?";
+}
+
+Compression parse_compression(std::string_view text) {
+  if (text == "none") return Compression::none;
+  if (text == "lz4") return Compression::lz4;
+  if (text == "auto") return Compression::automatic;
+  throw InvalidArgument("unknown compression '" + std::string(text) + "': expected none, lz4 or auto");
+}
+
+
 namespace detail {
 
 std::optional<std::uint64_t> find_invalid_bool(ConstBytes data) {
@@ -434,7 +451,7 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   meta["shape"] = t.shape();
   std::string header = make_tensor_npy_header(t.dtype(), t.shape());
   detail::TensorStats stats(t, header.size());
-  Compression policy = out.options().compression;
+  Compression policy = out.options().options.get<TensorOptions>().compression;
   bool packed = policy == Compression::lz4 ||
                 (policy == Compression::automatic && t.nbytes() >= kAutoMinBytes && worth_compressing(t));
   if (packed) {

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   auto emb = amphora::Tensor::zeros(amphora::DType::float32, {100, 8});
   emb.mutable_values<float>()[0] = 1.5f;
   amphora::SaveResult saved = store.save(emb, {.name = "consumer"});
-  store.save(emb, {.name = "consumer", .compression = amphora::Compression::lz4});
+  store.save(emb, {.name = "consumer", .options = amphora::TensorOptions{.compression = amphora::Compression::lz4}});
   store.save(BBoxes{{0, 0, 1, 1, 2, 2, 3, 3}}, {.name = "boxes"});
 
   amphora::Tensor back = store.load<amphora::Tensor>("consumer@1");

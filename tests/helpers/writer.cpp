@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     if (mode == "named" && argc == 7) {
       auto store = open_store(argv[2]);
       auto t = random_floats(std::stoll(argv[5]), std::stoll(argv[6]), std::stoull(argv[4]));
-      auto r = store.save(t, {.name = argv[3], .compression = amphora::Compression::none});
+      auto r = store.save(t, {.name = argv[3], .options = amphora::TensorOptions{amphora::Compression::none}});
       std::cout << r.digest.str() << " " << (r.created ? "created" : "existing") << std::endl;
       return 0;
     }
@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
       std::uint64_t seed = std::stoull(argv[5]);
       for (int i = 0; i < count; ++i) {
         auto t = random_floats(8, 8, seed * 100000 + static_cast<std::uint64_t>(i));
-        auto r = store.save(t, {.name = argv[3], .compression = i % 2 ? amphora::Compression::lz4
-                                                                        : amphora::Compression::none});
+        auto r = store.save(t, {.name = argv[3], .options = amphora::TensorOptions{i % 2 ? amphora::Compression::lz4
+                                                                        : amphora::Compression::none}});
         std::cout << r.version << " " << r.digest.str() << "\n";
       }
       return 0;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
         auto t = amphora::Tensor::zeros(base.dtype(), base.shape());
         std::memcpy(t.mutable_data(), base.data(), base.nbytes());
         t.mutable_values<float>()[rng() % t.num_elements()] = static_cast<float>(i);  // new content each time
-        store.save(t, {.name = argv[3], .compression = i % 2 ? amphora::Compression::lz4 : amphora::Compression::none});
+        store.save(t, {.name = argv[3], .options = amphora::TensorOptions{i % 2 ? amphora::Compression::lz4 : amphora::Compression::none}});
         std::cout << "saved " << i << std::endl;
       }
     }

@@ -222,7 +222,7 @@ TEST_CASE("Bool elements other than 0 or 1 are refused on save, import and load"
   t.mutable_data()[8] = std::byte{2};
   for (Compression c : {Compression::none, Compression::lz4}) {
     INFO(to_string(c));
-    CHECK_THROWS_MATCHES(store.save(t, {.name = "b", .compression = c}), InvalidArgument,
+    CHECK_THROWS_MATCHES(store.save(t, {.name = "b", .options = TensorOptions{c}}), InvalidArgument,
                          MessageHas({"cannot save a bool tensor whose element 5 holds the byte 7: a bool must be 0 or 1"}));
   }
   CHECK(store.names().empty());
@@ -437,7 +437,7 @@ TEST_CASE("Empty tensors stored with the 4096-byte header of earlier builds stil
     CHECK(load_tensor_rows(store.open_artifact(d.str()), 0, 0).num_elements() == 0);
   }
   // Saving the same tensor now writes the short header: a new artifact.
-  auto saved = store.save(Tensor::zeros(DType::float32, shape), {.compression = Compression::none});
+  auto saved = store.save(Tensor::zeros(DType::float32, shape), {.options = TensorOptions{Compression::none}});
   CHECK(saved.digest != raw);
   CHECK(test::read_text(test::object_dir(dir.path(), saved.digest) / "tensor.npy") == current);
 
@@ -463,7 +463,7 @@ TEST_CASE("Corrupt LZ4 chunks and indexes are detected", "[bad][lz4]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
   Tensor t = test::ramp_tensor(1000, 1000, 4);  // 4 MB: header chunk + 4 data chunks
-  auto saved = store.save(t, {.name = "t", .compression = Compression::lz4});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::lz4}});
   auto obj = test::object_dir(dir.path(), saved.digest);
   auto reader = store.open_artifact("t");
   Tensor index = read_npy(obj / "tensor.chunks.npy");
@@ -556,7 +556,7 @@ TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]"
   test::TempDir dir;
   Store store = test::make_store(dir.path());
   Tensor t = test::random_tensor(DType::int32, {64}, 1);
-  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   auto obj = test::object_dir(dir.path(), saved.digest);
 
   SECTION("deeply nested JSON in a manifest") {
@@ -587,7 +587,7 @@ TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]"
   }
   SECTION("saving again repairs a damaged copy instead of trusting it") {
     fs::remove(obj / "tensor.npy");
-    auto again = store.save(t, {.name = "t", .compression = Compression::none});
+    auto again = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
     CHECK(again.digest == saved.digest);
     CHECK(again.created);
     CHECK(store.load<Tensor>("t@1").bit_equal(t));

@@ -156,7 +156,7 @@ TEST_CASE("verify reports a missing or damaged child, and its parents", "[compos
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor a = test::random_tensor(DType::int32, {1000}, 1), b = test::random_tensor(DType::int32, {1000}, 2);
-  auto saved = store.save(Pair{a, b, "x"}, {.name = "pair", .compression = Compression::none});
+  auto saved = store.save(Pair{a, b, "x"}, {.name = "pair", .options = TensorOptions{Compression::none}});
   auto first = store.save(a).digest, second = store.save(b).digest;
 
   SECTION("a damaged child") {
@@ -307,4 +307,27 @@ TEST_CASE("Children saved from several threads at once", "[composite][threads]")
   REQUIRE(store.open_artifact(saved.digest).children().size() == 8);
   auto back = std::static_pointer_cast<Many>(entry.load(store.open_artifact(saved.digest)));
   for (std::size_t i = 0; i < items.size(); ++i) CHECK(same_tensor(back->items[i], items[i]));
+}
+
+TEST_CASE("Materializer options reach the children of a composite", "[composite][options]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Pair p{test::ramp_tensor(512, 512, 1), test::ramp_tensor(256, 256, 2), "ramps"};
+  for (auto [compression, encoding] : {std::pair{Compression::lz4, "npy.lz4"}, std::pair{Compression::none, "npy"}}) {
+    auto saved = store.save(p, {.options = TensorOptions{.compression = compression}});
+    ArtifactReader in = store.open_artifact(saved.digest);
+    for (const auto& c : in.children()) CHECK(store.open_artifact(c.digest).meta()["encoding"] == encoding);
+  }
+  // Options of a type nobody reads are carried and ignored.
+  struct Unused {
+    int x = 0;
+  };
+  MaterializerOptions options = Unused{5};
+  options.set(TensorOptions{.compression = Compression::none});
+  CHECK(options.has<Unused>());
+  CHECK(options.get<Unused>().x == 5);
+  CHECK(options.get<TensorOptions>().compression == Compression::none);
+  CHECK_FALSE(MaterializerOptions{}.has<TensorOptions>());
+  CHECK(MaterializerOptions{}.get<TensorOptions>().compression == Compression::automatic);
+  CHECK_NOTHROW(store.save(p, {.options = options}));
 }

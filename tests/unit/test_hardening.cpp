@@ -171,7 +171,7 @@ TEST_CASE("A payload replaced by a link of the right size is named as a link", "
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::float32, {64}, 3);
-  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
   // The outside copy holds exactly the right bytes: only the link check can fire.
   fs::copy_file(payload, dir / "copy.npy");
@@ -195,7 +195,7 @@ TEST_CASE("FIFOs in a store fail fast instead of blocking", "[hardening][fifo]")
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::int32, {64}, 1);
-  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   HangGuard guard(60);
 
   // A FIFO as a payload file: test_bad_input.cpp, "Hostile store contents...".
@@ -234,16 +234,16 @@ TEST_CASE("Re-saving identical content repairs a copy with a flipped byte", "[ha
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::uint8, {5 << 20}, 7);  // three pieces
-  auto first = store.save(t, {.name = "t", .compression = Compression::none});
+  auto first = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   test::flip_byte(test::object_dir(dir / "store", first.digest) / "tensor.npy", (2u << 20) + 12345);
   REQUIRE_FALSE(store.verify("t").ok());
-  auto again = store.save(t, {.name = "t", .compression = Compression::none});
+  auto again = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   CHECK(again.digest == first.digest);
   CHECK(again.created);  // not "identical content was already stored"
   CHECK(store.verify().ok());
   CHECK(store.load<Tensor>("t@1").bit_equal(t));
   // An intact copy is left alone.
-  CHECK_FALSE(store.save(t, {.name = "t", .compression = Compression::none}).created);
+  CHECK_FALSE(store.save(t, {.name = "t", .options = TensorOptions{Compression::none}}).created);
 }
 
 TEST_CASE("Two threads repairing one damaged artifact at once", "[hardening][repair][concurrency]") {
@@ -251,11 +251,11 @@ TEST_CASE("Two threads repairing one damaged artifact at once", "[hardening][rep
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::float32, {1 << 20}, 5);
   for (int round = 0; round < 3; ++round) {
-    auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+    auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
     fs::remove(test::object_dir(dir / "store", saved.digest) / "tensor.npy");
     std::vector<SaveResult> results(2);
-    std::thread a([&] { results[0] = store.save(t, {.name = "t", .compression = Compression::none}); });
-    std::thread b([&] { results[1] = store.save(t, {.name = "t", .compression = Compression::none}); });
+    std::thread a([&] { results[0] = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}}); });
+    std::thread b([&] { results[1] = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}}); });
     a.join();
     b.join();
     CHECK((results[0].created || results[1].created));
@@ -314,7 +314,7 @@ TEST_CASE("verify runs the materializer's structural validation", "[hardening][v
 TEST_CASE("A tensor whose metadata contradicts its payload fails verify", "[hardening][verify]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
-  auto saved = store.save(test::random_tensor(DType::float32, {64}, 2), {.compression = Compression::none});
+  auto saved = store.save(test::random_tensor(DType::float32, {64}, 2), {.options = TensorOptions{Compression::none}});
   // Same size, wrong dtype: the .npy header disagrees.
   Digest lying = plant_with_edited_meta(dir / "store", store, saved.digest, [](nlohmann::json& meta) { meta["dtype"] = "int32"; });
   auto report = store.verify(lying.str());
@@ -457,7 +457,7 @@ TEST_CASE("Errors carry the right class", "[hardening][errors]") {
   }
   SECTION("an artifact collected while open is not found, not damaged") {
     Store store = test::make_store(dir / "store");
-    auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.compression = Compression::none});
+    auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.options = TensorOptions{Compression::none}});
     ArtifactReader reader = store.open_artifact(saved.digest.str());
     store.gc(false, std::chrono::seconds(0));
     CHECK_THROWS_AS(materializer<Tensor>::load(reader), NotFound);
@@ -470,7 +470,7 @@ TEST_CASE("A payload that shrinks while verify hashes it is an error, not a cras
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::uint8, {64 << 20}, 11);
   for (int round = 0; round < 3; ++round) {
-    auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+    auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
     auto payload = test::object_dir(dir / "store", saved.digest) / "tensor.npy";
     std::thread truncator([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(2 + 5 * round));
@@ -482,7 +482,7 @@ TEST_CASE("A payload that shrinks while verify hashes it is an error, not a cras
     fs::remove_all(test::object_dir(dir / "store", saved.digest));
   }
   // The primitive itself: a file that shrinks after opening reads as CorruptData.
-  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   auto file = store.backend()->open_file(saved.digest, "tensor.npy");
   ::truncate((test::object_dir(dir / "store", saved.digest) / "tensor.npy").c_str(), 100);
   std::vector<std::byte> buf(4096);
@@ -494,7 +494,7 @@ TEST_CASE("A forked child can save and load", "[hardening][fork]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor big = test::random_tensor(DType::float32, {4 << 20}, 3);  // 16 MiB: parallel hashing
-  store.save(big, {.name = "parent", .compression = Compression::lz4});
+  store.save(big, {.name = "parent", .options = TensorOptions{Compression::lz4}});
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -502,7 +502,7 @@ TEST_CASE("A forked child can save and load", "[hardening][fork]") {
     int status = 1;
     try {
       Tensor t = test::random_tensor(DType::float32, {4 << 20}, 4);
-      auto saved = store.save(t, {.name = "child", .compression = Compression::lz4});
+      auto saved = store.save(t, {.name = "child", .options = TensorOptions{Compression::lz4}});
       status = store.load<Tensor>(saved.digest.str()).bit_equal(t) && store.verify("child").ok() ? 0 : 2;
     } catch (...) {
       status = 3;
@@ -615,7 +615,7 @@ TEST_CASE("A digest slot holding a link or a file is repaired by the next save",
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
   Tensor t = test::random_tensor(DType::int32, {256}, 9);
-  auto saved = store.save(t, {.name = "t", .compression = Compression::none});
+  auto saved = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
   auto slot = test::object_dir(dir / "store", saved.digest);
   fs::create_directories(dir / "outside");
   test::write_text(dir / "outside/keep.txt", "keep");
@@ -626,7 +626,7 @@ TEST_CASE("A digest slot holding a link or a file is repaired by the next save",
     else
       test::write_text(slot, "not a directory");
     CHECK_THROWS_AS(store.load<Tensor>("t"), CorruptData);
-    auto again = store.save(t, {.name = "t", .compression = Compression::none});
+    auto again = store.save(t, {.name = "t", .options = TensorOptions{Compression::none}});
     CHECK(again.created);
     CHECK(store.load<Tensor>("t").bit_equal(t));
     CHECK(store.verify().ok());
@@ -699,7 +699,7 @@ TEST_CASE("Running out of descriptors is OutOfResources, not a bad record", "[ha
 TEST_CASE("Backend paths with '..' and device nodes are refused without opening", "[hardening][symlink]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
-  auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.compression = Compression::none});
+  auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.options = TensorOptions{Compression::none}});
   CHECK_THROWS_AS(store.backend()->open_file(saved.digest, "../../../../amphora-store.json"), CorruptData);
   CHECK_THROWS_AS(store.backend()->map_file(saved.digest, "sub/../tensor.npy"), CorruptData);
   if (::geteuid() != 0) {

@@ -195,8 +195,8 @@ TEST_CASE("verify detects every kind of damage", "[store][verify]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
   // 20 MiB raw payload: ten 2 MiB pieces.
-  auto big = store.save(test::random_tensor(DType::uint8, {20 << 20}, 9), {.name = "big", .compression = Compression::none});
-  auto small = store.save(test::ramp_tensor(300, 1000, 1), {.name = "small", .compression = Compression::lz4});
+  auto big = store.save(test::random_tensor(DType::uint8, {20 << 20}, 9), {.name = "big", .options = TensorOptions{Compression::none}});
+  auto small = store.save(test::ramp_tensor(300, 1000, 1), {.name = "small", .options = TensorOptions{Compression::lz4}});
   REQUIRE(store.verify().ok());
   CHECK(store.verify().artifacts == 2);
 
@@ -374,7 +374,7 @@ TEST_CASE("Saving reports progress in uncompressed .npy bytes", "[store]") {
   for (Compression c : {Compression::none, Compression::lz4}) {
     std::vector<std::uint64_t> seen;
     SaveOptions options;
-    options.compression = c;
+    options.options = TensorOptions{c};
     options.progress = [&](std::uint64_t done) { seen.push_back(done); };
     Tensor t = test::ramp_tensor(2048, 2048, 3);  // 16 MiB
     auto saved = store.save(t, options);

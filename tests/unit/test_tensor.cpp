@@ -96,7 +96,7 @@ struct Case {
 };
 
 Tensor roundtrip(Store& store, const Tensor& t, Compression c) {
-  auto r = store.save(t, {.compression = c});
+  auto r = store.save(t, {.options = TensorOptions{c}});
   return store.load<Tensor>(r.digest.str());
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("Every dtype and shape class round-trips bit-exactly", "[tensor][round
         REQUIRE(back.dtype() == dtype);
         REQUIRE(back.shape() == c.shape);
         REQUIRE(back.bit_equal(t));
-        REQUIRE_NOTHROW(materializer<Tensor>::validate(store.open_artifact(store.save(t, {.compression = comp}).digest.str())));
+        REQUIRE_NOTHROW(materializer<Tensor>::validate(store.open_artifact(store.save(t, {.options = TensorOptions{comp}}).digest.str())));
       }
     }
   }
@@ -131,7 +131,7 @@ TEST_CASE("Uncompressed tensors load zero-copy from a page-aligned mapping", "[t
   {
     Store store = test::make_store(dir.path());
     Tensor t = test::random_tensor(DType::float32, {512, 512}, 7);
-    digest = store.save(t, {.compression = Compression::none}).digest;
+    digest = store.save(t, {.options = TensorOptions{Compression::none}}).digest;
     loaded = store.load<Tensor>(digest.str());
     REQUIRE(loaded.bit_equal(t));
   }
@@ -149,7 +149,7 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
   auto encoding = [&](const Tensor& t, Compression c) {
-    return store.open_artifact(store.save(t, {.compression = c}).digest.str()).meta()["encoding"].get<std::string>();
+    return store.open_artifact(store.save(t, {.options = TensorOptions{c}}).digest.str()).meta()["encoding"].get<std::string>();
   };
   Tensor noise = test::random_tensor(DType::float32, {1024, 1024}, 3);
   Tensor ramp = test::ramp_tensor(1024, 1024, 3);
@@ -161,10 +161,10 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   CHECK(encoding(ramp, Compression::none) == "npy");
 
   // Incompressible chunks are stored, not inflated.
-  auto noisy = store.open_artifact(store.save(noise, {.compression = Compression::lz4}).digest.str());
+  auto noisy = store.open_artifact(store.save(noise, {.options = TensorOptions{Compression::lz4}}).digest.str());
   CHECK(noisy.meta()["stored_chunks"].get<int>() == 4);
   CHECK(noisy.manifest().find("tensor.npy.lz4")->size < noise.nbytes() + 4096 + 6 * 23 + 1);
-  auto packed = store.open_artifact(store.save(ramp, {.compression = Compression::lz4}).digest.str());
+  auto packed = store.open_artifact(store.save(ramp, {.options = TensorOptions{Compression::lz4}}).digest.str());
   CHECK(packed.manifest().find("tensor.npy.lz4")->size < ramp.nbytes() / 2);
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("Row slices read only what they need and equal the same rows", "[tenso
   // 3 rows of 700 KiB: chunk boundaries fall inside rows.
   Tensor t = test::ramp_tensor(2000, 3000, 11);
   for (Compression c : {Compression::lz4, Compression::none}) {
-    auto reader = store.open_artifact(store.save(t, {.compression = c}).digest.str());
+    auto reader = store.open_artifact(store.save(t, {.options = TensorOptions{c}}).digest.str());
     for (auto [b, e] : std::vector<std::pair<int, int>>{{0, 2000}, {0, 1}, {1999, 2000}, {87, 88}, {87, 600}, {500, 500}, {1000, 1999}}) {
       INFO(to_string(c) << " rows " << b << ".." << e);
       Tensor part = load_tensor_rows(reader, b, e);
@@ -240,10 +240,10 @@ TEST_CASE("Tensors without elements put their data at a multiple of 64, not 4096
     CHECK(header.size() < 4096);
     CHECK(header == make_npy_header(DType::complex128, shape, 64));
     Tensor t = Tensor::zeros(DType::complex128, shape);
-    auto raw = store.save(t, {.compression = Compression::none});
+    auto raw = store.save(t, {.options = TensorOptions{Compression::none}});
     auto obj = test::object_dir(dir.path(), raw.digest);
     CHECK(test::read_text(obj / "tensor.npy") == header);
-    auto packed = store.save(t, {.compression = Compression::lz4});
+    auto packed = store.save(t, {.options = TensorOptions{Compression::lz4}});
     Tensor index = read_npy(test::object_dir(dir.path(), packed.digest) / "tensor.chunks.npy");
     CHECK(index.values<std::uint64_t>()[3] == header.size());  // the sentinel's raw offset: the whole .npy
     for (const auto& d : {raw.digest, packed.digest}) {
@@ -264,7 +264,7 @@ TEST_CASE("An eager load reads the payload into memory and equals the mapped loa
   Store store = test::make_store(dir / "store");
   for (auto compression : {Compression::none, Compression::lz4}) {
     Tensor t = test::random_tensor(DType::float32, {3000, 1000}, 8);  // 12 MB: several read blocks
-    auto saved = store.save(t, {.compression = compression});
+    auto saved = store.save(t, {.options = TensorOptions{compression}});
     Tensor mapped = store.load<Tensor>(saved.digest);
     Tensor eager = store.load<Tensor>(saved.digest, {.eager = true});
     CHECK(eager.bit_equal(t));
@@ -277,7 +277,7 @@ TEST_CASE("An eager load reads the payload into memory and equals the mapped loa
   auto back = store.load<std::map<std::string, Tensor>>(saved.digest, {.eager = true});
   CHECK(back.at("a").bit_equal(named.at("a")));
   // A payload cut short is damage, as for a mapped load.
-  auto raw = store.save(test::random_tensor(DType::int32, {100000}, 3), {.compression = Compression::none});
+  auto raw = store.save(test::random_tensor(DType::int32, {100000}, 3), {.options = TensorOptions{Compression::none}});
   auto file = test::object_dir(dir / "store", raw.digest) / "tensor.npy";
   fs::resize_file(file, fs::file_size(file) - 8);
   CHECK_THROWS_AS(store.load<Tensor>(raw.digest, {.eager = true}), CorruptData);

@@ -16,6 +16,8 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <map>
+#include <typeindex>
 #include <type_traits>
 #include <vector>
 #include <memory>
@@ -38,13 +40,40 @@ struct ArtifactAccess;
 /// artifact is at depth 0).
 inline constexpr int kMaxChildDepth = 64;
 
-/// How payloads are compressed. `automatic` compresses only what shrinks.
-enum class Compression { none, lz4, automatic };
+/// Options for the materializers of one save, at most one object per
+/// options type (amphora::TensorOptions, say). The framework carries them to
+/// every materializer the save reaches, children included, without reading
+/// them, so a materializer adds options without touching the framework.
+/// Cheap to copy.
+class MaterializerOptions {
+ public:
+  MaterializerOptions() = default;
+  /// Holds `options`, so `SaveOptions{.options = TensorOptions{...}}` works.
+  template <class O>
+    requires(!std::is_same_v<std::decay_t<O>, MaterializerOptions>)
+  MaterializerOptions(O options) {  // NOLINT(google-explicit-constructor): reads as the options it holds
+    set(std::move(options));
+  }
+  /// Holds `options`, replacing any earlier options of type O.
+  template <class O>
+  MaterializerOptions& set(O options) {
+    by_type_[typeid(O)] = std::make_shared<const O>(std::move(options));
+    return *this;
+  }
+  /// The options of type O given to this save, or O's defaults.
+  template <class O>
+  O get() const {
+    auto it = by_type_.find(typeid(O));
+    return it == by_type_.end() ? O{} : *static_cast<const O*>(it->second.get());
+  }
+  template <class O>
+  bool has() const {
+    return by_type_.count(typeid(O)) != 0;
+  }
 
-/// "none", "lz4" or "auto".
-std::string_view to_string(Compression c);
-/// Parses "none", "lz4" or "auto"; throws InvalidArgument naming the text otherwise.
-Compression parse_compression(std::string_view text);
+ private:
+  std::map<std::type_index, std::shared_ptr<const void>> by_type_;
+};
 
 /// Options for one save. Aggregate, so `{.name = "emb"}` works; every member
 /// has a default initializer, so leaving members out does not trip
@@ -53,7 +82,8 @@ struct SaveOptions {
   /// Name to record the artifact under as its next version; empty = unnamed
   /// (an unnamed artifact is collected by the next gc).
   std::string name{};
-  Compression compression = Compression::automatic;
+  /// Options for the materializers, e.g. amphora::TensorOptions{.compression = ...}.
+  MaterializerOptions options{};
   /// Extra provenance stored with the name record, outside the hashed content.
   nlohmann::json provenance = nlohmann::json::object();
   /// Called now and then with the payload bytes hashed and written so far,

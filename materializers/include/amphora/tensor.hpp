@@ -21,6 +21,21 @@
 
 namespace amphora {
 
+/// How tensor payloads are compressed. `automatic` compresses only what shrinks.
+enum class Compression { none, lz4, automatic };
+
+/// "none", "lz4" or "auto".
+std::string_view to_string(Compression c);
+/// Parses "none", "lz4" or "auto"; throws InvalidArgument naming the text otherwise.
+Compression parse_compression(std::string_view text);
+
+/// The tensor materializer's save options:
+/// `store.save(t, {.options = TensorOptions{.compression = Compression::lz4}})`.
+/// They reach every tensor a save stores, inside composites too.
+struct TensorOptions {
+  Compression compression = Compression::automatic;
+};
+
 /// A dense, C-ordered (row-major) N-dimensional array over a shared Buffer.
 /// Copies share the buffer (like NumPy views). Tensors loaded from an
 /// uncompressed artifact map the payload file read-only; the mapping lives as
@@ -106,7 +121,7 @@ template <>
 struct materializer<Tensor> {
   static constexpr std::string_view name = "amphora.tensor";
   static constexpr int version = 1;
-  /// Honors out.options().compression; see docs/FORMAT.md for the encodings.
+  /// Honors the TensorOptions of the save; see docs/FORMAT.md for the encodings.
   /// Throws InvalidArgument for a bool tensor holding a byte other than 0 or 1.
   static void save(const Tensor& tensor, ArtifactWriter& out);
   /// Zero-copy for uncompressed payloads (read on all cores into fresh
