@@ -116,6 +116,19 @@ void lz4_seeds(const fs::path& dir) {
     }
 }
 
+// Valid payloads for fuzz_payloads: the selector byte, then the file.
+void payload_seeds(const fs::path& dir) {
+  put(dir, "tensor-list-index", std::string(1, '\0') + R"([["uint8",[2,3],0],["float32",[4],64]])");
+  auto offsets = [](std::vector<std::int64_t> o) {
+    std::int64_t n = static_cast<std::int64_t>(o.size());
+    return amphora::make_npy_header(amphora::DType::int64, std::span<const std::int64_t>(&n, 1), 64) +
+           std::string(reinterpret_cast<const char*>(o.data()), o.size() * 8);
+  };
+  put(dir, "strings", std::string(1, '\1') + offsets({0, 10, 10, 100}));
+  put(dir, "record-column", std::string(1, '\2') + offsets({0, 7, 16}));
+  put(dir, "map-keys", std::string(1, '\3') + offsets({0, 1, 2}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,5 +140,6 @@ int main(int argc, char** argv) {
   npy_seeds(out / "npy");
   manifest_seeds(out / "manifest");
   lz4_seeds(out / "lz4_frame");
+  payload_seeds(out / "payloads");
   return 0;
 }
