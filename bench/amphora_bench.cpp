@@ -340,10 +340,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor"};
+  const std::set<std::string> known = {"tensor", "composite"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor]\n";
+                 "                     [--sections tensor,composite]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -385,6 +385,7 @@ int main(int argc, char** argv) {
               o.quick ? " (quick: small counts)" : "");
   Verdicts verdict;
   if (o.runs("tensor")) run_tensor(o, verdict);
+  if (o.runs("composite")) run_composite(o, verdict);
   std::printf("\n%s\n", verdict.all_ok ? "all targets met" : "some targets missed");
   return 0;
 }

@@ -113,4 +113,7 @@ struct Verdicts {
   }
 };
 
+// Sections other than the tensor figures; each prints its own table.
+void run_composite(const Options& o, Verdicts& verdict);
+
 }  // namespace amphora_bench
