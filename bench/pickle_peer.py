@@ -12,6 +12,7 @@ usage:
 Each prints one JSON object: lists of seconds per repeat ("save_s", ...),
 file sizes and checksums the C++ side compares with its own.
 """
+import gc
 import json
 import os
 import pickle
@@ -42,10 +43,9 @@ def load(path):
         return pickle.load(f)
 
 
-def time_pickle(value, path, repeats, touch):
-    """Seconds to dump `value` to `path` and to load it back and run `touch`
-    over the result, per repeat; the file size; touch's last result."""
-    save_s, load_s, result = [], [], None
+def time_dumps(value, path, repeats):
+    """Seconds to pickle `value` to `path`, per repeat; the file is kept."""
+    save_s = []
     for _ in range(repeats):
         if os.path.exists(path):
             os.unlink(path)
@@ -53,15 +53,30 @@ def time_pickle(value, path, repeats, touch):
         t = time.perf_counter()
         dump(value, path)
         save_s.append(time.perf_counter() - t)
-        touch_scratch()
-        t = time.perf_counter()
-        back = load(path)
-        result = touch(back)
-        load_s.append(time.perf_counter() - t)
-        del back
-    size = os.path.getsize(path)
-    os.unlink(path)
-    return {"save_s": save_s, "load_s": load_s, "bytes": size}, result
+    return save_s
+
+
+def time_loads(path, repeats, touch):
+    """Seconds to load `path` and run `touch` over the result, per repeat,
+    with Python's cyclic garbage collector on (the default) and off; the file
+    size; touch's last result. Call it with the original value gone, so that
+    the collector walks only through what pickle.load builds."""
+    gc.collect()
+    times = {True: [], False: []}
+    result = None
+    for _ in range(repeats):
+        for collector in (True, False):
+            if not collector:
+                gc.disable()
+            touch_scratch()
+            t = time.perf_counter()
+            back = load(path)
+            result = touch(back)
+            times[collector].append(time.perf_counter() - t)
+            gc.enable()
+            back = None
+            gc.collect()
+    return {"load_s": times[True], "load_nogc_s": times[False], "bytes": os.path.getsize(path)}, result
 
 
 # The same pass the C++ side makes over what it loaded: sum every tensor and
@@ -74,6 +89,11 @@ def sum_images(images):
     return sum(int(img.sum()) for img in images)
 
 
+def whole_pass(back):
+    entry = back["train"]
+    return sum_weights(entry["model"]["weights"]), sum_images(entry["images"]), len(entry["model"]["config"])
+
+
 def composite(repeats, workdir, inputs):
     with open(os.path.join(inputs, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
@@ -84,20 +104,21 @@ def composite(repeats, workdir, inputs):
     images = [stacked[i].copy() for i in range(stacked.shape[0])]  # one array per image
     del stacked
     value = {"train": {"model": {"config": config, "weights": weights}, "images": images}}
+    counts = {"tensors": len(weights), "images": len(images)}
 
-    out = os.path.join(workdir, "composite.pkl")
+    values = {"config": config, "weights": weights, "images": images, "whole": value}
+    passes = {"config": len, "weights": sum_weights, "images": sum_images, "whole": whole_pass}
+    files = {key: os.path.join(workdir, "composite-%s.pkl" % key) for key in values}
+    saves = {key: time_dumps(values[key], files[key], repeats) for key in values}
+    del value, values, config, weights, images
     parts = {}
-    parts["config"], _ = time_pickle(config, out, repeats, len)
-    parts["weights"], _ = time_pickle(weights, out, repeats, sum_weights)
-    parts["images"], _ = time_pickle(images, out, repeats, sum_images)
-
-    def whole(back):
-        entry = back["train"]
-        return sum_weights(entry["model"]["weights"]), sum_images(entry["images"]), len(entry["model"]["config"])
-
-    parts["whole"], (tensor_sum, image_sum, config_keys) = time_pickle(value, out, repeats, whole)
-    print(json.dumps({"section": "composite", "parts": parts, "tensors": len(weights), "images": len(images),
-                      "config_keys": config_keys, "tensor_sum": tensor_sum, "image_sum": image_sum}), flush=True)
+    for key in saves:
+        parts[key], result = time_loads(files[key], repeats, passes[key])
+        parts[key]["save_s"] = saves[key]
+        os.unlink(files[key])
+    tensor_sum, image_sum, config_keys = result
+    print(json.dumps({"section": "composite", "parts": parts, "config_keys": config_keys, "tensor_sum": tensor_sum,
+                      "image_sum": image_sum, **counts}), flush=True)
 
 
 def records(repeats, workdir, source):
@@ -108,26 +129,15 @@ def records(repeats, workdir, source):
     for r in value:
         r["labels"] = [sys.intern(label) for label in r["labels"]]
     out = os.path.join(workdir, "records.pkl")
-    save_s, load_s = [], []
-    boxes = labels = 0
-    for _ in range(repeats):
-        if os.path.exists(out):
-            os.unlink(out)
-        touch_scratch()
-        t = time.perf_counter()
-        dump(value, out)
-        save_s.append(time.perf_counter() - t)
-        touch_scratch()
-        t = time.perf_counter()
-        back = load(out)
-        load_s.append(time.perf_counter() - t)
-        boxes = sum(len(r["boxes"]) for r in back)
-        labels = sum(len(r["labels"]) for r in back)
-        del back
-    size = os.path.getsize(out)
+    save_s = time_dumps(value, out, repeats)
+    del value
+    result, _ = time_loads(out, repeats, len)
+    result["save_s"] = save_s
+    back = load(out)  # counted outside the timed loads
+    counts = {"count": len(back), "box_values": sum(len(r["boxes"]) for r in back),
+              "labels": sum(len(r["labels"]) for r in back)}
     os.unlink(out)
-    print(json.dumps({"section": "records", "bytes": size, "save_s": save_s, "load_s": load_s,
-                      "count": len(value), "box_values": boxes, "labels": labels}), flush=True)
+    print(json.dumps({"section": "records", **result, **counts}), flush=True)
 
 
 def tiny(repeats, workdir, count):
