@@ -340,10 +340,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor", "composite", "records"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor,composite,records]\n";
+                 "                     [--sections tensor,composite,records,tiny]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -387,6 +387,7 @@ int main(int argc, char** argv) {
   if (o.runs("tensor")) run_tensor(o, verdict);
   if (o.runs("composite")) run_composite(o, verdict);
   if (o.runs("records")) run_records(o, verdict);
+  if (o.runs("tiny")) run_tiny(o, verdict);
   std::printf("\n%s\n", verdict.all_ok ? "all targets met" : "some targets missed");
   return 0;
 }

@@ -116,5 +116,6 @@ struct Verdicts {
 // Sections other than the tensor figures; each prints its own table.
 void run_composite(const Options& o, Verdicts& verdict);
 void run_records(const Options& o, Verdicts& verdict);
+void run_tiny(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench
