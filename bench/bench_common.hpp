@@ -117,5 +117,6 @@ struct Verdicts {
 void run_composite(const Options& o, Verdicts& verdict);
 void run_records(const Options& o, Verdicts& verdict);
 void run_tiny(const Options& o, Verdicts& verdict);
+void run_pass(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench
