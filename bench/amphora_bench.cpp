@@ -383,12 +383,22 @@ int main(int argc, char** argv) {
   std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s%s\n\n",
               static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str(),
               o.quick ? " (quick: small counts)" : "");
+  // Figures are only as good as the machine is quiet: say how busy it was.
+  auto loadavg = [] {
+    std::ifstream in("/proc/loadavg");
+    std::string one, five;
+    in >> one >> five;
+    return one + " (1 min), " + five + " (5 min)";
+  };
+  const std::string load_before = loadavg();
   Verdicts verdict;
   if (o.runs("tensor")) run_tensor(o, verdict);
   if (o.runs("composite")) run_composite(o, verdict);
   if (o.runs("records")) run_records(o, verdict);
   if (o.runs("tiny")) run_tiny(o, verdict);
   if (o.runs("pass")) run_pass(o, verdict);
+  std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
+              loadavg().c_str());
   std::printf("\n%s\n", verdict.all_ok ? "all targets met" : "some targets missed");
   return 0;
 }
