@@ -1,17 +1,22 @@
-// Amphora's tensor benchmark, run side by side with numpy.save / numpy.load
-// and `lz4 -b1` on the same data in one invocation.
+// Amphora's benchmark, run side by side with its peers on the same data in
+// one invocation:
 //
-//   amphora_bench [--mib N] [--repeats R] [--dir DIR]
+//   tensor     save/load of a tensor vs numpy.save / numpy.load, LZ4 vs `lz4 -b1`
+//   composite  a Menpo-like map of model and images vs pickle (protocol 5)
+//   records    100,000 detection records (a columnar record list) vs pickle
+//   tiny       per-artifact overhead: 1,000 tiny saves vs one pickle file each
+//   pass       open + full sum of a float32 tensor vs numpy.load + sum
+//
+//   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
 //
 // Figures are medians over R runs. MB/s are 10^6 bytes per second (as lz4
 // prints them). Before each timed operation a 64 MiB scratch block is touched
 // and freed, because memory left idle on these machines is handed back to the
-// host and is slow to touch again.
+// host and is slow to touch again. The Python peers do the same.
 
-#include <amphora/amphora.hpp>
-#include <amphora/builtins.hpp>
+#include "bench_common.hpp"
+
 #include <amphora/npy.hpp>
-#include <amphora/tensor.hpp>
 
 #include "lz4_frames.hpp"
 #include "piece_hash.hpp"
@@ -30,33 +35,12 @@
 #include <unistd.h>
 #include <vector>
 
-namespace fs = std::filesystem;
 using amphora::Compression;
 using amphora::DType;
 using amphora::Tensor;
-using Clock = std::chrono::steady_clock;
+using namespace amphora_bench;
 
 namespace {
-
-struct Options {
-  std::int64_t mib = 256;
-  int repeats = 5;
-  fs::path dir = "bench-tmp";
-};
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-void touch_scratch() {
-  constexpr std::size_t kScratch = 64u << 20;
-  std::unique_ptr<char[]> block(new char[kScratch]);
-  std::memset(block.get(), 1, kScratch);
-  asm volatile("" : : "r"(block.get()) : "memory");
-}
 
 std::uint64_t status_kib(const char* key) {
   std::ifstream in("/proc/self/status");
@@ -70,8 +54,6 @@ std::uint64_t status_kib(const char* key) {
 void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
-
-double mb_per_s(std::uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0; }
 
 Tensor make_random_f32(std::int64_t mib) {
   Tensor t = Tensor::zeros(DType::float32, {mib * 256, 1024});
@@ -101,11 +83,6 @@ Tensor make_compressible_i32(std::int64_t mib) {
   return t;
 }
 
-amphora::Store fresh_store(const fs::path& dir) {
-  fs::remove_all(dir);
-  return amphora::Store::open(dir, {.create = true});
-}
-
 struct Row {
   std::string what;
   double mbps = 0;
@@ -117,12 +94,6 @@ void report(const std::string& what, double mbps, const std::string& extra = "")
   g_rows.push_back({what, mbps, extra});
   std::printf("  %-44s %9.0f MB/s  %s\n", what.c_str(), mbps, extra.c_str());
   std::fflush(stdout);
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 struct Measured {
@@ -286,32 +257,9 @@ void hash_write_limit(const Tensor& t, const Options& o) {
   std::printf("  hash-plus-write limit on %.0f cores: %.0f MB/s\n\n", cores, limit);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--mib" && i + 1 < argc)
-      o.mib = std::stoll(argv[++i]);
-    else if (a == "--repeats" && i + 1 < argc)
-      o.repeats = std::stoi(argv[++i]);
-    else if (a == "--dir" && i + 1 < argc)
-      o.dir = argv[++i];
-    else {
-      std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR]\n";
-      return 2;
-    }
-  }
-  if (o.mib < 1 || o.repeats < 1) {
-    std::cerr << "amphora_bench: --mib and --repeats must be positive\n";
-    return 2;
-  }
-  fs::create_directories(o.dir);
+// The tensor figures: save/load against numpy.save/numpy.load, LZ4 against `lz4 -b1`.
+void run_tensor(const Options& o, Verdicts& verdict) {
   const std::uint64_t payload = static_cast<std::uint64_t>(o.mib) << 20;
-  std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s\n\n",
-              static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str());
-
   struct Dataset {
     std::string name;
     fs::path npy;
@@ -352,16 +300,11 @@ int main(int argc, char** argv) {
   for (auto& set : sets) fs::remove(set.npy);
 
   std::printf("\nResults (ratios > 1 mean Amphora is faster)\n");
-  bool all_ok = true;
-  auto verdict = [&](bool ok) {
-    all_ok = all_ok && ok;
-    return ok ? "meets target" : "MISSES target";
-  };
   for (auto& set : sets) {
     auto it = peers.find(set.npy.string());
     if (it == peers.end()) {
       std::printf("  %s: numpy peer produced no figures\n", set.name.c_str());
-      all_ok = false;
+      verdict(false);
       continue;
     }
     const Peer& p = it->second;
@@ -390,6 +333,72 @@ int main(int argc, char** argv) {
               kernel1.first, kernel1.second, kernel1.first / lz4tool.first, verdict(kernel1.first >= 0.8 * lz4tool.first));
   std::printf("    amphora 2 threads: %.0f MB/s compress, %.0f MB/s decompress; %.2fx of one thread (target > 1: %s)\n",
               kernel2.first, kernel2.second, kernel2.first / kernel1.first, verdict(kernel2.first > kernel1.first));
-  std::printf("\n%s\n", all_ok ? "all targets met" : "some targets missed");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool mib_given = false, repeats_given = false;
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass"};
+  auto usage = [] {
+    std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
+                 "                     [--sections tensor,composite,records,tiny,pass]\n";
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--mib" && i + 1 < argc) {
+      o.mib = std::stoll(argv[++i]);
+      mib_given = true;
+    } else if (a == "--repeats" && i + 1 < argc) {
+      o.repeats = std::stoi(argv[++i]);
+      repeats_given = true;
+    } else if (a == "--dir" && i + 1 < argc) {
+      o.dir = argv[++i];
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--sections" && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      std::string name;
+      while (std::getline(list, name, ',')) {
+        if (!known.count(name)) {
+          std::cerr << "amphora_bench: unknown section '" << name << "'\n";
+          return usage();
+        }
+        o.sections.insert(name);
+      }
+    } else {
+      return usage();
+    }
+  }
+  // --quick shrinks every count (and the tensors, unless --mib says otherwise).
+  if (o.quick && !mib_given) o.mib = 16;
+  if (o.quick && !repeats_given) o.repeats = 2;
+  if (o.mib < 1 || o.repeats < 1) {
+    std::cerr << "amphora_bench: --mib and --repeats must be positive\n";
+    return 2;
+  }
+  fs::create_directories(o.dir);
+  std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s%s\n\n",
+              static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str(),
+              o.quick ? " (quick: small counts)" : "");
+  // Figures are only as good as the machine is quiet: say how busy it was.
+  auto loadavg = [] {
+    std::ifstream in("/proc/loadavg");
+    std::string one, five;
+    in >> one >> five;
+    return one + " (1 min), " + five + " (5 min)";
+  };
+  const std::string load_before = loadavg();
+  Verdicts verdict;
+  if (o.runs("tensor")) run_tensor(o, verdict);
+  if (o.runs("composite")) run_composite(o, verdict);
+  if (o.runs("records")) run_records(o, verdict);
+  if (o.runs("tiny")) run_tiny(o, verdict);
+  if (o.runs("pass")) run_pass(o, verdict);
+  std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
+              loadavg().c_str());
+  std::printf("\n%s\n", verdict.all_ok ? "all targets met" : "some targets missed");
   return 0;
 }

@@ -1,0 +1,104 @@
+#include "bench_common.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <iostream>
+
+namespace amphora_bench {
+
+void fill_random_f32(std::span<float> v, std::uint64_t seed) {
+  amphora::parallel_for(64, [&](std::size_t part) {
+    Rng rng(seed * 64 + part);
+    std::size_t begin = v.size() * part / 64, end = v.size() * (part + 1) / 64;
+    for (std::size_t i = begin; i < end; ++i) v[i] = static_cast<float>(rng.unit() * 2.0 - 1.0);
+  });
+}
+
+void fill_random_u8(std::span<std::uint8_t> v, std::uint64_t seed) {
+  Rng rng(seed);
+  std::size_t i = 0;
+  for (; i + 8 <= v.size(); i += 8) {
+    std::uint64_t x = rng.next();
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  for (; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(rng.next());
+}
+
+double sum_f32(std::span<const float> v) {
+  constexpr std::size_t kLanes = 16;
+  float acc[kLanes] = {};
+  const float* p = v.data();
+  const std::size_t n = v.size();
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t k = 0; k < kLanes; ++k) acc[k] += p[i + k];
+  double s = 0;
+  for (; i < n; ++i) s += p[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
+std::uint64_t sum_u8(std::span<const std::uint8_t> v) {
+  // 32-bit partial sums over blocks small enough not to overflow, which the
+  // compiler widens and vectorizes well.
+  constexpr std::size_t kBlock = 1u << 16;
+  std::uint64_t total = 0;
+  for (std::size_t at = 0; at < v.size(); at += kBlock) {
+    const std::uint8_t* p = v.data() + at;
+    const std::size_t n = std::min(kBlock, v.size() - at);
+    std::uint32_t s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += p[i];
+    total += s;
+  }
+  return total;
+}
+
+std::uint64_t tree_bytes(const fs::path& dir) {
+  std::uint64_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) total += e.file_size();
+  return total;
+}
+
+void read_sequentially(const fs::path& file) {
+  constexpr std::size_t kBlock = 8u << 20;
+  static std::unique_ptr<char[]> scratch(new char[kBlock]);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::cerr << "amphora_bench: cannot open " << file << "\n";
+    std::exit(1);
+  }
+  while (::read(fd, scratch.get(), kBlock) > 0) {
+  }
+  ::close(fd);
+}
+
+std::vector<nlohmann::json> run_peer(const std::string& script, const std::vector<std::string>& args) {
+  std::string cmd = "/usr/bin/python3 " + script;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  std::vector<nlohmann::json> out;
+  std::fflush(stdout);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return out;
+  std::string line;
+  char buf[65536];
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    line += buf;
+    if (line.empty() || line.back() != '\n') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) out.push_back(std::move(j));
+    line.clear();
+  }
+  if (::pclose(pipe) != 0)
+    std::cerr << "amphora_bench: the Python peer failed: " << cmd << " (is python3-numpy installed?)\n";
+  return out;
+}
+
+double peer_median(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return 0;
+  return median(it->get<std::vector<double>>());
+}
+
+}  // namespace amphora_bench
