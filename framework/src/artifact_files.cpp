@@ -37,7 +37,8 @@ void write_merged(ArtifactWriter& out, std::string_view path, std::span<const St
 
 void ArtifactWriter::write_json(std::string_view path, const nlohmann::json& document) {
   validate_storable_json(document, "JSON document '" + std::string(path) + "'");
-  std::string text = canonical_json(document);
+  // canonical_json's form, without validating a second time.
+  std::string text = document.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
   write_file(path, std::as_bytes(std::span<const char>(text)));
 }
 

@@ -68,8 +68,10 @@ std::shared_ptr<const MaterializerEntry> Registry::for_type(const std::type_inde
   std::shared_lock lock(mutex_);
   auto it = by_type_.find(type);
   if (it == by_type_.end())
-    throw Unsupported("no materializer is registered for type " + type_display_name(type) +
-                      "; register one with registry.add<T>()");
+    throw Unsupported("no materializer for type " + type_display_name(type) +
+                      ": numbers, strings, JSON and standard containers of them are built in (include "
+                      "<amphora/everyday.hpp>); for a type of your own, declare its fields with "
+                      "AMPHORA_MATERIALIZE (<amphora/describe.hpp>) or specialize amphora::materializer<T>");
   return it->second;
 }
 

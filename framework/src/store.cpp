@@ -199,6 +199,11 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
       auto [ptr, err] = std::from_chars(vtext.data(), vtext.data() + vtext.size(), version);
       if (err != std::errc() || ptr != vtext.data() + vtext.size() || version == 0)
         throw InvalidArgument("invalid version in ref '" + std::string(ref) + "': expected NAME@N with N >= 1");
+      // The record itself first: listing a name with many versions costs more.
+      try {
+        return record_digest(backend->read_version(name, version), name, version);
+      } catch (const NotFound&) {
+      }
       auto versions = backend->list_versions(name);
       if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + path.string());
       if (!std::binary_search(versions.begin(), versions.end(), version))

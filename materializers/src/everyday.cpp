@@ -35,6 +35,41 @@ std::size_t checked_count(const ArtifactReader& in, std::string_view prefix) {
   return static_cast<std::size_t>(count);
 }
 
+namespace {
+
+// A lower bound of the text's size, accumulated until it passes `limit`.
+bool add_size(const nlohmann::json& v, std::size_t limit, std::size_t& total) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::object:
+      total += 2;
+      for (auto it = v.begin(); it != v.end() && total <= limit; ++it) {
+        total += it.key().size() + 4;
+        if (add_size(it.value(), limit, total)) return true;
+      }
+      break;
+    case nlohmann::json::value_t::array:
+      total += 2;
+      for (const auto& e : v) {
+        total += 1;
+        if (add_size(e, limit, total)) return true;
+      }
+      break;
+    case nlohmann::json::value_t::string:
+      total += v.get_ref<const std::string&>().size() + 2;
+      break;
+    default:
+      total += 1;
+  }
+  return total > limit;
+}
+
+}  // namespace
+
+bool json_longer_than(const nlohmann::json& value, std::size_t limit) {
+  std::size_t total = 0;
+  return add_size(value, limit, total);
+}
+
 bool check_optional(const ArtifactReader& in) {
   bool engaged = in.meta<bool>("engaged");
   if (engaged != in.has_child("value") || in.children().size() != (engaged ? 1u : 0u))
@@ -120,7 +155,7 @@ void materializer<std::string>::save(const std::string& value, ArtifactWriter& o
 }
 
 std::string materializer<std::string>::load(const ArtifactReader& in) {
-  auto bytes = in.map("string.bin");
+  auto bytes = in.load_file("string.bin");
   if (in.meta<std::uint64_t>("bytes") != bytes->size())
     throw CorruptData(in.label() + ": meta says " + std::to_string(in.meta<std::uint64_t>("bytes")) +
                       " bytes, 'string.bin' holds " + std::to_string(bytes->size()));
@@ -241,7 +276,7 @@ void materializer<std::vector<Tensor>>::save(const std::vector<Tensor>& items, A
 
 std::vector<Tensor> materializer<std::vector<Tensor>>::load(const ArtifactReader& in) {
   auto items = read_index(in);
-  auto data = in.map("data.bin");
+  auto data = in.load_file("data.bin");
   std::vector<Tensor> out;
   out.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {

@@ -60,6 +60,10 @@ struct is_optional<std::optional<T>> : std::true_type {};
 /// Longest string or JSON text kept inline; longer ones become children.
 inline constexpr std::size_t kMaxInlineBytes = 4096;
 
+/// Whether the JSON text of `value` certainly exceeds `limit` bytes, found
+/// without writing it (a large document is not serialized just to be measured).
+bool json_longer_than(const nlohmann::json& value, std::size_t limit);
+
 /// `value` as JSON when it round-trips exactly and is small, else nothing.
 template <class M>
 std::optional<nlohmann::json> to_inline(const M& value) {
@@ -73,6 +77,7 @@ std::optional<nlohmann::json> to_inline(const M& value) {
     return nlohmann::json(value);
   } else if constexpr (std::is_same_v<M, nlohmann::json>) {
     if (value.is_null()) return std::nullopt;  // null inline means an empty optional
+    if (json_longer_than(value, kMaxInlineBytes)) return std::nullopt;
     try {
       if (canonical_json(value).size() > kMaxInlineBytes) return std::nullopt;
     } catch (const InvalidArgument&) {

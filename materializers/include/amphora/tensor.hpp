@@ -142,3 +142,7 @@ struct materializer<Tensor> {
 Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end);
 
 }  // namespace amphora
+
+// Numbers, strings, JSON and standard containers are materializable wherever
+// tensors are: everyday.hpp needs Tensor complete, so it comes last.
+#include <amphora/everyday.hpp>
