@@ -1,8 +1,10 @@
 #include <amphora/buffer.hpp>
 #include <amphora/error.hpp>
+#include <amphora/parallel.hpp>
 
 #include "posix.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -50,6 +52,29 @@ std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path
     detail::throw_errno("cannot open", path);
   }
   return detail::map_fd(fd.get(), path);
+}
+
+std::shared_ptr<Buffer> Buffer::read_file(const std::filesystem::path& path) {
+  // Without O_NONBLOCK, opening a FIFO waits until some program opens it for
+  // writing, possibly forever; with it the open returns and fstat refuses it.
+  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) throw NotFound("no such file " + path.string());
+    detail::throw_errno("cannot open", path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) detail::throw_errno("cannot stat", path);
+  if (!S_ISREG(st.st_mode))
+    throw InvalidArgument(path.string() + " is not a regular file (" + detail::describe_file_type(st.st_mode) + ")");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  auto buffer = allocate(size);
+  std::byte* dst = buffer->mutable_data();
+  constexpr std::size_t kBlock = 4u << 20;
+  parallel_for((size + kBlock - 1) / kBlock, [&](std::size_t b) {
+    std::size_t at = b * kBlock;
+    detail::pread_exact(fd.get(), dst + at, std::min(kBlock, size - at), at, path);
+  });
+  return buffer;
 }
 
 namespace detail {

@@ -4,8 +4,6 @@
 #include <amphora/records.hpp>
 #include <amphora/tensor.hpp>
 
-#include <fstream>
-#include <iterator>
 
 namespace amphora {
 
@@ -35,12 +33,11 @@ void add_generic(Registry& registry, std::string_view name, std::string example,
   registry.add_entry(std::move(entry));
 }
 
+// An import's input as text: the same checks as a .npy (a regular file, read
+// whole, a FIFO refused at once).
 std::string read_whole_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw NotFound("cannot open " + file.string());
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  if (in.bad()) throw IoError("cannot read " + file.string());
-  return text;
+  auto bytes = Buffer::read_file(file);
+  return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 }
 
 void write_text_file(const std::string& text, const std::filesystem::path& file) {

@@ -100,67 +100,10 @@ Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where) {
   return Tensor::Make(dtype, std::move(h.shape), std::move(data));
 }
 
-namespace {
-
-std::string_view file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "an unknown kind of file";
-}
-
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
-
 Tensor read_npy(const std::filesystem::path& file) {
-  const std::string where = file.string();
-  // Without O_NONBLOCK, opening a FIFO waits until some program opens it for
-  // writing, possibly forever; with it the open returns and fstat refuses it.
-  ScopedFd fd(::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) {
-    int err = errno;
-    if (err == ENOENT) throw NotFound("no such file " + where);
-    throw IoError("cannot open " + where + ": " + std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw IoError("cannot stat " + where + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw InvalidArgument(where + " is not a regular file (" + std::string(file_kind(st.st_mode)) + ")");
-  // Read rather than mapped: when another program truncates a mapped file,
-  // touching the lost pages kills this process with SIGBUS, while a read
-  // just comes up short. The private copy is also what import must store.
-  const auto size = static_cast<std::size_t>(st.st_size);
-  auto buffer = Buffer::allocate(size);
-  std::byte* dst = buffer->mutable_data();
-  constexpr std::size_t kBlock = 4u << 20;
-  parallel_for((size + kBlock - 1) / kBlock, [&](std::size_t b) {
-    std::size_t at = b * kBlock, end = std::min(size, at + kBlock);
-    while (at < end) {
-      ssize_t got = ::pread(fd.get(), dst + at, end - at, static_cast<off_t>(at));
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        throw IoError("cannot read " + where + ": " + std::strerror(errno));
-      }
-      if (got == 0) throw CorruptData(where + " shrank while being read");
-      at += static_cast<std::size_t>(got);
-    }
-  });
-  return read_npy(std::move(buffer), where);
+  // Read rather than mapped: the private copy is what import must store, and
+  // a program truncating the file meanwhile cannot crash this one.
+  return read_npy(Buffer::read_file(file), file.string());
 }
 
 void write_npy(const Tensor& tensor, const std::filesystem::path& file) {

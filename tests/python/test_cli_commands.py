@@ -382,6 +382,10 @@ class CompositeTest(cli_support.StoreTestCase):
         self.run_cli("export", "notes", self.path("back.txt"), check=EXIT_OK)
         with open(self.path("back.txt"), "rb") as fh:
             self.assertEqual(fh.read(), raw)
+        # A FIFO is refused at once, as for .npy, not waited on.
+        os.mkfifo(self.path("pipe.json"))
+        proc = self.run_cli("import", self.path("pipe.json"), "--name", "pipe", check=EXIT_USAGE, timeout=20)
+        self.assertIn("pipe.json is not a regular file (a FIFO)", proc.stderr)
         with open(self.path("bad.json"), "w") as fh:
             fh.write("{not json")
         proc = self.run_cli("import", self.path("bad.json"), "--name", "bad", check=EXIT_USAGE)

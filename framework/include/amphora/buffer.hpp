@@ -30,6 +30,14 @@ class Buffer {
   /// nobody rewrites in place, such as stored payloads.
   static std::shared_ptr<const Buffer> map_file(const std::filesystem::path& path);
 
+  /// Reads a whole file a user names (an import's input) into fresh memory
+  /// on all cores. Never mapped, so another program truncating it cannot
+  /// crash this one: a file that shrinks meanwhile is CorruptData. Throws
+  /// NotFound if missing, InvalidArgument ("PATH is not a regular file (a
+  /// FIFO)") for anything but a regular file, refused at once rather than
+  /// waited on, IoError if it cannot be read.
+  static std::shared_ptr<Buffer> read_file(const std::filesystem::path& path);
+
   /// A view of `length` bytes at `offset` of `parent`, keeping `parent` alive.
   /// Throws InvalidArgument if the range exceeds the parent.
   static std::shared_ptr<const Buffer> slice(std::shared_ptr<const Buffer> parent, std::size_t offset,
