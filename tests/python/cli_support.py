@@ -12,6 +12,15 @@ CLI = os.environ.get("AMPHORA_CLI", "")  # set by parse_args from --cli PATH
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
 
 
+def le_c_bytes(a):
+    """The bytes a C-ordered little-endian copy of numpy array `a` holds (bit-exact, no value conversion)."""
+    import numpy as np
+    c = np.ascontiguousarray(a)
+    if c.dtype.byteorder == ">":
+        c = c.byteswap()
+    return c.tobytes()
+
+
 def run(*args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=None, preexec_fn=None, timeout=120):
     """Runs the CLI with `args`. Standard input is not a terminal unless given."""
     return subprocess.run([CLI, *map(str, args)], text=True, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,

@@ -32,6 +32,8 @@ import warnings
 
 import numpy as np
 
+from cli_support import le_c_bytes
+
 CLI = os.environ.get("AMPHORA_CLI", "")
 # The test helper that writes the composite worked example (tests/helpers/writer.cpp).
 WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")
@@ -151,14 +153,6 @@ def run_cli(*args, check=None):
         raise AssertionError(f"amphora {' '.join(map(str, args))}: exit {proc.returncode}, expected {check}\n"
                              f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
     return proc
-
-
-def le_c_bytes(a):
-    """Bytes of a C-ordered little-endian copy of `a`, bit for bit."""
-    c = np.ascontiguousarray(a)
-    if c.dtype.byteorder == ">":
-        c = c.byteswap()
-    return c.tobytes()
 
 
 def read(path):

@@ -25,6 +25,8 @@ import unittest
 
 import numpy as np
 
+from cli_support import le_c_bytes
+
 CLI = os.environ.get("AMPHORA_CLI", "")
 
 HEADER_BYTES = 4096
@@ -77,14 +79,6 @@ def run_cli(*args, check=None):
             f"amphora {' '.join(map(str, args))}: exit {proc.returncode}, expected {check}\n"
             f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
     return proc
-
-
-def le_c_bytes(a):
-    """The bytes a C-ordered little-endian copy of `a` holds (bit-exact, no value conversion)."""
-    c = np.ascontiguousarray(a)
-    if c.dtype.byteorder == ">":
-        c = c.byteswap()
-    return c.tobytes()
 
 
 def le_dtype(dt):
