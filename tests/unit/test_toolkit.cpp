@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <sys/stat.h>
 #include <map>
 
 using namespace amphora;
@@ -251,4 +252,32 @@ TEST_CASE("Helpers refuse malformed arrays at save time", "[toolkit]") {
   CHECK_THROWS_WITH(store.save_erased(entry, &bools, {}), Catch::Contains("holds byte 2 at element 0"));
   CHECK_THROWS_WITH(store.save_erased(entry, &negative, {}), Catch::Contains("negative"));
   CHECK(store.artifacts().empty());
+}
+
+TEST_CASE("Helpers read only regular files inside the artifact", "[toolkit][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(Detections{{"a", "b"}, {1, 2}, {0.5f, 0.25f}, {{"k", 1}}});
+  auto art = test::object_dir(dir / "store", saved.digest);
+  ArtifactReader in = store.open_artifact(saved.digest);
+
+  SECTION("a symbolic link out of the store, of the right size, is not followed") {
+    test::write_text(dir / "outside", test::read_text(art / "paths.bytes"));
+    std::filesystem::remove(art / "paths.bytes");
+    std::filesystem::create_symlink(dir / "outside", art / "paths.bytes");
+    CHECK_THROWS_AS(in.read_strings("paths"), CorruptData);
+    CHECK_THROWS_WITH(in.read_strings("paths"), Catch::Contains("'paths.bytes' is a symbolic link"));
+    CHECK_FALSE(store.verify(saved.digest.str()).ok());
+  }
+  SECTION("a FIFO is refused at once, not waited on") {
+    std::filesystem::remove(art / "info.json");
+    REQUIRE(::mkfifo((art / "info.json").c_str(), 0644) == 0);
+    CHECK_THROWS_AS(in.read_json("info.json"), CorruptData);
+    CHECK_THROWS_WITH(in.read_json("info.json"), Catch::Contains("is a FIFO, not a regular file"));
+  }
+  SECTION("a file cut short after it was stored") {
+    std::filesystem::resize_file(art / "widths", 70);
+    CHECK_THROWS_AS(in.read_array("widths", DType::int32, 1), CorruptData);
+    CHECK_THROWS_WITH(in.read_array("widths", DType::int32, 1), Catch::Contains("but the manifest says"));
+  }
 }
