@@ -249,11 +249,9 @@ void check_destination(const fs::path& file, bool force) {
 
 namespace {
 
-void copy_payload(const amphora::ArtifactReader& reader, const std::string& path, const fs::path& to) {
+void write_bytes(const fs::path& to, ConstBytes bytes) {
   fs::create_directories(to.parent_path());
-  auto bytes = reader.read_file(path);
-  ConstBytes part = bytes->bytes();
-  amphora::write_file_atomically(to, std::span<const ConstBytes>(&part, 1));
+  amphora::write_file_atomically(to, std::span<const ConstBytes>(&bytes, 1));
 }
 
 // Writes `reader` into directory `dir` (created): its manifest.json, its
@@ -261,11 +259,11 @@ void copy_payload(const amphora::ArtifactReader& reader, const std::string& path
 // when it has one and no children of its own, else as a directory the same way.
 void export_tree(const Store& store, const amphora::ArtifactReader& reader, const fs::path& dir) {
   fs::create_directories(dir);
-  ConstBytes manifest_bytes;
-  std::string manifest = reader.manifest().canonical();
-  manifest_bytes = std::as_bytes(std::span<const char>(manifest));
-  amphora::write_file_atomically(dir / "manifest.json", std::span<const ConstBytes>(&manifest_bytes, 1));
-  for (const auto& f : reader.manifest().files) copy_payload(reader, f.path, dir / f.path);
+  const std::string manifest = reader.manifest().canonical();
+  write_bytes(dir / "manifest.json", std::as_bytes(std::span<const char>(manifest)));
+  // Mapped, not read into memory: the artifact was verified just before, and
+  // a payload may be as large as the disk.
+  for (const auto& f : reader.manifest().files) write_bytes(dir / f.path, reader.map(f.path)->bytes());
   for (const auto& c : reader.children()) {
     amphora::ArtifactReader child = reader.open_child(c.role);
     auto format = store.registry().format_of(child.manifest().materializer);

@@ -365,10 +365,15 @@ void ArtifactReader::require_materializer(std::string_view name, int version, st
   if (manifest_->materializer != name)
     throw CorruptData(std::string(what) + " should be a '" + std::string(name) + "' artifact, but " + label_ +
                       " was written by '" + manifest_->materializer + "'");
-  if (manifest_->materializer_version > version)
+  require_version(version);
+}
+
+void ArtifactReader::require_version(int readable, std::string_view origin) const {
+  if (manifest_->materializer_version > readable)
     throw Unsupported(label_ + " uses '" + manifest_->materializer + "' format version " +
                       std::to_string(manifest_->materializer_version) + ", newer than the version " +
-                      std::to_string(version) + " this build reads");
+                      std::to_string(readable) + " this build reads" +
+                      (origin.empty() ? "" : " (" + std::string(origin) + ")"));
 }
 
 ArtifactReader ArtifactReader::open_child(std::string_view role) const {

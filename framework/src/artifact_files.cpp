@@ -68,6 +68,18 @@ void ArtifactWriter::write_strings(std::string_view path, std::span<const std::s
   write_merged(*this, path, values);
 }
 
+void validate_offsets(std::span<const std::int64_t> offsets, std::uint64_t end, const std::string& where,
+                      const std::string& end_what) {
+  if (offsets.empty()) throw CorruptData(where + " is empty; it holds at least the offset 0");
+  if (offsets[0] != 0) throw CorruptData(where + ": the first offset is " + std::to_string(offsets[0]) + ", not 0");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw CorruptData(where + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
+                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
+  if (static_cast<std::uint64_t>(offsets.back()) != end)
+    throw CorruptData(where + ": the last offset is " + std::to_string(offsets.back()) + ", but " + end_what);
+}
+
 // ---------------------------------------------------------------------------
 
 nlohmann::json ArtifactReader::read_json(std::string_view path) const {
@@ -136,17 +148,9 @@ StringsView ArtifactReader::read_strings(std::string_view path) const {
   const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
   ArrayView offsets = read_array(offsets_path, DType::int64, 1);
   auto bytes = map(bytes_path);
-  auto o = offsets.values<std::int64_t>();
-  const std::string where = label_ + ": strings '" + std::string(path) + "'";
-  if (o.empty()) throw CorruptData(where + ": '" + offsets_path + "' is empty; it holds at least the offset 0");
-  if (o[0] != 0) throw CorruptData(where + ": the first offset is " + std::to_string(o[0]) + ", not 0");
-  for (std::size_t i = 1; i < o.size(); ++i)
-    if (o[i] < o[i - 1])
-      throw CorruptData(where + ": offset " + std::to_string(i) + " (" + std::to_string(o[i]) +
-                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(o[i - 1]) + ")");
-  if (static_cast<std::uint64_t>(o.back()) != bytes->size())
-    throw CorruptData(where + ": the last offset is " + std::to_string(o.back()) + ", but '" + bytes_path + "' holds " +
-                      std::to_string(bytes->size()) + " bytes");
+  validate_offsets(offsets.values<std::int64_t>(), bytes->size(),
+                   label_ + ": strings '" + std::string(path) + "': '" + offsets_path + "'",
+                   "'" + bytes_path + "' holds " + std::to_string(bytes->size()) + " bytes");
   return StringsView(std::move(offsets), std::move(bytes));
 }
 

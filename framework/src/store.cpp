@@ -477,10 +477,7 @@ std::shared_ptr<void> Store::load_as(const ArtifactReader& reader, const Materia
     if (m.materializer != entry.name)
       throw Unsupported(reader.label() + " holds a '" + m.materializer + "' artifact, not a '" + entry.name + "' (" +
                         type_display_name(entry.type) + ")");
-    if (m.materializer_version > entry.version)
-      throw Unsupported(reader.label() + " uses '" + m.materializer + "' format version " +
-                        std::to_string(m.materializer_version) + ", newer than the version " +
-                        std::to_string(entry.version) + " this build reads (" + entry.origin + ")");
+    reader.require_version(entry.version, entry.origin);
     return entry.load(reader);
   });
 }
@@ -632,15 +629,10 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       ++report.structure_unchecked;
       continue;
     }
-    if (m.materializer_version > entry->version) {
-      report.unsupported.push_back(label + " uses '" + m.materializer + "' format version " +
-                                   std::to_string(m.materializer_version) + ", newer than the version " +
-                                   std::to_string(entry->version) + " this build reads");
-      continue;
-    }
     ArtifactReader reader = detail::ArtifactAccess::reader(impl_, impl_->backend, item.digest, m, label);
     try {
       translated(true, [&] {
+        reader.require_version(entry->version);
         if (entry->validate)
           entry->validate(reader);
         else
@@ -661,16 +653,21 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
 
   // A composite is only as whole as its children, and its parents only as
   // whole as it: damage is reported up the tree, one line per parent.
+  std::set<Digest> missing;
+  for (const auto& item : items)
+    if (item.manifest)
+      for (const auto& child : item.manifest->children)
+        if (!backend.has_artifact(child.digest)) missing.insert(child.digest);
   std::set<std::pair<Digest, std::string>> reported;
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto& item : items) {
       if (!item.manifest) continue;
       for (const auto& child : item.manifest->children) {
-        bool missing = !backend.has_artifact(child.digest);
-        if ((!missing && !bad.count(child.digest)) || !reported.emplace(item.digest, child.role).second) continue;
+        bool gone = missing.count(child.digest) != 0;
+        if ((!gone && !bad.count(child.digest)) || !reported.emplace(item.digest, child.role).second) continue;
         report.problems.push_back("artifact " + item.digest.str() + ": child '" + child.role + "' (" +
-                                  child.digest.str() + ") is " + (missing ? "missing" : "damaged"));
+                                  child.digest.str() + ") is " + (gone ? "missing" : "damaged"));
         bad.insert(item.digest);
         changed = true;
       }

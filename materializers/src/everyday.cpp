@@ -97,14 +97,7 @@ void check_offsets(const ArtifactReader& in, const std::string& where, std::span
   const std::string what = in.label() + ": column '" + where + "'";
   if (offsets.size() != rows + 1)
     throw CorruptData(what + " holds " + std::to_string(offsets.size()) + " offsets, expected " + std::to_string(rows + 1));
-  if (offsets[0] != 0) throw CorruptData(what + ": the first offset is " + std::to_string(offsets[0]) + ", not 0");
-  for (std::size_t i = 1; i < offsets.size(); ++i)
-    if (offsets[i] < offsets[i - 1])
-      throw CorruptData(what + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
-                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
-  if (static_cast<std::uint64_t>(offsets.back()) != values)
-    throw CorruptData(what + ": the last offset is " + std::to_string(offsets.back()) + ", but there are " +
-                      std::to_string(values) + " values");
+  validate_offsets(offsets, values, what, "there are " + std::to_string(values) + " values");
 }
 
 std::size_t check_record_list(const ArtifactReader& in, std::string_view name, int version) {
@@ -129,7 +122,8 @@ MapLayout check_map(const ArtifactReader& in) {
   MapLayout layout;
   layout.count = in.meta<std::size_t>("count");
   layout.values = in.meta<std::string>("values");
-  StringsView keys = in.read_strings("keys");
+  layout.keys = in.read_strings("keys");
+  const StringsView& keys = layout.keys;
   if (keys.size() != layout.count)
     throw CorruptData(in.label() + ": meta says " + std::to_string(layout.count) + " entries but 'keys' holds " +
                       std::to_string(keys.size()));

@@ -251,9 +251,7 @@ Layout read_layout(const ArtifactReader& in) {
   auto bad = [&](const std::string& why) { throw CorruptData(in.label() + ": tensor metadata " + why); };
   if (in.manifest().materializer != materializer<Tensor>::name)
     throw Unsupported(in.label() + " is a '" + in.manifest().materializer + "' artifact, not a tensor");
-  if (in.manifest().materializer_version > materializer<Tensor>::version)
-    throw Unsupported(in.label() + " uses tensor format version " + std::to_string(in.manifest().materializer_version) +
-                      ", newer than the version " + std::to_string(materializer<Tensor>::version) + " this build reads");
+  in.require_version(materializer<Tensor>::version);
   Layout l;
   if (!meta.contains("dtype") || !meta["dtype"].is_string()) bad("has no dtype");
   try {

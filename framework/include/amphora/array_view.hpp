@@ -52,6 +52,13 @@ class ArrayView {
   std::shared_ptr<const Buffer> data_;
 };
 
+/// How merged strings and ragged columns delimit their entries: throws
+/// CorruptData, starting with `where`, unless `offsets` is not empty, starts at
+/// 0, never decreases and ends at `end` (`end_what` says what `end` counts,
+/// e.g. "'names.bytes' holds 80 bytes").
+void validate_offsets(std::span<const std::int64_t> offsets, std::uint64_t end, const std::string& where,
+                      const std::string& end_what);
+
 /// A list of byte strings stored merged: one offsets array and one bytes
 /// file. Offsets were validated when the view was made, so element access
 /// cannot leave the bytes. Thread-safe for reading.

@@ -306,6 +306,10 @@ class ArtifactReader {
   /// `name` (`what` says who expected it), Unsupported when its format
   /// version is newer than `version`.
   void require_materializer(std::string_view name, int version, std::string_view what) const;
+  /// Throws Unsupported, naming this artifact, its format version, `readable`
+  /// and `origin` (where the reading materializer comes from, if given), when
+  /// the artifact was written by a format version newer than `readable`.
+  void require_version(int readable, std::string_view origin = {}) const;
 
  private:
   friend struct detail::ArtifactAccess;

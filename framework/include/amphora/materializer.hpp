@@ -58,11 +58,8 @@ struct MaterializerEntry {
 namespace detail {
 
 template <class T>
-inline constexpr bool always_false = false;
-
-template <class T>
 void require_materializable() {
-  static_assert(always_false<T> || Materializable<T>,
+  static_assert(Materializable<T>,
                 "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
                 "`static constexpr std::string_view name`, `static constexpr int version`, "
                 "`static void save(const T&, amphora::ArtifactWriter&)` and "

@@ -107,7 +107,7 @@ class Store {
   /// another materializer, or a newer format version), CorruptData.
   template <class T>
   T load(std::string_view ref, const LoadOptions& options = {}) const {
-    auto value = load_as(resolve_reader(ref).with_options(options), entry_for<T>());
+    auto value = load_as(open_artifact(ref).with_options(options), entry_for<T>());
     return std::move(*static_cast<T*>(value.get()));
   }
   /// Loads the artifact `digest` as a T: no ref parsing, so no name can
@@ -180,7 +180,6 @@ class Store {
     else
       return *registry().for_type(typeid(T));  // registry entries live as long as the registry
   }
-  ArtifactReader resolve_reader(std::string_view ref) const { return open_artifact(ref); }
   std::shared_ptr<void> load_as(const ArtifactReader& reader, const MaterializerEntry& entry) const;
   std::shared_ptr<void> load_reader(const ArtifactReader& reader, std::string_view expected) const;
   std::vector<VersionInfo> versions_checked(std::string_view name) const;

@@ -203,18 +203,6 @@ struct materializer<T> {
   static void validate(const ArtifactReader& in) { detail::validate_struct<T>(in); }
 };
 
-/// What AMPHORA_MATERIALIZE_AS_JSON gives a type with nlohmann
-/// `to_json`/`from_json`: the value as one canonical JSON document,
-/// "value.json" (Registry::add_json does the same at run time).
-template <class T>
-struct json_materializer {
-  static void save(const T& value, ArtifactWriter& out) {
-    nlohmann::json doc = value;
-    out.write_json("value.json", doc);
-  }
-  static T load(const ArtifactReader& in) { return in.read_json("value.json").template get<T>(); }
-};
-
 }  // namespace amphora
 
 // Implementation detail of AMPHORA_MATERIALIZE: applies F(T, x) to each x.
@@ -265,14 +253,4 @@ struct json_materializer {
   [[maybe_unused]] constexpr auto amphora_describe(const Type*) {                                     \
     return ::amphora::detail::describe_struct<Type>(Name, Version,                                    \
                                                     AMPHORA_PP_MAP(AMPHORA_FIELD_, Type, __VA_ARGS__)); \
-  }
-
-/// Stores `Type`, which has nlohmann `to_json`/`from_json`, as one canonical
-/// JSON document under stable name `Name` with format version `Version`.
-/// Use it at global scope.
-#define AMPHORA_MATERIALIZE_AS_JSON(Type, Name, Version)                                  \
-  template <>                                                                             \
-  struct amphora::materializer<Type> : ::amphora::json_materializer<Type> {               \
-    static constexpr std::string_view name = Name;                                        \
-    static constexpr int version = Version;                                               \
   }

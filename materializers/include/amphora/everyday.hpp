@@ -213,6 +213,7 @@ namespace detail {
 struct MapLayout {
   std::size_t count = 0;
   std::string values;  ///< the encoding
+  StringsView keys;    ///< validated: as many as `count`, sorted, unique
 };
 void save_map_keys(ArtifactWriter& out, std::span<const std::string_view> keys, std::string_view values_encoding);
 MapLayout check_map(const ArtifactReader& in);
@@ -255,7 +256,7 @@ Map load_map(const ArtifactReader& in) {
   if (layout.values != encoding)
     throw CorruptData(in.label() + ": map values are stored as '" + layout.values + "', but " +
                       std::string(encoding) + " is how this value type is stored");
-  StringsView keys = in.read_strings("keys");
+  const StringsView& keys = layout.keys;
   Map map;
   auto put = [&](std::size_t i, V value) { map.emplace(std::string(keys[i]), std::move(value)); };
   if constexpr (encoding == "array") {
