@@ -1,6 +1,7 @@
 #include "piece_hash.hpp"
 
 #include "sha256_x16.hpp"
+#include "sha256_x2.hpp"
 
 #include <amphora/parallel.hpp>
 
@@ -39,22 +40,39 @@ void PartList::copy(std::uint64_t offset, std::size_t size, std::byte* dst) cons
 
 namespace {
 
-constexpr std::size_t kLanes = 16;
 constexpr std::uint64_t kSlice = 256u << 10;  // per lane between hand-offs to the sink
+
+// The multi-buffer kernels, as hash_group sees them.
+struct SixteenLanes {
+  static constexpr std::size_t kLanes = 16;
+  using State = Sha256x16State;
+  static void compress(State& s, const std::uint8_t* const* data, std::size_t blocks) { sha256_x16_compress(s, data, blocks); }
+  static std::uint32_t word(const State& s, std::size_t lane, int w) { return s.h[w][lane]; }
+};
+struct TwoLanes {
+  static constexpr std::size_t kLanes = 2;
+  using State = Sha256x2State;
+  static void compress(State& s, const std::uint8_t* const* data, std::size_t blocks) { sha256_x2_compress(s, data, blocks); }
+  static std::uint32_t word(const State& s, std::size_t lane, int w) { return s.h[lane][w]; }
+};
 
 Sha256Value hash_one(const PartList& data, std::uint64_t begin, std::uint64_t end, const SegmentSink& sink) {
   Sha256 hash;
-  data.for_each(begin, end, [&](std::uint64_t at, ConstBytes b) {
-    hash.update(b);
-    if (sink) sink(at, b);
-  });
+  // Slice by slice, so the sink gets each range while it is still in cache.
+  for (std::uint64_t slice = begin; slice < end; slice += kSlice)
+    data.for_each(slice, std::min(end, slice + kSlice), [&](std::uint64_t at, ConstBytes b) {
+      hash.update(b);
+      if (sink) sink(at, b);
+    });
   return hash.finish();
 }
 
-// Hashes sixteen whole pieces starting at piece `first` in lockstep.
+// Hashes Kernel::kLanes whole pieces starting at piece `first` in lockstep.
+template <class Kernel>
 void hash_group(const PartList& data, std::uint64_t first, std::uint64_t piece, const SegmentSink& sink,
                 Sha256Value* out) {
-  Sha256x16State state;
+  constexpr std::size_t kLanes = Kernel::kLanes;
+  typename Kernel::State state;
   alignas(64) std::uint8_t scratch[kLanes][64];
   const std::uint8_t* lanes[kLanes];
   for (std::uint64_t slice = 0; slice < piece; slice += kSlice) {
@@ -73,7 +91,7 @@ void hash_group(const PartList& data, std::uint64_t first, std::uint64_t piece, 
           blocks = 1;
         }
       }
-      sha256_x16_compress(state, lanes, static_cast<std::size_t>(blocks));
+      Kernel::compress(state, lanes, static_cast<std::size_t>(blocks));
       at += blocks * 64;
     }
     if (sink)
@@ -84,10 +102,10 @@ void hash_group(const PartList& data, std::uint64_t first, std::uint64_t piece, 
   std::uint64_t bits = piece * 8;
   for (int k = 0; k < 8; ++k) pad[63 - k] = static_cast<std::uint8_t>(bits >> (8 * k));
   for (auto& lane : lanes) lane = pad;
-  sha256_x16_compress(state, lanes, 1);
+  Kernel::compress(state, lanes, 1);
   for (std::size_t l = 0; l < kLanes; ++l)
     for (int w = 0; w < 8; ++w)
-      for (int k = 0; k < 4; ++k) out[l].bytes[4 * w + k] = static_cast<std::uint8_t>(state.h[w][l] >> (24 - 8 * k));
+      for (int k = 0; k < 4; ++k) out[l].bytes[4 * w + k] = static_cast<std::uint8_t>(Kernel::word(state, l, w) >> (24 - 8 * k));
 }
 
 }  // namespace
@@ -97,16 +115,24 @@ std::vector<Sha256Value> hash_pieces(const PartList& data, std::uint64_t piece, 
   const std::size_t count = static_cast<std::size_t>(total == 0 ? 1 : (total - 1) / piece + 1);
   std::vector<Sha256Value> out(count);
   const std::size_t full = static_cast<std::size_t>(total / piece);
-  // Sixteen-lane groups pay off only when every thread gets whole groups.
-  std::size_t groups = 0;
-  if (sha256_x16_available() && piece % 64 == 0 && full / kLanes >= parallel_threads()) groups = full / kLanes;
-  const std::size_t singles = count - groups * kLanes;
+  // Sixteen-lane groups pay off only when every thread gets whole groups; a
+  // pair costs one SHA-NI stream's time, so pairs always pay.
+  std::size_t lanes = 1;
+  if (piece % 64 == 0) {
+    if (sha256_x16_available() && full / SixteenLanes::kLanes >= parallel_threads()) lanes = SixteenLanes::kLanes;
+    else if (sha256_x2_available() && full >= TwoLanes::kLanes) lanes = TwoLanes::kLanes;
+  }
+  const std::size_t groups = lanes > 1 ? full / lanes : 0;
+  const std::size_t singles = count - groups * lanes;
   parallel_for(groups + singles, [&](std::size_t task) {
     if (task < groups) {
-      hash_group(data, task * kLanes, piece, sink, &out[task * kLanes]);
+      if (lanes == SixteenLanes::kLanes)
+        hash_group<SixteenLanes>(data, task * lanes, piece, sink, &out[task * lanes]);
+      else
+        hash_group<TwoLanes>(data, task * lanes, piece, sink, &out[task * lanes]);
       return;
     }
-    std::size_t k = groups * kLanes + (task - groups);
+    std::size_t k = groups * lanes + (task - groups);
     std::uint64_t begin = k * piece;
     out[k] = hash_one(data, begin, std::min(total, begin + piece), sink);
   });

@@ -35,7 +35,8 @@ class PartList {
 using SegmentSink = std::function<void(std::uint64_t offset, ConstBytes bytes)>;
 
 /// SHA-256 of each `piece_size`-byte piece of `data` (one piece for empty
-/// data), computed on all cores; with AVX-512, sixteen pieces at a time.
+/// data), computed on all cores; with AVX-512, sixteen pieces at a time, and
+/// with the SHA extensions, two.
 std::vector<Sha256Value> hash_pieces(const PartList& data, std::uint64_t piece_size, const SegmentSink& sink);
 
 }  // namespace amphora::detail

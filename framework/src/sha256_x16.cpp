@@ -1,4 +1,5 @@
 #include "sha256_x16.hpp"
+#include "sha256_constants.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -7,19 +8,6 @@
 namespace amphora::detail {
 
 namespace {
-
-constexpr std::uint32_t kInitial[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
-constexpr std::uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 #define AMPHORA_X16 __attribute__((target("avx512f,avx512bw")))
 
@@ -75,14 +63,14 @@ AMPHORA_X16 void compress(Sha256x16State& state, const std::uint8_t* const data[
     for (auto& word : w) word = _mm512_shuffle_epi8(word, big_endian);
     __m512i a = s[0], b = s[1], c = s[2], d = s[3], e = s[4], f = s[5], g = s[6], h = s[7];
 #pragma GCC unroll 16
-    for (int t = 0; t < 16; ++t) round(a, b, c, d, e, f, g, h, kRound[t], w[t]);
+    for (int t = 0; t < 16; ++t) round(a, b, c, d, e, f, g, h, kSha256Round[t], w[t]);
 #pragma GCC unroll 48
     for (int t = 16; t < 64; ++t) {
       __m512i w15 = w[(t - 15) & 15], w2 = w[(t - 2) & 15];
       __m512i s0 = _mm512_ternarylogic_epi32(_mm512_ror_epi32(w15, 7), _mm512_ror_epi32(w15, 18), _mm512_srli_epi32(w15, 3), 0x96);
       __m512i s1 = _mm512_ternarylogic_epi32(_mm512_ror_epi32(w2, 17), _mm512_ror_epi32(w2, 19), _mm512_srli_epi32(w2, 10), 0x96);
       w[t & 15] = _mm512_add_epi32(_mm512_add_epi32(w[t & 15], s0), _mm512_add_epi32(w[(t - 7) & 15], s1));
-      round(a, b, c, d, e, f, g, h, kRound[t], w[t & 15]);
+      round(a, b, c, d, e, f, g, h, kSha256Round[t], w[t & 15]);
     }
     s[0] = _mm512_add_epi32(s[0], a);
     s[1] = _mm512_add_epi32(s[1], b);
@@ -100,7 +88,7 @@ AMPHORA_X16 void compress(Sha256x16State& state, const std::uint8_t* const data[
 
 Sha256x16State::Sha256x16State() {
   for (int i = 0; i < 8; ++i)
-    for (int lane = 0; lane < 16; ++lane) h[i][lane] = kInitial[i];
+    for (int lane = 0; lane < 16; ++lane) h[i][lane] = kSha256Initial[i];
 }
 
 bool sha256_x16_available() {

@@ -1,11 +1,13 @@
-// The sixteen-lane AVX-512 SHA-256 kernel and piece hashing, checked against
-// OpenSSL's libcrypto. hash_pieces only takes the sixteen-lane path when every
-// thread gets whole groups, so ordinary saves exercise the kernel by chance;
-// these tests drive it directly, and size the piece-hashing inputs so that
-// the grouped path is taken on this machine's thread count.
+// The multi-buffer SHA-256 kernels (sixteen lanes with AVX-512, two with the
+// SHA extensions) and piece hashing, checked against OpenSSL's libcrypto.
+// hash_pieces picks a kernel by CPU and piece count, so ordinary saves
+// exercise a kernel only where the machine has it; these tests drive each
+// kernel directly (skipping, with a warning, on CPUs without it), and size the
+// piece-hashing inputs so that the grouped paths are taken.
 
 #include "piece_hash.hpp"
 #include "sha256_x16.hpp"
+#include "sha256_x2.hpp"
 
 #include <amphora/digest.hpp>
 #include <amphora/parallel.hpp>
@@ -25,11 +27,32 @@
 using amphora::ConstBytes;
 using amphora::detail::hash_pieces;
 using amphora::detail::PartList;
-using amphora::detail::Sha256x16State;
 
 namespace {
 
 using Digest32 = std::array<std::uint8_t, 32>;
+
+// Each kernel as the tests see it.
+struct SixteenLanes {
+  static constexpr int kLanes = 16;
+  using State = amphora::detail::Sha256x16State;
+  static bool available() { return amphora::detail::sha256_x16_available(); }
+  static const char* missing() { return "this CPU has no AVX-512F/BW (or AMPHORA_SHA256_X16=0)"; }
+  static void compress(State& s, const std::uint8_t* const* data, std::size_t blocks) {
+    amphora::detail::sha256_x16_compress(s, data, blocks);
+  }
+  static std::uint32_t word(const State& s, int lane, int w) { return s.h[w][lane]; }
+};
+struct TwoLanes {
+  static constexpr int kLanes = 2;
+  using State = amphora::detail::Sha256x2State;
+  static bool available() { return amphora::detail::sha256_x2_available(); }
+  static const char* missing() { return "this CPU has no SHA extensions (or AMPHORA_SHA256_X2=0)"; }
+  static void compress(State& s, const std::uint8_t* const* data, std::size_t blocks) {
+    amphora::detail::sha256_x2_compress(s, data, blocks);
+  }
+  static std::uint32_t word(const State& s, int lane, int w) { return s.h[lane][w]; }
+};
 
 Digest32 libcrypto_sha256(const std::uint8_t* data, std::size_t size) {
   Digest32 out{};
@@ -47,10 +70,11 @@ std::string hex(const Digest32& d) {
   return s;
 }
 
-Digest32 lane_digest(const Sha256x16State& state, int lane) {
+template <class Kernel>
+Digest32 lane_digest(const typename Kernel::State& state, int lane) {
   Digest32 out{};
   for (int w = 0; w < 8; ++w)
-    for (int k = 0; k < 4; ++k) out[4 * w + k] = static_cast<std::uint8_t>(state.h[w][lane] >> (24 - 8 * k));
+    for (int k = 0; k < 4; ++k) out[4 * w + k] = static_cast<std::uint8_t>(Kernel::word(state, lane, w) >> (24 - 8 * k));
   return out;
 }
 
@@ -72,13 +96,13 @@ std::vector<std::uint8_t> random_bytes(std::mt19937_64& rng, std::size_t n) {
   return v;
 }
 
-// Lanes hold padded messages at deliberately misaligned addresses (the kernel
-// loads unaligned), each in its own allocation so a read past a lane's end
+// Lanes hold padded messages at deliberately misaligned addresses (the kernels
+// load unaligned), each in its own allocation so a read past a lane's end
 // cannot silently land in the next lane's bytes.
 struct Lanes {
   std::vector<std::vector<std::uint8_t>> messages;
   std::vector<std::vector<std::uint8_t>> storage;
-  const std::uint8_t* ptr[16] = {};
+  std::vector<const std::uint8_t*> ptr;
   std::size_t blocks = 0;
 
   void set(int lane, std::vector<std::uint8_t> message, std::size_t misalign) {
@@ -90,108 +114,115 @@ struct Lanes {
     ptr[lane] = storage[lane].data() + misalign;
     messages[lane] = std::move(message);
   }
-  Lanes() : messages(16), storage(16) {}
+  explicit Lanes(int lanes) : messages(lanes), storage(lanes), ptr(lanes, nullptr) {}
 };
 
-bool x16_or_skip() {
-  if (amphora::detail::sha256_x16_available()) return true;
-  WARN("skipped: this CPU has no AVX-512F/BW (or AMPHORA_SHA256_X16=0), so the sixteen-lane kernel cannot run");
+// Every lane's digest is libcrypto's digest of that lane's message.
+template <class Kernel>
+void check_lanes(const typename Kernel::State& state, const Lanes& lanes, const std::string& context) {
+  for (int l = 0; l < Kernel::kLanes; ++l) {
+    INFO(context << ", lane " << l << ", message of " << lanes.messages[l].size() << " bytes");
+    CHECK(hex(lane_digest<Kernel>(state, l)) ==
+          hex(libcrypto_sha256(lanes.messages[l].data(), lanes.messages[l].size())));
+  }
+}
+
+template <class Kernel>
+bool kernel_or_skip() {
+  if (Kernel::available()) return true;
+  WARN("skipped: " << Kernel::missing() << ", so the " << Kernel::kLanes << "-lane kernel cannot run");
   return false;
 }
 
 }  // namespace
 
-TEST_CASE("sha256_x16_compress: known answer for 'abc' in every lane (may skip without AVX-512)", "[sha256_x16]") {
-  if (!x16_or_skip()) return;
+TEMPLATE_TEST_CASE("SHA-256 lane kernels: known answer for 'abc' in every lane (may skip)", "[sha256_lanes]",
+                   SixteenLanes, TwoLanes) {
+  using Kernel = TestType;
+  if (!kernel_or_skip<Kernel>()) return;
   auto block = fips_padded({'a', 'b', 'c'});
   REQUIRE(block.size() == 64);
-  const std::uint8_t* lanes[16];
-  for (auto& l : lanes) l = block.data();
-  Sha256x16State state;
-  amphora::detail::sha256_x16_compress(state, lanes, 1);
-  for (int l = 0; l < 16; ++l) {
+  std::vector<const std::uint8_t*> lanes(Kernel::kLanes, block.data());
+  typename Kernel::State state;
+  Kernel::compress(state, lanes.data(), 1);
+  for (int l = 0; l < Kernel::kLanes; ++l) {
     INFO("lane " << l);
-    CHECK(hex(lane_digest(state, l)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(hex(lane_digest<Kernel>(state, l)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   }
 }
 
-TEST_CASE("sha256_x16_compress: sixteen different messages match libcrypto (may skip without AVX-512)",
-          "[sha256_x16]") {
-  if (!x16_or_skip()) return;
+TEMPLATE_TEST_CASE("SHA-256 lane kernels: different messages match libcrypto (may skip)", "[sha256_lanes]",
+                   SixteenLanes, TwoLanes) {
+  using Kernel = TestType;
+  if (!kernel_or_skip<Kernel>()) return;
   std::mt19937_64 rng(0x5a256);
   // N padded blocks fit messages of 64N-72 .. 64N-9 bytes (0 .. 55 for one
   // block); the lanes spread over that window, so its edges are covered:
   // a message that just fits beside its length field and one that spills.
   for (std::size_t n : {1, 2, 3, 4, 5, 8, 15, 16, 17, 31, 33, 64, 100, 257, 1000, 4096}) {
     std::size_t lo = n == 1 ? 0 : 64 * n - 72, hi = 64 * n - 9;
-    Lanes lanes;
-    for (int l = 0; l < 16; ++l) {
-      std::size_t len = l == 0 ? lo : l == 15 ? hi : lo + rng() % (hi - lo + 1);
+    Lanes lanes(Kernel::kLanes);
+    for (int l = 0; l < Kernel::kLanes; ++l) {
+      std::size_t len = l == 0 ? lo : l == Kernel::kLanes - 1 ? hi : lo + rng() % (hi - lo + 1);
       lanes.set(l, random_bytes(rng, len), static_cast<std::size_t>(l * 7 % 64));
     }
-    Sha256x16State state;
-    amphora::detail::sha256_x16_compress(state, lanes.ptr, lanes.blocks);
-    for (int l = 0; l < 16; ++l) {
-      INFO("blocks " << n << ", lane " << l << ", message of " << lanes.messages[l].size() << " bytes");
-      CHECK(hex(lane_digest(state, l)) == hex(libcrypto_sha256(lanes.messages[l].data(), lanes.messages[l].size())));
-    }
+    typename Kernel::State state;
+    Kernel::compress(state, lanes.ptr.data(), lanes.blocks);
+    check_lanes<Kernel>(state, lanes, "blocks " + std::to_string(n));
   }
 }
 
-TEST_CASE("sha256_x16_compress: state carries across calls of any block count (may skip without AVX-512)",
-          "[sha256_x16]") {
-  if (!x16_or_skip()) return;
+TEMPLATE_TEST_CASE("SHA-256 lane kernels: state carries across calls of any block count (may skip)", "[sha256_lanes]",
+                   SixteenLanes, TwoLanes) {
+  using Kernel = TestType;
+  if (!kernel_or_skip<Kernel>()) return;
   std::mt19937_64 rng(77);
   const std::size_t n = 300;
-  Lanes lanes;
-  for (int l = 0; l < 16; ++l) lanes.set(l, random_bytes(rng, 64 * n - 9 - static_cast<std::size_t>(l)), static_cast<std::size_t>(l));
+  Lanes lanes(Kernel::kLanes);
+  for (int l = 0; l < Kernel::kLanes; ++l)
+    lanes.set(l, random_bytes(rng, 64 * n - 9 - static_cast<std::size_t>(l)), static_cast<std::size_t>(l));
   for (int split = 0; split < 6; ++split) {
-    Sha256x16State state;
-    const std::uint8_t* at[16];
-    std::copy(std::begin(lanes.ptr), std::end(lanes.ptr), at);
+    typename Kernel::State state;
+    std::vector<const std::uint8_t*> at = lanes.ptr;
     std::size_t done = 0;
     while (done < n) {
       std::size_t step = std::min<std::size_t>(n - done, split == 0 ? 1 : 1 + rng() % (split * 40));
-      if (rng() % 5 == 0) amphora::detail::sha256_x16_compress(state, at, 0);  // no blocks: no change
-      amphora::detail::sha256_x16_compress(state, at, step);
+      if (rng() % 5 == 0) Kernel::compress(state, at.data(), 0);  // no blocks: no change
+      Kernel::compress(state, at.data(), step);
       for (auto& p : at) p += 64 * step;
       done += step;
     }
-    for (int l = 0; l < 16; ++l) {
-      INFO("split pattern " << split << ", lane " << l);
-      CHECK(hex(lane_digest(state, l)) == hex(libcrypto_sha256(lanes.messages[l].data(), lanes.messages[l].size())));
-    }
+    check_lanes<Kernel>(state, lanes, "split pattern " + std::to_string(split));
   }
 }
 
-TEST_CASE("sha256_x16_compress: lanes do not leak into each other (may skip without AVX-512)", "[sha256_x16]") {
-  if (!x16_or_skip()) return;
+TEMPLATE_TEST_CASE("SHA-256 lane kernels: lanes do not leak into each other (may skip)", "[sha256_lanes]",
+                   SixteenLanes, TwoLanes) {
+  using Kernel = TestType;
+  if (!kernel_or_skip<Kernel>()) return;
   std::mt19937_64 rng(3);
   auto base = random_bytes(rng, 64 * 9 - 20);
   // Every lane differs from the others in one bit, at a different word and
-  // block, so a transposition or word-order slip changes some lane's digest.
+  // block, so a lane or word-order slip changes some lane's digest.
   for (int variant = 0; variant < 4; ++variant) {
-    Lanes lanes;
-    for (int l = 0; l < 16; ++l) {
+    Lanes lanes(Kernel::kLanes);
+    for (int l = 0; l < Kernel::kLanes; ++l) {
       auto m = base;
       std::size_t at = (static_cast<std::size_t>(l) * 37 + static_cast<std::size_t>(variant) * 131) % m.size();
       m[at] ^= static_cast<std::uint8_t>(1u << (l % 8));
       lanes.set(l, std::move(m), 0);
     }
-    Sha256x16State state;
-    amphora::detail::sha256_x16_compress(state, lanes.ptr, lanes.blocks);
-    for (int l = 0; l < 16; ++l) {
-      INFO("variant " << variant << ", lane " << l);
-      CHECK(hex(lane_digest(state, l)) == hex(libcrypto_sha256(lanes.messages[l].data(), lanes.messages[l].size())));
-    }
+    typename Kernel::State state;
+    Kernel::compress(state, lanes.ptr.data(), lanes.blocks);
+    check_lanes<Kernel>(state, lanes, "variant " + std::to_string(variant));
   }
-  Sha256x16State untouched;
-  const std::uint8_t* none[16] = {};
-  amphora::detail::sha256_x16_compress(untouched, none, 0);
-  Sha256x16State fresh;
-  CHECK(std::memcmp(untouched.h, fresh.h, sizeof fresh.h) == 0);
-  CHECK(fresh.h[0][0] == 0x6a09e667u);
-  CHECK(fresh.h[7][15] == 0x5be0cd19u);
+  typename Kernel::State untouched, fresh;
+  std::vector<const std::uint8_t*> none(Kernel::kLanes, nullptr);
+  Kernel::compress(untouched, none.data(), 0);
+  for (int l = 0; l < Kernel::kLanes; ++l)
+    for (int w = 0; w < 8; ++w) CHECK(Kernel::word(untouched, l, w) == Kernel::word(fresh, l, w));
+  CHECK(Kernel::word(fresh, 0, 0) == 0x6a09e667u);
+  CHECK(Kernel::word(fresh, Kernel::kLanes - 1, 7) == 0x5be0cd19u);
 }
 
 namespace {
@@ -262,7 +293,8 @@ Parts make_parts(std::uint64_t size, std::uint64_t piece, Cut cut, std::mt19937_
 
 void check_hash_pieces(std::uint64_t size, std::uint64_t piece, Cut cut, std::mt19937_64& rng) {
   INFO("size " << size << ", piece " << piece << ", " << cut_name(cut) << ", " << amphora::parallel_threads()
-               << " threads, x16 " << (amphora::detail::sha256_x16_available() ? "on" : "off"));
+               << " threads, x16 " << (amphora::detail::sha256_x16_available() ? "on" : "off") << ", x2 "
+               << (amphora::detail::sha256_x2_available() ? "on" : "off"));
   Parts parts = make_parts(size, piece, cut, rng);
   PartList list(parts.spans);
   REQUIRE(list.size() == size);
@@ -306,7 +338,7 @@ void check_hash_pieces(std::uint64_t size, std::uint64_t piece, Cut cut, std::mt
 
 }  // namespace
 
-TEST_CASE("hash_pieces matches libcrypto at awkward sizes, pieces and part boundaries", "[sha256_x16][pieces]") {
+TEST_CASE("hash_pieces matches libcrypto at awkward sizes, pieces and part boundaries", "[sha256_lanes][pieces]") {
   std::mt19937_64 rng(1234);
   // Groups of sixteen pieces are only used when every thread gets one, so the
   // large sizes hold a few more groups than there are threads.
@@ -330,7 +362,7 @@ TEST_CASE("hash_pieces matches libcrypto at awkward sizes, pieces and part bound
   }
 }
 
-TEST_CASE("hash_pieces of sixteen identical pieces gives sixteen equal digests", "[sha256_x16][pieces]") {
+TEST_CASE("hash_pieces of sixteen identical pieces gives sixteen equal digests", "[sha256_lanes][pieces]") {
   // Lanes reading the same bytes must agree; a lane-index slip would break this
   // even where libcrypto and the kernel agree on single messages.
   const std::uint64_t piece = 4096, pieces = 16 * (amphora::parallel_threads() + 1);
