@@ -75,6 +75,14 @@ bool encode_frame(ConstBytes raw, bool compress, std::vector<std::byte>& out) {
   return compressed;
 }
 
+std::size_t lz4_block_size(ConstBytes raw) {
+  const int n = static_cast<int>(raw.size());
+  thread_local std::vector<char> scratch;
+  scratch.resize(static_cast<std::size_t>(LZ4_compressBound(n)));
+  int packed = LZ4_compress_default(reinterpret_cast<const char*>(raw.data()), scratch.data(), n, n);
+  return packed > 0 ? static_cast<std::size_t>(packed) : raw.size();
+}
+
 void decode_frame(ConstBytes frame, MutableBytes dst, std::string_view where) {
   auto bad = [&](const std::string& why) { throw CorruptData(std::string(where) + ": " + why); };
   if (dst.empty() || dst.size() > kMaxFrameContent) bad("chunk of " + std::to_string(dst.size()) + " bytes");

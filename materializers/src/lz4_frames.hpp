@@ -28,6 +28,10 @@ std::array<std::byte, 15> frame_header(std::uint64_t content_size);
 /// Returns whether the block is compressed.
 bool encode_frame(ConstBytes raw, bool compress, std::vector<std::byte>& out);
 
+/// Bytes `raw` takes as an LZ4 block, or raw.size() when it does not shrink:
+/// a cheap probe of compressibility, writing nothing the caller sees.
+std::size_t lz4_block_size(ConstBytes raw);
+
 /// Decodes a frame made by encode_frame into `dst`, whose size must be the
 /// frame's content size. Throws CorruptData prefixed with `where`.
 void decode_frame(ConstBytes frame, MutableBytes dst, std::string_view where);

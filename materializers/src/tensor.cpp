@@ -167,19 +167,23 @@ ConstBytes data_chunk(const Tensor& t, std::size_t k) {  // k >= 1
 
 std::size_t data_chunks(std::size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBytes; }
 
-// Compresses up to 8 evenly spaced chunks and reports whether they shrink enough.
+// Compresses 8 evenly spaced windows of 64 KiB (LZ4's own window, so a
+// window sees every match LZ4 could use) and reports whether they shrink
+// enough. Sampling a fixed amount keeps the probe at a fraction of the cost
+// of hashing, whatever the tensor's size.
 bool worth_compressing(const Tensor& t) {
-  std::size_t n = data_chunks(t.nbytes()), samples = std::min<std::size_t>(8, n);
-  std::vector<std::size_t> packed(samples), raw(samples);
-  parallel_for(samples, [&](std::size_t s) {
-    auto chunk = data_chunk(t, 1 + s * n / samples);
-    std::vector<std::byte> frame;
-    detail::encode_frame(chunk, true, frame);
-    packed[s] = frame.size() - detail::kFrameOverhead;
-    raw[s] = chunk.size();
+  constexpr std::size_t kSamples = 8, kWindow = 64u << 10;
+  const std::size_t n = t.nbytes();
+  const std::size_t windows = std::min(kSamples, std::max<std::size_t>(1, n / kWindow));
+  std::vector<std::size_t> packed(windows), raw(windows);
+  parallel_for(windows, [&](std::size_t s) {
+    std::size_t size = std::min(kWindow, n);
+    std::size_t begin = windows == 1 ? 0 : s * (n - size) / (windows - 1);
+    packed[s] = detail::lz4_block_size({t.data() + begin, size});
+    raw[s] = size;
   });
   std::size_t p = 0, r = 0;
-  for (std::size_t s = 0; s < samples; ++s) p += packed[s], r += raw[s];
+  for (std::size_t s = 0; s < windows; ++s) p += packed[s], r += raw[s];
   return static_cast<double>(p) < (1.0 - kAutoMinSaving) * static_cast<double>(r);
 }
 
