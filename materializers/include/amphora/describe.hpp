@@ -16,6 +16,7 @@
 #include <amphora/everyday.hpp>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -120,6 +121,7 @@ constexpr bool storable_member() {
 template <class T>
 void save_struct(const T& value, ArtifactWriter& out) {
   nlohmann::json fields = nlohmann::json::object();
+  std::vector<std::function<void()>> children;  // saved side by side once the inline fields are set
   std::apply(
       [&](const auto&... field) {
         auto one = [&](const auto& f) {
@@ -132,12 +134,13 @@ void save_struct(const T& value, ArtifactWriter& out) {
           if (auto inline_value = to_inline(member)) {
             fields[std::string(f.name)] = std::move(*inline_value);
           } else if constexpr (is_optional<M>::value) {
-            out.save_child(f.name, *member);
+            children.emplace_back([&out, &f, &member] { out.save_child(f.name, *member); });
           } else {
-            out.save_child(f.name, member);
+            children.emplace_back([&out, &f, &member] { out.save_child(f.name, member); });
           }
         };
         (one(field), ...);
+        parallel_for(children.size(), [&](std::size_t i) { children[i](); });
       },
       description_of<T>().fields);
   out.meta()["fields"] = std::move(fields);

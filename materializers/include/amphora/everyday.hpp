@@ -15,6 +15,7 @@
 // docs/FORMAT.md describes each payload.
 
 #include <amphora/materializer.hpp>
+#include <amphora/parallel.hpp>
 #include <amphora/tensor.hpp>
 
 #include <nlohmann/json.hpp>
@@ -178,7 +179,9 @@ struct materializer<std::vector<T>> {
   static constexpr int version = 1;
   static void save(const std::vector<T>& items, ArtifactWriter& out) {
     out.meta()["count"] = items.size();
-    for (std::size_t i = 0; i < items.size(); ++i) out.save_child(detail::child_role("items/", i), items[i]);
+    // Children are whole artifacts, each hashed and written to files of its
+    // own: saved side by side, they keep every core busy.
+    parallel_for(items.size(), [&](std::size_t i) { out.save_child(detail::child_role("items/", i), items[i]); });
   }
   static std::vector<T> load(const ArtifactReader& in) {
     std::size_t count = detail::checked_count(in, "items/");
@@ -244,7 +247,7 @@ void save_map(const Map& map, ArtifactWriter& out) {
     for (const auto* e : entries) values.push_back(e->second);
     out.write_json("values.json", values);
   } else {
-    for (std::size_t i = 0; i < entries.size(); ++i) out.save_child(child_role("values/", i), entries[i]->second);
+    parallel_for(entries.size(), [&](std::size_t i) { out.save_child(child_role("values/", i), entries[i]->second); });
   }
 }
 
