@@ -6,6 +6,8 @@
 #include <amphora/canonical.hpp>
 #include <amphora/npy_format.hpp>
 
+#include "json_text.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -36,9 +38,8 @@ void write_merged(ArtifactWriter& out, std::string_view path, std::span<const St
 }  // namespace
 
 void ArtifactWriter::write_json(std::string_view path, const nlohmann::json& document) {
-  validate_storable_json(document, "JSON document '" + std::string(path) + "'");
-  // canonical_json's form, without validating a second time.
-  std::string text = document.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  std::string text;
+  detail::append_canonical_json(text, document, "JSON document '" + std::string(path) + "'");
   write_file(path, std::as_bytes(std::span<const char>(text)));
 }
 

@@ -2,15 +2,15 @@
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
+#include "json_text.hpp"
+
 #include <algorithm>
-#include <cmath>
 
 namespace amphora {
 
 namespace {
 
 constexpr std::size_t kMaxFiles = 1u << 20;
-constexpr int kMaxJsonDepth = 64;
 constexpr std::uint64_t kSmallestPiece = 4096;
 constexpr std::uint64_t kLargestPiece = 1ull << 40;
 
@@ -43,38 +43,6 @@ void expect_keys(const nlohmann::json& object, std::initializer_list<const char*
 
 }  // namespace
 
-namespace {
-
-// The deepest nesting of arrays and objects in `text`, brackets inside
-// strings not counted. Linear and allocation-free, so the parse itself can run
-// without a per-event callback (which costs nlohmann a third of its speed).
-int json_nesting(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-}  // namespace
-
-nlohmann::json parse_untrusted_json(std::string_view text) {
-  if (json_nesting(text) > kMaxJsonDepth)
-    throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
-                                               nullptr);
-  return nlohmann::json::parse(text);
-}
 
 std::uint64_t Manifest::piece_size_for(std::uint64_t size, std::uint64_t min_piece_size) {
   std::uint64_t piece = min_piece_size;
@@ -112,90 +80,6 @@ void validate_artifact_path(std::string_view path, std::string_view where) {
     throw CorruptData(std::string(where) + ": unsafe payload path '" + std::string(path) + "': " + problem);
 }
 
-bool is_valid_utf8(std::string_view text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const auto* end = p + text.size();
-  while (p < end) {
-    unsigned c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int extra;
-    std::uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07, min = 0x10000;
-    else return false;
-    if (end - p <= extra) return false;
-    for (int k = 1; k <= extra; ++k) {
-      if ((p[k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    p += extra + 1;
-  }
-  return true;
-}
-
-namespace {
-
-// Where in a document a check failed, built only when one does: walking a
-// large document must not allocate a path string per node.
-struct JsonPath {
-  const JsonPath* parent;
-  const std::string* key;  // or, when null, `index`
-  std::size_t index;
-  std::string str() const {
-    std::string head = parent ? parent->str() : std::string();
-    return key ? head + "." + *key : head + "[" + std::to_string(index) + "]";
-  }
-};
-
-void check_storable(const nlohmann::json& v, std::string_view what, const JsonPath* at, int depth) {
-  auto where = [&] { return std::string(what) + (at ? " at " + at->str() : ""); };
-  if (depth > kMaxJsonDepth - 4)
-    throw InvalidArgument(where() + " nests deeper than " + std::to_string(kMaxJsonDepth - 4) + " levels");
-  switch (v.type()) {
-    case nlohmann::json::value_t::number_float:
-      if (!std::isfinite(v.get<double>()))
-        throw InvalidArgument(where() + " holds " + (std::isnan(v.get<double>()) ? "NaN" : "an infinity") +
-                              ", which JSON cannot represent");
-      return;
-    case nlohmann::json::value_t::string:
-      if (!is_valid_utf8(v.get_ref<const std::string&>())) throw InvalidArgument(where() + " holds a string that is not valid UTF-8");
-      return;
-    case nlohmann::json::value_t::object:
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!is_valid_utf8(it.key())) throw InvalidArgument(where() + " has a key that is not valid UTF-8");
-        JsonPath here{at, &it.key(), 0};
-        check_storable(it.value(), what, &here, depth + 1);
-      }
-      return;
-    case nlohmann::json::value_t::array:
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        JsonPath here{at, nullptr, i};
-        check_storable(v[i], what, &here, depth + 1);
-      }
-      return;
-    case nlohmann::json::value_t::binary:
-      throw InvalidArgument(where() + " holds binary data, which JSON cannot represent");
-    default:
-      return;
-  }
-}
-
-}  // namespace
-
-void validate_storable_json(const nlohmann::json& value, std::string_view what) { check_storable(value, what, nullptr, 0); }
-
-std::string canonical_json(const nlohmann::json& value) {
-  validate_storable_json(value, "JSON value");
-  // nlohmann::json objects are std::map-ordered, so keys come out sorted by byte value.
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
-}
-
-Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canonical_json(value))); }
 
 std::string Manifest::canonical() const {
   nlohmann::json files_json = nlohmann::json::array();
@@ -217,10 +101,11 @@ std::string Manifest::canonical() const {
     for (const auto& c : children) children_json.push_back({{"digest", c.digest.str()}, {"role", c.role}});
     doc["children"] = std::move(children_json);
   }
-  // The same bytes as canonical_json(doc), without its checks: metadata was
-  // checked when the artifact was written, and a manifest read back from disk
-  // must re-serialize even if it nests as deep as a reader accepts.
-  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  // canonical_json's bytes, without its depth limit: a manifest read back
+  // from disk must re-serialize even if it nests as deep as a reader accepts.
+  std::string text;
+  detail::append_canonical_json(text, doc, "manifest", false);
+  return text;
 }
 
 Digest Manifest::digest() const { return Digest(Sha256::of(canonical())); }

@@ -1,0 +1,287 @@
+// Canonical JSON text and the parse of untrusted JSON. Both are on the path of
+// every save and load of JSON-holding values (configs, record fields, name
+// records, manifests), so each does its work in one pass: the writer checks
+// while it writes, and the parser builds the document from simdjson's tape.
+
+#include "json_text.hpp"
+
+#include <amphora/canonical.hpp>
+#include <amphora/error.hpp>
+#include <amphora/manifest.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+namespace amphora {
+
+namespace {
+
+constexpr int kMaxJsonDepth = 64;
+
+// Where in a document a check failed, built only when one does: walking a
+// large document must not allocate a path string per node.
+struct JsonPath {
+  const JsonPath* parent;
+  const std::string* key;  // or, when null, `index`
+  std::size_t index;
+  std::string str() const {
+    std::string head = parent ? parent->str() : std::string();
+    return key ? head + "." + *key : head + "[" + std::to_string(index) + "]";
+  }
+};
+
+// Walks a document once, checking what JSON text cannot hold exactly and,
+// when `out` is given, writing the canonical text: nlohmann::json's compact
+// dump with non-ASCII kept as UTF-8 (its keys are already in byte order).
+class CanonicalWalk {
+ public:
+  CanonicalWalk(std::string* out, std::string_view what, int max_depth) : out_(out), what_(what), max_depth_(max_depth) {}
+
+  void value(const nlohmann::json& v, const JsonPath* at, int depth) {
+    if (depth > max_depth_)
+      throw InvalidArgument(where(at) + " nests deeper than " + std::to_string(max_depth_) + " levels");
+    switch (v.type()) {
+      case nlohmann::json::value_t::null: return put("null");
+      case nlohmann::json::value_t::boolean: return put(v.get<bool>() ? "true" : "false");
+      case nlohmann::json::value_t::number_integer: return integer(v.get<std::int64_t>());
+      case nlohmann::json::value_t::number_unsigned: return integer(v.get<std::uint64_t>());
+      case nlohmann::json::value_t::number_float: return number(v.get<double>(), at);
+      case nlohmann::json::value_t::string:
+        return string(v.get_ref<const std::string&>(), at, "holds a string that is not valid UTF-8");
+      case nlohmann::json::value_t::object: {
+        put('{');
+        bool first = true;
+        for (const auto& [key, member] : v.get_ref<const nlohmann::json::object_t&>()) {
+          if (!first) put(',');
+          first = false;
+          string(key, at, "has a key that is not valid UTF-8");
+          put(':');
+          JsonPath here{at, &key, 0};
+          value(member, &here, depth + 1);
+        }
+        return put('}');
+      }
+      case nlohmann::json::value_t::array: {
+        put('[');
+        const auto& items = v.get_ref<const nlohmann::json::array_t&>();
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          if (i) put(',');
+          JsonPath here{at, nullptr, i};
+          value(items[i], &here, depth + 1);
+        }
+        return put(']');
+      }
+      case nlohmann::json::value_t::binary:
+        throw InvalidArgument(where(at) + " holds binary data, which JSON cannot represent");
+      case nlohmann::json::value_t::discarded:
+        throw InvalidArgument(where(at) + " holds a discarded value, which JSON cannot represent");
+    }
+  }
+
+ private:
+  std::string where(const JsonPath* at) const { return std::string(what_) + (at ? " at " + at->str() : ""); }
+
+  void put(char c) {
+    if (out_) out_->push_back(c);
+  }
+  void put(std::string_view s) {
+    if (out_) out_->append(s);
+  }
+
+  template <class Integer>
+  void integer(Integer n) {
+    if (!out_) return;
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof buf, n).ptr;
+    out_->append(buf, end);
+  }
+
+  void number(double x, const JsonPath* at) {
+    if (!std::isfinite(x))
+      throw InvalidArgument(where(at) + " holds " + (std::isnan(x) ? "NaN" : "an infinity") +
+                            ", which JSON cannot represent");
+    if (!out_) return;
+    // nlohmann's own shortest round-trip formatting, so the bytes are the
+    // ones its dump gives (a ".0" on integral values, its exponent style).
+    std::array<char, 64> buf;
+    char* end = nlohmann::detail::to_chars(buf.data(), buf.data() + buf.size(), x);
+    out_->append(buf.data(), end);
+  }
+
+  // Escapes as nlohmann's dump does without ensure_ascii: the two-character
+  // forms for \b \t \n \f \r " and \, \u00xx for other control characters,
+  // every other byte as it is.
+  void string(const std::string& s, const JsonPath* at, const char* invalid) {
+    bool ascii = true;
+    if (out_) out_->push_back('"');
+    std::size_t run = 0;  // start of the bytes not yet copied
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x80) {
+        ascii = false;
+        continue;
+      }
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      if (!out_) continue;
+      out_->append(s, run, i - run);
+      run = i + 1;
+      switch (c) {
+        case '"': out_->append("\\\""); break;
+        case '\\': out_->append("\\\\"); break;
+        case '\b': out_->append("\\b"); break;
+        case '\t': out_->append("\\t"); break;
+        case '\n': out_->append("\\n"); break;
+        case '\f': out_->append("\\f"); break;
+        case '\r': out_->append("\\r"); break;
+        default: {
+          static const char hex[] = "0123456789abcdef";
+          const char escaped[] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+          out_->append(escaped, sizeof escaped);
+        }
+      }
+    }
+    if (!ascii && !is_valid_utf8(s)) throw InvalidArgument(where(at) + " " + invalid);
+    if (out_) {
+      out_->append(s, run, s.size() - run);
+      out_->push_back('"');
+    }
+  }
+
+  std::string* out_;
+  std::string_view what_;
+  int max_depth_;
+};
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    unsigned c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int extra;
+    std::uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07, min = 0x10000;
+    else return false;
+    if (end - p <= extra) return false;
+    for (int k = 1; k <= extra; ++k) {
+      if ((p[k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += extra + 1;
+  }
+  return true;
+}
+
+void validate_storable_json(const nlohmann::json& value, std::string_view what) {
+  CanonicalWalk(nullptr, what, kMaxJsonDepth - 4).value(value, nullptr, 0);
+}
+
+std::string canonical_json(const nlohmann::json& value) {
+  std::string text;
+  detail::append_canonical_json(text, value, "JSON value");
+  return text;
+}
+
+Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canonical_json(value))); }
+
+void detail::append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
+                                   bool limit_depth) {
+  CanonicalWalk(&out, what, limit_depth ? kMaxJsonDepth - 4 : std::numeric_limits<int>::max()).value(value, nullptr, 0);
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// The deepest nesting of arrays and objects in `text`, brackets inside
+// strings not counted. Linear and allocation-free.
+int json_nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// nlohmann's types for what simdjson read: non-negative integers unsigned,
+// negative ones signed, and a repeated key keeps its last value, as
+// nlohmann::json::parse does.
+nlohmann::json from_tape(simdjson::dom::element e) {
+  using Type = simdjson::dom::element_type;
+  switch (e.type()) {
+    case Type::OBJECT: {
+      nlohmann::json object(nlohmann::json::value_t::object);
+      auto& members = object.get_ref<nlohmann::json::object_t&>();
+      simdjson::dom::object fields = e.get_object().value_unsafe();
+      for (auto field : fields)
+        members.insert_or_assign(members.end(), std::string(field.key), from_tape(field.value));
+      return object;
+    }
+    case Type::ARRAY: {
+      nlohmann::json array(nlohmann::json::value_t::array);
+      auto& items = array.get_ref<nlohmann::json::array_t&>();
+      simdjson::dom::array elements = e.get_array().value_unsafe();
+      items.reserve(elements.size());
+      for (auto element : elements) items.push_back(from_tape(element));
+      return array;
+    }
+    case Type::STRING: return std::string(e.get_string().value_unsafe());
+    case Type::INT64: {
+      std::int64_t n = e.get_int64().value_unsafe();
+      return n >= 0 ? nlohmann::json(static_cast<std::uint64_t>(n)) : nlohmann::json(n);
+    }
+    case Type::UINT64: return e.get_uint64().value_unsafe();
+    case Type::DOUBLE: return e.get_double().value_unsafe();
+    case Type::BOOL: return e.get_bool().value_unsafe();
+    case Type::NULL_VALUE: return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json parse_untrusted_json(std::string_view text) {
+  if (json_nesting(text) > kMaxJsonDepth)
+    throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                                               nullptr);
+  // One parser per thread keeps its buffers between documents; documents
+  // beyond 64 MiB get a parser of their own, so none stays that large.
+  constexpr std::size_t kKeptCapacity = 64u << 20;
+  thread_local simdjson::dom::parser kept;
+  std::unique_ptr<simdjson::dom::parser> own;
+  simdjson::dom::parser* parser = &kept;
+  if (text.size() > kKeptCapacity) parser = (own = std::make_unique<simdjson::dom::parser>(text.size())).get();
+  simdjson::dom::element root;
+  if (parser->parse(text.data(), text.size(), true).get(root) == simdjson::SUCCESS) return from_tape(root);
+  // What simdjson refuses (a syntax error, but also a byte-order mark or an
+  // integer beyond 64 bits, which nlohmann accepts) gets nlohmann's verdict
+  // and its error message, which names the offending byte.
+  return nlohmann::json::parse(text);
+}
+
+}  // namespace amphora

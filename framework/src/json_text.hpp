@@ -1,0 +1,20 @@
+#pragma once
+// JSON text in and out: the canonical writer behind canonical_json, write_json
+// and manifests, and the parser behind parse_untrusted_json. Internal to the
+// framework.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace amphora::detail {
+
+/// Appends the canonical text of `value` (FORMAT.md §3.3: nlohmann::json's
+/// compact dump, non-ASCII unescaped) to `out`, checking as it goes what
+/// validate_storable_json checks (nesting depth only when `limit_depth`).
+/// Throws InvalidArgument naming `what` and the key path.
+void append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
+                           bool limit_depth = true);
+
+}  // namespace amphora::detail

@@ -1,0 +1,192 @@
+// Amphora writes canonical JSON and parses untrusted JSON with its own fast
+// paths; FORMAT.md §3.3 defines canonical text as nlohmann::json's compact
+// dump, and parse results must be what nlohmann::json::parse gives. These
+// tests hold both paths to nlohmann on random documents and on the texts
+// where fast parsers and nlohmann are known to part ways.
+
+#include <amphora/canonical.hpp>
+#include <amphora/error.hpp>
+#include <amphora/manifest.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+using amphora::canonical_json;
+using amphora::parse_untrusted_json;
+using nlohmann::json;
+
+namespace {
+
+std::string nlohmann_canonical(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::strict); }
+
+// Strings mixing every control character, quotes, backslashes, DEL, slashes
+// and valid multi-byte UTF-8 (2, 3 and 4 bytes).
+std::string random_string(std::mt19937_64& rng) {
+  static const char* const pieces[] = {"a", "Z", "0", " ", "\"", "\\", "/", "\x7f", "\xc3\xa9", "\xe2\x82\xac",
+                                       "\xf0\x9f\x98\x80", "\xef\xbf\xbf", "layer.", "weight"};
+  std::string s;
+  std::size_t n = rng() % 12;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (rng() % 4 == 0) s.push_back(static_cast<char>(rng() % 0x20));
+    else s += pieces[rng() % (sizeof pieces / sizeof *pieces)];
+  }
+  return s;
+}
+
+double random_double(std::mt19937_64& rng) {
+  switch (rng() % 8) {
+    case 0: return std::ldexp(static_cast<double>(rng() % 1000000), static_cast<int>(rng() % 2100) - 1074);
+    case 1: return static_cast<double>(static_cast<std::int64_t>(rng() % 2000001) - 1000000);  // integral
+    case 2: return std::round(std::uniform_real_distribution<double>(-1, 1)(rng) * 1000) / 1000;
+    case 3: return -0.0;
+    case 4: return std::numeric_limits<double>::denorm_min() * static_cast<double>(rng() % 100 + 1);
+    case 5: return std::numeric_limits<double>::max() / static_cast<double>(rng() % 100 + 1);
+    case 6: return std::pow(10.0, static_cast<int>(rng() % 40) - 20);
+    default: {
+      std::uint64_t bits = rng();
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return std::isfinite(d) ? d : 1.5;
+    }
+  }
+}
+
+json random_json(std::mt19937_64& rng, int depth) {
+  switch (rng() % (depth > 4 ? 6 : 8)) {
+    case 0: return nullptr;
+    case 1: return rng() % 2 == 0;
+    case 2: {
+      static const std::int64_t edges[] = {0, -1, 1, std::numeric_limits<std::int64_t>::min(),
+                                           std::numeric_limits<std::int64_t>::max()};
+      return rng() % 3 == 0 ? edges[rng() % 5] : static_cast<std::int64_t>(rng());
+    }
+    case 3: return rng() % 3 == 0 ? std::numeric_limits<std::uint64_t>::max() - rng() % 3 : std::uint64_t{rng() % 1000};
+    case 4: return random_double(rng);
+    case 5: return random_string(rng);
+    case 6: {
+      json a = json::array();
+      for (std::size_t n = rng() % 6; n > 0; --n) a.push_back(random_json(rng, depth + 1));
+      return a;
+    }
+    default: {
+      json o = json::object();
+      for (std::size_t n = rng() % 6; n > 0; --n) o[random_string(rng)] = random_json(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+// Same type, same value, all the way down (json's operator== calls 1 and
+// 1u equal; a parse must also keep nlohmann's choice of integer type).
+bool same_tree(const json& a, const json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_number_float()) {
+    double x = a.get<double>(), y = b.get<double>();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+      if (i.key() != j.key() || !same_tree(i.value(), j.value())) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_tree(a[i], b[i])) return false;
+    return true;
+  }
+  return a == b;
+}
+
+}  // namespace
+
+TEST_CASE("canonical_json gives nlohmann's compact dump, byte for byte", "[canonical][json_text]") {
+  std::mt19937_64 rng(20261123);
+  for (int i = 0; i < 3000; ++i) {
+    json v = random_json(rng, 0);
+    INFO("document " << i << ": " << nlohmann_canonical(v).substr(0, 300));
+    REQUIRE(canonical_json(v) == nlohmann_canonical(v));
+  }
+  CHECK(canonical_json(json(-0.0)) == "-0.0");
+  CHECK(canonical_json(json(1e-5)) == "1e-05");
+  CHECK(canonical_json(json(1e21)) == "1e+21");
+  CHECK(canonical_json(json(std::string("\x1f\x7f\xe2\x82\xac", 5))) == "\"\\u001f\x7f\xe2\x82\xac\"");
+  CHECK(canonical_json(json::object()) == "{}");
+  CHECK(canonical_json(json::array()) == "[]");
+}
+
+TEST_CASE("canonical_json names what JSON cannot hold, and where", "[canonical][json_text]") {
+  json bad_key = json::object();
+  bad_key["ok"] = {{std::string("\xff"), 1}};
+  CHECK_THROWS_WITH(canonical_json(bad_key), Catch::Contains("JSON value at .ok has a key that is not valid UTF-8"));
+  CHECK_THROWS_WITH(canonical_json(json{{"a", {1, std::string("\xed\xa0\x80")}}}),
+                    Catch::Contains(".a[1] holds a string that is not valid UTF-8"));
+  CHECK_THROWS_WITH(canonical_json(json{{"x", {{"y", -INFINITY}}}}), Catch::Contains(".x.y holds an infinity"));
+  CHECK_THROWS_WITH(canonical_json(json::binary({1, 2})), Catch::Contains("binary"));
+  json deep = 1;
+  for (int i = 0; i < 61; ++i) deep = json::array({deep});
+  CHECK_THROWS_WITH(canonical_json(deep), Catch::Contains("nests deeper than 60 levels"));
+  CHECK_NOTHROW(amphora::validate_storable_json(deep[0], "value"));
+  CHECK_THROWS_AS(amphora::validate_storable_json(json{{"x", NAN}}, "value"), amphora::InvalidArgument);
+}
+
+TEST_CASE("parse_untrusted_json reads what nlohmann::json::parse reads, with the same types", "[json_text]") {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 3000; ++i) {
+    json v = random_json(rng, 0);
+    for (int indent : {-1, 2}) {
+      std::string text = v.dump(indent);
+      INFO("document " << i << ": " << text.substr(0, 300));
+      REQUIRE(same_tree(parse_untrusted_json(text), json::parse(text)));
+    }
+  }
+  // Where a fast parser could differ: a byte-order mark, integers past 64
+  // bits, repeated keys (the last wins), escapes and surrogate pairs,
+  // whitespace of every kind, exponents and -0.
+  for (std::string text : std::initializer_list<std::string>{"\xef\xbb\xbf[1]", "18446744073709551616", "-9223372036854775809", "9223372036854775808",
+                           R"({"a":1,"a":2,"b":{"c":3,"c":[4]}})", R"("\u00e9\ud83d\ude00\/\b\f\n\r\t\"\\")",
+                           " \t\r\n[ 1 , 2 ]\n", "1E+2", "1e-400", "-0.0", "0.1", "[]", "{}", "\"\"",
+                           "123456789012345678901234567890", "1.7976931348623157e308"}) {
+    INFO("text " << text);
+    REQUIRE(same_tree(parse_untrusted_json(text), json::parse(text)));
+  }
+  // The one known difference: nlohmann types the integer -0 as signed,
+  // simdjson's tape does not keep its sign, so it reads as unsigned 0. Both
+  // are the integer zero, and write back as "0".
+  CHECK(parse_untrusted_json("-0") == json::parse("-0"));
+  CHECK(canonical_json(parse_untrusted_json("[-0]")) == "[0]");
+}
+
+TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message", "[json_text]") {
+  for (std::string text : std::initializer_list<std::string>{"", "[1,]", "{\"a\":}", "[1 2]", "nul", "\"\xff\"", "\"\xc0\xaf\"", "01", "[1]x",
+                           "{'a':1}", "\"a\nb\"", "1e400", "[\"\\ud800\"]", "NaN", "[1", std::string("[1]\0", 4)}) {
+    INFO("text " << text);
+    std::string want;
+    try {
+      json parsed = json::parse(text);
+      want = "accepted: " + parsed.dump();
+    } catch (const json::exception& e) {
+      want = e.what();
+    }
+    std::string got;
+    try {
+      json parsed = parse_untrusted_json(text);
+      got = "accepted: " + parsed.dump();
+    } catch (const json::exception& e) {
+      got = e.what();
+    }
+    CHECK(got == want);
+  }
+  std::string deep(65, '[');
+  deep += std::string(65, ']');
+  CHECK_THROWS_WITH(parse_untrusted_json(deep), Catch::Contains("nesting deeper than 64"));
+  std::string ok(64, '[');
+  ok += std::string(64, ']');
+  CHECK_NOTHROW(parse_untrusted_json(ok));
+}
