@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -36,12 +37,50 @@ struct JsonPath {
   }
 };
 
+// Appends to a string through a raw cursor: the writer emits a character at
+// a time, and std::string::push_back is not inlined. The string is cut to
+// what was written when the appender goes.
+class Appender {
+ public:
+  explicit Appender(std::string& s) : s_(s), n_(s.size()) {}
+  ~Appender() { s_.resize(n_); }
+  Appender(const Appender&) = delete;
+  Appender& operator=(const Appender&) = delete;
+
+  void put(char c) {
+    if (n_ == s_.size()) grow(1);
+    s_[n_++] = c;
+  }
+  void put(const char* p, std::size_t k) {
+    if (s_.size() - n_ < k) grow(k);
+    std::memcpy(s_.data() + n_, p, k);
+    n_ += k;
+  }
+  void put(std::string_view v) { put(v.data(), v.size()); }
+
+ private:
+  void grow(std::size_t k) { s_.resize(std::max(2 * s_.size(), n_ + k + 4096)); }
+  std::string& s_;
+  std::size_t n_;
+};
+
+// How the canonical form writes each byte of a string: as it is (0), escaped
+// (1: quote, backslash, control characters), or as part of a multi-byte
+// UTF-8 sequence (2), which is validated.
+constexpr std::array<std::uint8_t, 256> kByteClass = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 1;
+  t['"'] = t['\\'] = 1;
+  for (int c = 0x80; c < 0x100; ++c) t[c] = 2;
+  return t;
+}();
+
 // Walks a document once, checking what JSON text cannot hold exactly and,
 // when `out` is given, writing the canonical text: nlohmann::json's compact
 // dump with non-ASCII kept as UTF-8 (its keys are already in byte order).
 class CanonicalWalk {
  public:
-  CanonicalWalk(std::string* out, std::string_view what, int max_depth) : out_(out), what_(what), max_depth_(max_depth) {}
+  CanonicalWalk(Appender* out, std::string_view what, int max_depth) : out_(out), what_(what), max_depth_(max_depth) {}
 
   void value(const nlohmann::json& v, const JsonPath* at, int depth) {
     if (depth > max_depth_)
@@ -88,10 +127,10 @@ class CanonicalWalk {
   std::string where(const JsonPath* at) const { return std::string(what_) + (at ? " at " + at->str() : ""); }
 
   void put(char c) {
-    if (out_) out_->push_back(c);
+    if (out_) out_->put(c);
   }
   void put(std::string_view s) {
-    if (out_) out_->append(s);
+    if (out_) out_->put(s);
   }
 
   template <class Integer>
@@ -99,7 +138,7 @@ class CanonicalWalk {
     if (!out_) return;
     char buf[24];
     auto end = std::to_chars(buf, buf + sizeof buf, n).ptr;
-    out_->append(buf, end);
+    out_->put(buf, static_cast<std::size_t>(end - buf));
   }
 
   void number(double x, const JsonPath* at) {
@@ -111,7 +150,7 @@ class CanonicalWalk {
     // ones its dump gives (a ".0" on integral values, its exponent style).
     std::array<char, 64> buf;
     char* end = nlohmann::detail::to_chars(buf.data(), buf.data() + buf.size(), x);
-    out_->append(buf.data(), end);
+    out_->put(buf.data(), static_cast<std::size_t>(end - buf.data()));
   }
 
   // Escapes as nlohmann's dump does without ensure_ascii: the two-character
@@ -119,41 +158,40 @@ class CanonicalWalk {
   // every other byte as it is.
   void string(const std::string& s, const JsonPath* at, const char* invalid) {
     bool ascii = true;
-    if (out_) out_->push_back('"');
+    put('"');
     std::size_t run = 0;  // start of the bytes not yet copied
     for (std::size_t i = 0; i < s.size(); ++i) {
       const auto c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x80) {
+      const std::uint8_t kind = kByteClass[c];
+      if (kind == 0) continue;
+      if (kind == 2) {
         ascii = false;
         continue;
       }
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
       if (!out_) continue;
-      out_->append(s, run, i - run);
+      out_->put(s.data() + run, i - run);
       run = i + 1;
       switch (c) {
-        case '"': out_->append("\\\""); break;
-        case '\\': out_->append("\\\\"); break;
-        case '\b': out_->append("\\b"); break;
-        case '\t': out_->append("\\t"); break;
-        case '\n': out_->append("\\n"); break;
-        case '\f': out_->append("\\f"); break;
-        case '\r': out_->append("\\r"); break;
+        case '"': out_->put("\\\""); break;
+        case '\\': out_->put("\\\\"); break;
+        case '\b': out_->put("\\b"); break;
+        case '\t': out_->put("\\t"); break;
+        case '\n': out_->put("\\n"); break;
+        case '\f': out_->put("\\f"); break;
+        case '\r': out_->put("\\r"); break;
         default: {
           static const char hex[] = "0123456789abcdef";
           const char escaped[] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-          out_->append(escaped, sizeof escaped);
+          out_->put(escaped, sizeof escaped);
         }
       }
     }
     if (!ascii && !is_valid_utf8(s)) throw InvalidArgument(where(at) + " " + invalid);
-    if (out_) {
-      out_->append(s, run, s.size() - run);
-      out_->push_back('"');
-    }
+    if (out_) out_->put(s.data() + run, s.size() - run);
+    put('"');
   }
 
-  std::string* out_;
+  Appender* out_;
   std::string_view what_;
   int max_depth_;
 };
@@ -200,7 +238,8 @@ Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canon
 
 void detail::append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
                                    bool limit_depth) {
-  CanonicalWalk(&out, what, limit_depth ? kMaxJsonDepth - 4 : std::numeric_limits<int>::max()).value(value, nullptr, 0);
+  Appender text(out);
+  CanonicalWalk(&text, what, limit_depth ? kMaxJsonDepth - 4 : std::numeric_limits<int>::max()).value(value, nullptr, 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -154,6 +154,7 @@ template <class T>
 T load_struct(const ArtifactReader& in) {
   const nlohmann::json& fields = struct_fields(in);
   T value{};
+  std::vector<std::function<void()>> children;  // loaded side by side, each into its own member
   std::apply(
       [&](const auto&... field) {
         auto one = [&](const auto& f) {
@@ -164,15 +165,16 @@ T load_struct(const ArtifactReader& in) {
             member = from_inline<M>(*it, in, f.name);
           } else if (in.has_child(f.name)) {
             if constexpr (is_optional<M>::value)
-              member = in.load_child<typename M::value_type>(f.name);
+              children.emplace_back([&in, &f, &member] { member = in.load_child<typename M::value_type>(f.name); });
             else
-              member = in.load_child<M>(f.name);
+              children.emplace_back([&in, &f, &member] { member = in.load_child<M>(f.name); });
           } else if constexpr (!is_optional<M>::value) {
             throw CorruptData(in.label() + ": field '" + std::string(f.name) +
                               "' is neither in its \"fields\" nor a child");
           }
         };
         (one(field), ...);
+        parallel_for(children.size(), [&](std::size_t i) { children[i](); });
       },
       description_of<T>().fields);
   return value;

@@ -169,6 +169,15 @@ std::size_t checked_count(const ArtifactReader& in, std::string_view prefix);
 /// Whether an amphora.optional is engaged, checked against its children.
 bool check_optional(const ArtifactReader& in);
 
+/// Loads children PREFIX0 .. PREFIX(count-1) side by side (each opens and
+/// maps, or for eager loads reads, files of its own); slot i holds child i.
+template <class T>
+std::vector<std::optional<T>> load_children(const ArtifactReader& in, std::string_view prefix, std::size_t count) {
+  std::vector<std::optional<T>> loaded(count);
+  parallel_for(count, [&](std::size_t i) { loaded[i].emplace(in.load_child<T>(child_role(prefix, i))); });
+  return loaded;
+}
+
 }  // namespace detail
 
 template <class T>
@@ -185,9 +194,10 @@ struct materializer<std::vector<T>> {
   }
   static std::vector<T> load(const ArtifactReader& in) {
     std::size_t count = detail::checked_count(in, "items/");
+    auto loaded = detail::load_children<T>(in, "items/", count);
     std::vector<T> items;
     items.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) items.push_back(in.load_child<T>(detail::child_role("items/", i)));
+    for (auto& item : loaded) items.push_back(std::move(*item));
     return items;
   }
   static void validate(const ArtifactReader& in) { (void)detail::checked_count(in, "items/"); }
@@ -278,7 +288,8 @@ Map load_map(const ArtifactReader& in) {
       throw CorruptData(in.label() + ": 'values.json' is not an array of " + std::to_string(keys.size()) + " values");
     for (std::size_t i = 0; i < keys.size(); ++i) put(i, std::move(values[i]));
   } else {
-    for (std::size_t i = 0; i < keys.size(); ++i) put(i, in.load_child<V>(child_role("values/", i)));
+    auto values = load_children<V>(in, "values/", keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) put(i, std::move(*values[i]));
   }
   return map;
 }
