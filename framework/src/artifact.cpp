@@ -95,10 +95,22 @@ struct ArtifactWriter::Impl {
           batch.swap(queue);
         }
         if (batch.empty()) return;
+        // Ranges that follow one another (a slice made of many small parts,
+        // say a list of images) go out in one gathered write.
+        std::sort(batch.begin(), batch.end(), [](const Pending& a, const Pending& b) { return a.at < b.at; });
         std::uint64_t bytes = 0;
-        for (const auto& p : batch) {
-          file.write_at(file_offset + p.at, p.bytes);
-          bytes += p.bytes.size();
+        std::vector<ConstBytes> run;
+        for (std::size_t i = 0; i < batch.size();) {
+          std::size_t j = i;
+          std::uint64_t end = batch[i].at;
+          run.clear();
+          for (; j < batch.size() && batch[j].at == end; ++j) {
+            run.push_back(batch[j].bytes);
+            end += batch[j].bytes.size();
+          }
+          file.write_parts_at(file_offset + batch[i].at, run);
+          bytes += end - batch[i].at;
+          i = j;
         }
         report(bytes);
       }

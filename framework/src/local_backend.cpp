@@ -86,6 +86,9 @@ class LocalStagedFile : public StagedFile {
   void write_at(std::uint64_t offset, ConstBytes data) override {
     detail::pwrite_all(fd_.get(), data.data(), data.size(), offset, path_);
   }
+  void write_parts_at(std::uint64_t offset, std::span<const ConstBytes> parts) override {
+    detail::pwritev_all(fd_.get(), parts, offset, path_);
+  }
   // Allocating the extent up front spares the file system a delayed
   // allocation per page while the data streams in.
   void reserve(std::uint64_t size) override {

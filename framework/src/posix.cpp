@@ -1,5 +1,7 @@
 #include "posix.hpp"
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -225,6 +227,36 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
     p += n;
     size -= static_cast<std::size_t>(n);
     offset += static_cast<std::uint64_t>(n);
+  }
+}
+
+void pwritev_all(int fd, std::span<const ConstBytes> parts, std::uint64_t offset, const std::filesystem::path& path) {
+  constexpr std::size_t kMaxIov = 1024;  // IOV_MAX on Linux
+  std::vector<iovec> iov;
+  iov.reserve(std::min(parts.size(), kMaxIov));
+  std::size_t next = 0;  // first part not yet in `iov`
+  std::size_t done = 0;  // bytes of iov[0] already written
+  while (next < parts.size() || !iov.empty()) {
+    while (iov.size() < kMaxIov && next < parts.size()) {
+      if (!parts[next].empty())
+        iov.push_back({const_cast<std::byte*>(parts[next].data()), parts[next].size()});
+      ++next;
+    }
+    if (iov.empty()) break;
+    iov[0].iov_base = static_cast<char*>(iov[0].iov_base) + done;
+    iov[0].iov_len -= done;
+    done = 0;
+    ssize_t n = ::pwritev(fd, iov.data(), static_cast<int>(iov.size()), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("cannot write", path);
+    }
+    offset += static_cast<std::uint64_t>(n);
+    auto left = static_cast<std::size_t>(n);
+    std::size_t k = 0;
+    while (k < iov.size() && left >= iov[k].iov_len) left -= iov[k++].iov_len;
+    iov.erase(iov.begin(), iov.begin() + static_cast<std::ptrdiff_t>(k));
+    done = left;  // a short write ends inside iov[0]
   }
 }
 

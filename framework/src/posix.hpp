@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -115,6 +116,9 @@ std::uint64_t tree_bytes_at(int dirfd, const std::string& name);
 
 /// Writes all of `data` at `offset`, retrying short writes and EINTR.
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::filesystem::path& path);
+/// Writes `parts` back to back from `offset` with as few calls as pwritev
+/// allows, retrying short writes and EINTR.
+void pwritev_all(int fd, std::span<const ConstBytes> parts, std::uint64_t offset, const std::filesystem::path& path);
 /// Reads exactly `size` bytes at `offset`; throws CorruptData naming `path`
 /// when the file ends first (it shrank while being read), IoError on failure.
 void pread_exact(int fd, void* dst, std::size_t size, std::uint64_t offset, const std::filesystem::path& path);

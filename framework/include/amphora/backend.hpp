@@ -25,6 +25,14 @@ class StagedFile {
  public:
   virtual ~StagedFile() = default;
   virtual void write_at(std::uint64_t offset, ConstBytes data) = 0;
+  /// Writes `parts` back to back from `offset`. Backends that can gather
+  /// (pwritev) override this; the default writes the parts one by one.
+  virtual void write_parts_at(std::uint64_t offset, std::span<const ConstBytes> parts) {
+    for (const auto& part : parts) {
+      write_at(offset, part);
+      offset += part.size();
+    }
+  }
   /// Hint: the file will hold `size` bytes. Backends may preallocate.
   virtual void reserve(std::uint64_t size) { (void)size; }
   /// Flushes and closes; the file is complete afterwards. Throws IoError.
