@@ -8,6 +8,7 @@
 #include <amphora/canonical.hpp>
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
+#include <amphora/parallel.hpp>
 
 #include <simdjson.h>
 
@@ -270,23 +271,45 @@ int json_nesting(std::string_view text) {
 // nlohmann's types for what simdjson read: non-negative integers unsigned,
 // negative ones signed, and a repeated key keeps its last value, as
 // nlohmann::json::parse does.
-nlohmann::json from_tape(simdjson::dom::element e) {
+[[noreturn]] void too_deep() {
+  throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                                             nullptr);
+}
+
+// `depth`: containers around `e`, counted as json_nesting counts them.
+nlohmann::json from_tape(simdjson::dom::element e, int depth) {
   using Type = simdjson::dom::element_type;
-  switch (e.type()) {
+  const Type type = e.type();
+  if ((type == Type::OBJECT || type == Type::ARRAY) && depth >= kMaxJsonDepth) too_deep();
+  switch (type) {
     case Type::OBJECT: {
       nlohmann::json object(nlohmann::json::value_t::object);
       auto& members = object.get_ref<nlohmann::json::object_t&>();
       simdjson::dom::object fields = e.get_object().value_unsafe();
       for (auto field : fields)
-        members.insert_or_assign(members.end(), std::string(field.key), from_tape(field.value));
+        members.insert_or_assign(members.end(), std::string(field.key), from_tape(field.value, depth + 1));
       return object;
     }
     case Type::ARRAY: {
       nlohmann::json array(nlohmann::json::value_t::array);
       auto& items = array.get_ref<nlohmann::json::array_t&>();
       simdjson::dom::array elements = e.get_array().value_unsafe();
-      items.reserve(elements.size());
-      for (auto element : elements) items.push_back(from_tape(element));
+      const std::size_t count = elements.size();
+      // Building the document is mostly allocation; a long array (a config's
+      // list of layers, say) is built a block of elements per core.
+      constexpr std::size_t kBlock = 256;
+      if (count < 2 * kBlock || parallel_threads() == 1) {
+        items.reserve(count);
+        for (auto element : elements) items.push_back(from_tape(element, depth + 1));
+        return array;
+      }
+      std::vector<simdjson::dom::element> tape;
+      tape.reserve(count);
+      for (auto element : elements) tape.push_back(element);
+      items.resize(count);
+      parallel_for((count + kBlock - 1) / kBlock, [&](std::size_t b) {
+        for (std::size_t i = b * kBlock; i < std::min(count, (b + 1) * kBlock); ++i) items[i] = from_tape(tape[i], depth + 1);
+      });
       return array;
     }
     case Type::STRING: return std::string(e.get_string().value_unsafe());
@@ -305,18 +328,25 @@ nlohmann::json from_tape(simdjson::dom::element e) {
 }  // namespace
 
 nlohmann::json parse_untrusted_json(std::string_view text) {
-  if (json_nesting(text) > kMaxJsonDepth)
-    throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
-                                               nullptr);
   // One parser per thread keeps its buffers between documents; documents
   // beyond 64 MiB get a parser of their own, so none stays that large.
+  // simdjson counts depth its own way (an object's members one level below
+  // the object), so its limit only bounds its stack; from_tape applies ours.
   constexpr std::size_t kKeptCapacity = 64u << 20;
+  constexpr std::size_t kParserDepth = 2 * kMaxJsonDepth + 2;
   thread_local simdjson::dom::parser kept;
+  thread_local bool kept_ready = kept.allocate(simdjson::SIMDJSON_PADDING, kParserDepth) == simdjson::SUCCESS;
   std::unique_ptr<simdjson::dom::parser> own;
   simdjson::dom::parser* parser = &kept;
-  if (text.size() > kKeptCapacity) parser = (own = std::make_unique<simdjson::dom::parser>(text.size())).get();
+  if (text.size() > kKeptCapacity || !kept_ready) {
+    own = std::make_unique<simdjson::dom::parser>(text.size());
+    if (own->allocate(text.size(), kParserDepth) != simdjson::SUCCESS) throw std::bad_alloc();
+    parser = own.get();
+  }
   simdjson::dom::element root;
-  if (parser->parse(text.data(), text.size(), true).get(root) == simdjson::SUCCESS) return from_tape(root);
+  const auto error = parser->parse(text.data(), text.size(), true).get(root);
+  if (error == simdjson::SUCCESS) return from_tape(root, 0);
+  if (error == simdjson::DEPTH_ERROR || json_nesting(text) > kMaxJsonDepth) too_deep();
   // What simdjson refuses (a syntax error, but also a byte-order mark or an
   // integer beyond 64 bits, which nlohmann accepts) gets nlohmann's verdict
   // and its error message, which names the offending byte.

@@ -189,4 +189,16 @@ TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message"
   std::string ok(64, '[');
   ok += std::string(64, ']');
   CHECK_NOTHROW(parse_untrusted_json(ok));
+  // Objects and arrays count alike, also behind a syntax error later on.
+  auto objects = [](int depth, const std::string& tail) {
+    std::string t;
+    for (int i = 0; i < depth; ++i) t += i % 2 ? "[" : "{\"k\":";
+    t += "1";
+    for (int i = depth - 1; i >= 0; --i) t += i % 2 ? "]" : "}";
+    return t + tail;
+  };
+  CHECK(parse_untrusted_json(objects(64, "")).is_object());
+  CHECK_THROWS_WITH(parse_untrusted_json(objects(65, "")), Catch::Contains("nesting deeper than 64"));
+  CHECK_THROWS_WITH(parse_untrusted_json(objects(65, ",")), Catch::Contains("nesting deeper than 64"));
+  CHECK_THROWS_WITH(parse_untrusted_json(objects(64, ",")), Catch::Contains("parse error"));
 }
