@@ -75,56 +75,20 @@ struct ArtifactWriter::Impl {
 
   /// Hashes the pieces of the concatenation of `parts` (which starts at file
   /// offset `file_offset`, a piece boundary) on all cores and appends their
-  /// digests to `out`. Hashed ranges are queued and written by whichever
-  /// thread finds the file free, so no thread waits on another's write
-  /// (buffered writes to one file serialize in the kernel anyway).
+  /// digests to `out`. Each thread writes the range it has just hashed, while
+  /// it is still in cache, as one gathered write.
   void write_pieces(StagedFile& file, std::span<const ConstBytes> parts, std::uint64_t piece_size,
                     std::uint64_t file_offset, std::vector<Sha256Value>& out,
                     const ArtifactWriter::Observer& observe = {}) {
-    struct Pending {
-      std::uint64_t at;
-      ConstBytes bytes;
-    };
-    std::mutex queue_mutex, file_mutex;
-    std::vector<Pending> queue;
-    auto drain = [&] {
-      for (;;) {
-        std::vector<Pending> batch;
-        {
-          std::lock_guard lock(queue_mutex);
-          batch.swap(queue);
-        }
-        if (batch.empty()) return;
-        // Ranges that follow one another (a slice made of many small parts,
-        // say a list of images) go out in one gathered write.
-        std::sort(batch.begin(), batch.end(), [](const Pending& a, const Pending& b) { return a.at < b.at; });
-        std::uint64_t bytes = 0;
-        std::vector<ConstBytes> run;
-        for (std::size_t i = 0; i < batch.size();) {
-          std::size_t j = i;
-          std::uint64_t end = batch[i].at;
-          run.clear();
-          for (; j < batch.size() && batch[j].at == end; ++j) {
-            run.push_back(batch[j].bytes);
-            end += batch[j].bytes.size();
-          }
-          file.write_parts_at(file_offset + batch[i].at, run);
-          bytes += end - batch[i].at;
-          i = j;
-        }
-        report(bytes);
+    auto digests = detail::hash_pieces(detail::PartList(parts), piece_size, [&](std::uint64_t at, std::span<const ConstBytes> run) {
+      std::uint64_t bytes = 0;
+      for (ConstBytes part : run) {
+        if (observe) observe(file_offset + at + bytes, part);
+        bytes += part.size();
       }
-    };
-    auto digests = detail::hash_pieces(detail::PartList(parts), piece_size, [&](std::uint64_t at, ConstBytes bytes) {
-      if (observe) observe(file_offset + at, bytes);
-      {
-        std::lock_guard lock(queue_mutex);
-        queue.push_back({at, bytes});
-      }
-      std::unique_lock writing(file_mutex, std::try_to_lock);
-      if (writing) drain();
+      file.write_parts_at(file_offset + at, run);
+      report(bytes);
     });
-    drain();
     out.insert(out.end(), digests.begin(), digests.end());
   }
 };

@@ -34,6 +34,10 @@ void PartList::for_each(std::uint64_t begin, std::uint64_t end,
   }
 }
 
+void PartList::runs(std::uint64_t begin, std::uint64_t end, std::vector<ConstBytes>& out) const {
+  for_each(begin, end, [&](std::uint64_t, ConstBytes b) { out.push_back(b); });
+}
+
 void PartList::copy(std::uint64_t offset, std::size_t size, std::byte* dst) const {
   for_each(offset, offset + size, [&](std::uint64_t at, ConstBytes b) { std::memcpy(dst + (at - offset), b.data(), b.size()); });
 }
@@ -56,14 +60,24 @@ struct TwoLanes {
   static std::uint32_t word(const State& s, std::size_t lane, int w) { return s.h[lane][w]; }
 };
 
+// Hands [begin, end) to the sink as one run of parts.
+void feed(const PartList& data, std::uint64_t begin, std::uint64_t end, const SegmentSink& sink,
+          std::vector<ConstBytes>& run) {
+  if (!sink || begin >= end) return;
+  run.clear();
+  data.runs(begin, end, run);
+  sink(begin, run);
+}
+
 Sha256Value hash_one(const PartList& data, std::uint64_t begin, std::uint64_t end, const SegmentSink& sink) {
   Sha256 hash;
+  std::vector<ConstBytes> run;
   // Slice by slice, so the sink gets each range while it is still in cache.
-  for (std::uint64_t slice = begin; slice < end; slice += kSlice)
-    data.for_each(slice, std::min(end, slice + kSlice), [&](std::uint64_t at, ConstBytes b) {
-      hash.update(b);
-      if (sink) sink(at, b);
-    });
+  for (std::uint64_t slice = begin; slice < end; slice += kSlice) {
+    const std::uint64_t slice_end = std::min(end, slice + kSlice);
+    data.for_each(slice, slice_end, [&](std::uint64_t, ConstBytes b) { hash.update(b); });
+    feed(data, slice, slice_end, sink, run);
+  }
   return hash.finish();
 }
 
@@ -75,6 +89,7 @@ void hash_group(const PartList& data, std::uint64_t first, std::uint64_t piece, 
   typename Kernel::State state;
   alignas(64) std::uint8_t scratch[kLanes][64];
   const std::uint8_t* lanes[kLanes];
+  std::vector<ConstBytes> run;
   for (std::uint64_t slice = 0; slice < piece; slice += kSlice) {
     std::uint64_t slice_end = std::min(piece, slice + kSlice);
     for (std::uint64_t at = slice; at < slice_end;) {
@@ -94,8 +109,7 @@ void hash_group(const PartList& data, std::uint64_t first, std::uint64_t piece, 
       Kernel::compress(state, lanes, static_cast<std::size_t>(blocks));
       at += blocks * 64;
     }
-    if (sink)
-      for (std::size_t l = 0; l < kLanes; ++l) data.for_each((first + l) * piece + slice, (first + l) * piece + slice_end, sink);
+    for (std::size_t l = 0; l < kLanes; ++l) feed(data, (first + l) * piece + slice, (first + l) * piece + slice_end, sink, run);
   }
   // Every lane has the same length, so one padding block serves all.
   alignas(64) std::uint8_t pad[64] = {0x80};

@@ -23,6 +23,8 @@ class PartList {
                 const std::function<void(std::uint64_t, ConstBytes)>& fn) const;
   /// Bytes available contiguously at `offset` (0 at the end).
   ConstBytes contiguous_at(std::uint64_t offset) const;
+  /// Appends the contiguous runs that make up [begin, end) to `out`.
+  void runs(std::uint64_t begin, std::uint64_t end, std::vector<ConstBytes>& out) const;
   /// Copies [offset, offset + size) into dst.
   void copy(std::uint64_t offset, std::size_t size, std::byte* dst) const;
 
@@ -31,8 +33,10 @@ class PartList {
   std::vector<std::uint64_t> starts_;
 };
 
-/// Receives each hashed byte range exactly once, from any thread.
-using SegmentSink = std::function<void(std::uint64_t offset, ConstBytes bytes)>;
+/// Receives each hashed byte range exactly once, from any thread, as the run
+/// of consecutive parts that covers it from `offset` on (at most one slice of
+/// one piece), so a receiver can write many small parts in one call.
+using SegmentSink = std::function<void(std::uint64_t offset, std::span<const ConstBytes> run)>;
 
 /// SHA-256 of each `piece_size`-byte piece of `data` (one piece for empty
 /// data), computed on all cores; with AVX-512, sixteen pieces at a time, and

@@ -302,12 +302,15 @@ void check_hash_pieces(std::uint64_t size, std::uint64_t piece, Cut cut, std::mt
   std::mutex mutex;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
   bool bytes_ok = true;
-  auto sink = [&](std::uint64_t offset, ConstBytes bytes) {
-    bool same = offset + bytes.size() <= size &&
-                std::memcmp(bytes.data(), parts.whole.data() + offset, bytes.size()) == 0;
-    std::lock_guard lock(mutex);
-    seen.emplace_back(offset, bytes.size());
-    bytes_ok = bytes_ok && same;
+  auto sink = [&](std::uint64_t offset, std::span<const ConstBytes> run) {
+    for (ConstBytes bytes : run) {
+      bool same = offset + bytes.size() <= size &&
+                  std::memcmp(bytes.data(), parts.whole.data() + offset, bytes.size()) == 0;
+      std::lock_guard lock(mutex);
+      seen.emplace_back(offset, bytes.size());
+      bytes_ok = bytes_ok && same;
+      offset += bytes.size();
+    }
   };
   auto got = hash_pieces(list, piece, sink);
 
