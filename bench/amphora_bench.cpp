@@ -114,7 +114,7 @@ Measured bench_amphora(const Tensor& t, Compression c, const Options& o, const s
     peaks.push_back(static_cast<double>(status_kib("VmHWM:")));
     m.file_bytes = store.open_artifact(saved.digest.str()).manifest().payload_bytes();
   }
-  fs::remove_all(o.dir / "store-save");
+  retire(o.dir / "store-save");
   m.save_s = median(saves);
   m.peak_save_kib = static_cast<std::uint64_t>(median(peaks));
 
@@ -233,7 +233,7 @@ void hash_write_limit(const Tensor& t, const Options& o) {
     pieces.push_back(seconds_since(t0));
     asm volatile("" : : "r"(digests.data()) : "memory");
     fs::path f = o.dir / "write-probe.bin";
-    fs::remove(f);
+    retire(f);
     touch_scratch();
     t0 = Clock::now();
     int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -246,7 +246,7 @@ void hash_write_limit(const Tensor& t, const Options& o) {
     ::close(fd);
     write.push_back(seconds_since(t0));
   }
-  fs::remove(o.dir / "write-probe.bin");
+  retire(o.dir / "write-probe.bin");
   double h = mb_per_s(t.nbytes(), median(hash)), w = mb_per_s(t.nbytes(), median(write));
   double cores = static_cast<double>(amphora::parallel_threads());
   double p = mb_per_s(t.nbytes(), median(pieces)) / cores;
@@ -297,7 +297,7 @@ void run_tensor(const Options& o, Verdicts& verdict) {
   std::printf("numpy.save / numpy.load (/usr/bin/python3) on the same data\n");
   auto peers = run_numpy(o, {sets[0].npy, sets[1].npy});
   auto lz4tool = run_lz4_tool(sets[1].npy);
-  for (auto& set : sets) fs::remove(set.npy);
+  for (auto& set : sets) retire(set.npy);
 
   std::printf("\nResults (ratios > 1 mean Amphora is faster)\n");
   for (auto& set : sets) {
@@ -380,6 +380,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   fs::create_directories(o.dir);
+  set_scratch_dir(o.dir);
   std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s%s\n\n",
               static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str(),
               o.quick ? " (quick: small counts)" : "");
@@ -399,6 +400,8 @@ int main(int argc, char** argv) {
   if (o.runs("pass")) run_pass(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
+  // Deleted only now: see retire().
+  remove_retired();
   std::printf("\n%s\n", verdict.all_ok ? "all targets met" : "some targets missed");
   return 0;
 }

@@ -74,6 +74,30 @@ void read_sequentially(const fs::path& file) {
   ::close(fd);
 }
 
+namespace {
+fs::path retired_dir;
+}
+
+void set_scratch_dir(const fs::path& dir) { retired_dir = dir / "retired"; }
+
+void retire(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return;
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::recursive_directory_iterator(path))
+      if (e.is_regular_file()) fs::resize_file(e.path(), 0);
+  } else if (fs::is_regular_file(path)) {
+    fs::resize_file(path, 0);
+  }
+  static std::uint64_t count = 0;
+  fs::create_directories(retired_dir);
+  fs::rename(path, retired_dir / ("cpp-" + std::to_string(++count) + "-" + path.filename().string()));
+}
+
+void remove_retired() {
+  if (!retired_dir.empty()) fs::remove_all(retired_dir);
+}
+
 std::vector<nlohmann::json> run_peer(const std::string& script, const std::vector<std::string>& args) {
   std::string cmd = "/usr/bin/python3 " + script;
   for (const auto& a : args) cmd += " '" + a + "'";

@@ -58,8 +58,22 @@ inline std::string fmt(const char* f, double v) {
   return buf;
 }
 
+/// Where retire() parks scratch files: `dir`/retired. Call once, first.
+void set_scratch_dir(const fs::path& dir);
+
+/// Moves `path` (a file or a directory tree) aside instead of deleting it,
+/// after truncating its files so their pages are freed. On an ext4 without a
+/// journal (these machines) the inode allocator skips every inode freed in
+/// the last minutes, one lookup each, so deleting a store's thousands of
+/// files between repeats would make every later file creation slower and
+/// the figures depend on what ran before. Nothing happens if `path` is absent.
+void retire(const fs::path& path);
+
+/// Deletes everything retired so far; the bench calls it once, at the end.
+void remove_retired();
+
 inline amphora::Store fresh_store(const fs::path& dir) {
-  fs::remove_all(dir);
+  retire(dir);
   return amphora::Store::open(dir, {.create = true});
 }
 

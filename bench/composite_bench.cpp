@@ -100,7 +100,7 @@ Dataset make_dataset(const Sizes& s) {
 
 // The pickle peer reads the same values from files written here.
 void write_inputs(const Dataset& d, const fs::path& dir) {
-  fs::remove_all(dir);
+  retire(dir);
   fs::create_directories(dir / "weights");
   const Entry& e = d.at("train");
   std::ofstream(dir / "config.json", std::ios::binary) << amphora::canonical_json(e.model.config);
@@ -159,7 +159,7 @@ Timing time_amphora(const T& value, const Options& o, const Pass& pass) {
       (is_eager ? eager : mapped).push_back(seconds_since(t0));
     }
   }
-  fs::remove_all(dir);
+  retire(dir);
   m.save_s = median(saves);
   m.mapped_s = median(mapped);
   m.eager_s = median(eager);
@@ -213,7 +213,7 @@ void run_composite(const Options& o, Verdicts& verdict) {
   const fs::path inputs = o.dir / "composite-inputs";
   write_inputs(value, inputs);
   auto peers = run_peer(AMPHORA_PICKLE_PEER, {"composite", std::to_string(o.repeats), o.dir.string(), inputs.string()});
-  fs::remove_all(inputs);
+  retire(inputs);
   if (peers.empty() || !peers[0].contains("parts")) {
     std::printf("  pickle peer produced no figures\n");
     verdict(false);

@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from scratch import retire
+
 SCRATCH = 64 << 20
 
 
@@ -51,8 +53,7 @@ def full_pass(repeats, workdir, source):
     total = 0.0
     for _ in range(repeats):
         for kind, mmap_mode in (("load", None), ("mmap", "r")):
-            if os.path.exists(out):
-                os.unlink(out)
+            retire(out, workdir)
             np.save(out, data)
             seconds, total = timed(mmap_mode)
             times["written_%s_s" % kind].append(seconds)
@@ -61,7 +62,7 @@ def full_pass(repeats, workdir, source):
             read_sequentially(out)
             seconds, total = timed(mmap_mode)
             times["refreshed_%s_s" % kind].append(seconds)
-    os.unlink(out)
+    retire(out, workdir)
     print(json.dumps({"section": "pass", "sum": total, **times}), flush=True)
 
 
@@ -76,8 +77,7 @@ def main():
         out = os.path.join(workdir, "numpy-peer.npy")
         save_s, load_s = [], []
         for _ in range(repeats):
-            if os.path.exists(out):
-                os.unlink(out)
+            retire(out, workdir)
             touch_scratch()
             t = time.perf_counter()
             np.save(out, data)
@@ -88,7 +88,7 @@ def main():
             load_s.append(time.perf_counter() - t)
             del back
         size = os.path.getsize(out)
-        os.unlink(out)
+        retire(out, workdir)
         print(json.dumps({"file": path, "bytes": size, "save_s": save_s, "load_s": load_s}), flush=True)
 
 

@@ -67,13 +67,13 @@ void run_pass(const Options& o, Verdicts& verdict) {
         refreshed[eager].push_back(load_and_sum(store, digest, eager));
       }
   }
-  fs::remove_all(dir);
+  retire(dir);
 
   const fs::path npy = o.dir / "pass.npy";
   amphora::write_npy(t, npy);
   t = Tensor();
   auto peers = run_peer(AMPHORA_NUMPY_PEER, {"pass", std::to_string(o.repeats), o.dir.string(), npy.string()});
-  fs::remove(npy);
+  retire(npy);
   if (peers.empty() || !peers[0].contains("written_load_s")) {
     std::printf("  numpy peer produced no figures\n");
     verdict(false);

@@ -16,11 +16,12 @@ import gc
 import json
 import os
 import pickle
-import shutil
 import sys
 import time
 
 import numpy as np
+
+from scratch import retire
 
 SCRATCH = 64 << 20
 
@@ -43,12 +44,11 @@ def load(path):
         return pickle.load(f)
 
 
-def time_dumps(value, path, repeats):
+def time_dumps(value, path, repeats, workdir):
     """Seconds to pickle `value` to `path`, per repeat; the file is kept."""
     save_s = []
     for _ in range(repeats):
-        if os.path.exists(path):
-            os.unlink(path)
+        retire(path, workdir)
         touch_scratch()
         t = time.perf_counter()
         dump(value, path)
@@ -109,13 +109,13 @@ def composite(repeats, workdir, inputs):
     values = {"config": config, "weights": weights, "images": images, "whole": value}
     passes = {"config": len, "weights": sum_weights, "images": sum_images, "whole": whole_pass}
     files = {key: os.path.join(workdir, "composite-%s.pkl" % key) for key in values}
-    saves = {key: time_dumps(values[key], files[key], repeats) for key in values}
+    saves = {key: time_dumps(values[key], files[key], repeats, workdir) for key in values}
     del value, values, config, weights, images
     parts = {}
     for key in saves:
         parts[key], result = time_loads(files[key], repeats, passes[key])
         parts[key]["save_s"] = saves[key]
-        os.unlink(files[key])
+        retire(files[key], workdir)
     tensor_sum, image_sum, config_keys = result
     print(json.dumps({"section": "composite", "parts": parts, "config_keys": config_keys, "tensor_sum": tensor_sum,
                       "image_sum": image_sum, **counts}), flush=True)
@@ -129,14 +129,14 @@ def records(repeats, workdir, source):
     for r in value:
         r["labels"] = [sys.intern(label) for label in r["labels"]]
     out = os.path.join(workdir, "records.pkl")
-    save_s = time_dumps(value, out, repeats)
+    save_s = time_dumps(value, out, repeats, workdir)
     del value
     result, _ = time_loads(out, repeats, len)
     result["save_s"] = save_s
     back = load(out)  # counted outside the timed loads
     counts = {"count": len(back), "box_values": sum(len(r["boxes"]) for r in back),
               "labels": sum(len(r["labels"]) for r in back)}
-    os.unlink(out)
+    retire(out, workdir)
     print(json.dumps({"section": "records", **result, **counts}), flush=True)
 
 
@@ -144,7 +144,7 @@ def tiny(repeats, workdir, count):
     root = os.path.join(workdir, "tiny-pickles")
     int_save, int_load, str_save, str_load = [], [], [], []
     for _ in range(repeats):
-        shutil.rmtree(root, ignore_errors=True)
+        retire(root, workdir)
         os.makedirs(root)
         touch_scratch()
         t = time.perf_counter()
@@ -168,7 +168,7 @@ def tiny(repeats, workdir, count):
         for i in range(count):
             chars += len(load(os.path.join(root, "note-%d.pkl" % (i + 1))))
         str_load.append(time.perf_counter() - t)
-    shutil.rmtree(root, ignore_errors=True)
+    retire(root, workdir)
     print(json.dumps({"section": "tiny", "count": count, "int_save_s": int_save, "int_load_s": int_load,
                       "str_save_s": str_save, "str_load_s": str_load, "int_total": total, "chars": chars}),
           flush=True)

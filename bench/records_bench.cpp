@@ -123,12 +123,12 @@ void run_records(const Options& o, Verdicts& verdict) {
     each.push_back(seconds_since(t0) / kLookups);
     asm volatile("" : : "r"(sink) : "memory");
   }
-  fs::remove_all(dir);
+  retire(dir);
 
   const fs::path input = o.dir / "records.json";
   write_json(records, input);
   auto peers = run_peer(AMPHORA_PICKLE_PEER, {"records", std::to_string(o.repeats), o.dir.string(), input.string()});
-  fs::remove(input);
+  retire(input);
   if (peers.empty() || !peers[0].contains("bytes")) {
     std::printf("  pickle peer produced no figures\n");
     verdict(false);

@@ -50,7 +50,7 @@ void run_tiny(const Options& o, Verdicts& verdict) {
     const auto want_total = static_cast<std::int64_t>(n * 1000 + n * (n - 1) / 2);
     ok = ok && total == want_total && chars == n * note(0).size() && store.versions("note").size() == n;
   }
-  fs::remove_all(dir);
+  retire(dir);
 
   auto peers = run_peer(AMPHORA_PICKLE_PEER, {"tiny", std::to_string(o.repeats), o.dir.string(), std::to_string(n)});
   if (peers.empty() || !peers[0].contains("int_save_s")) {
