@@ -3,7 +3,7 @@
 //   objects/sha256/<hh>/<64 hex>/     one published artifact
 //   names/<name>/<version>.json       name records
 //   names/<name>/tombstone.json       highest version issued, once one is removed
-//   tmp/                              staging areas and their lock files
+//   tmp/                              staging areas (each locked while written)
 //   locks/gc.lock                     shared by publishers, exclusive for gc
 //   locks/names.lock                  shared while a version is chosen, exclusive to remove one
 //
@@ -124,27 +124,25 @@ class LocalStaging : public Staging {
  public:
   LocalStaging(int root_fd, const fs::path& root, bool durable) : root_fd_(root_fd), root_(root), durable_(durable) {
     tmp_fd_ = detail::open_dir_at(root_fd_, "tmp", root_ / "tmp");
+    // The staging directory is its own lock: no lock file is created and
+    // deleted per save (on an ext4 without a journal every deleted inode
+    // slows the next minutes of file creation).
     for (int attempt = 0;; ++attempt) {
       id_ = "stage-" + random_id();
-      lock_name_ = id_ + ".lock";
-      lock_ = detail::Fd(::openat(tmp_fd_.get(), lock_name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-      if (!lock_) detail::throw_errno("cannot create staging lock", shown(lock_name_));
-      if (::flock(lock_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", shown(lock_name_));
-      // A writer stalled between creating and locking its lock file may have
-      // had it swept as abandoned; then the name refers to another file, or none.
+      if (::mkdirat(tmp_fd_.get(), id_.c_str(), 0755) != 0) detail::throw_errno("cannot create staging directory", shown(id_));
+      // A writer stalled between creating and locking its directory for
+      // longer than gc's grace period may have had it swept as abandoned.
+      dir_fd_ = detail::Fd(::openat(tmp_fd_.get(), id_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!dir_fd_ && errno != ENOENT) detail::throw_errno("cannot open", shown(id_));
+      if (dir_fd_ && ::flock(dir_fd_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", shown(id_));
       struct stat held {}, named {};
-      if (::fstat(lock_.get(), &held) == 0 &&
-          ::fstatat(tmp_fd_.get(), lock_name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+      if (dir_fd_ && ::fstat(dir_fd_.get(), &held) == 0 &&
+          ::fstatat(tmp_fd_.get(), id_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
           held.st_ino == named.st_ino && held.st_dev == named.st_dev)
         break;
-      if (attempt == 3) throw IoError("cannot hold a staging lock in " + (root_ / "tmp").string());
+      // Only a gc run with no grace period, sweeping in a loop, gets here often.
+      if (attempt == 99) throw IoError("cannot hold a staging directory in " + (root_ / "tmp").string());
     }
-    if (::mkdirat(tmp_fd_.get(), id_.c_str(), 0755) != 0) {
-      int err = errno;
-      ::unlinkat(tmp_fd_.get(), lock_name_.c_str(), 0);
-      detail::throw_errno("cannot create staging directory", shown(id_), err);
-    }
-    dir_fd_ = detail::open_dir_at(tmp_fd_.get(), id_, shown(id_));
   }
 
   ~LocalStaging() override {
@@ -155,7 +153,6 @@ class LocalStaging : public Staging {
         // gc sweeps what is left once this writer's lock is released
       }
     }
-    ::unlinkat(tmp_fd_.get(), lock_name_.c_str(), 0);
   }
 
   // Safe to call from several threads at once for different paths.
@@ -273,8 +270,8 @@ class LocalStaging : public Staging {
   int root_fd_;
   fs::path root_;
   bool durable_;
-  detail::Fd tmp_fd_, dir_fd_, lock_;
-  std::string id_, lock_name_;
+  detail::Fd tmp_fd_, dir_fd_;  // dir_fd_ holds the staging lock
+  std::string id_;
   std::mutex mutex_;
   std::set<std::string> subdirs_;
   bool published_ = false;
@@ -567,7 +564,14 @@ class LocalBackend : public StorageBackend {
         if (it != entries.end()) drop(*it);
         if (!dry_run) ::unlinkat(tmp.get(), e.name.c_str(), 0);
       } else if (e.is_dir()) {
-        if (!present.count(e.name + ".lock") && old_enough(e)) drop(e);
+        if (present.count(e.name + ".lock")) continue;  // an older writer's lock file decides
+        detail::Fd fd = detail::open_at(tmp.get(), e.name, O_RDONLY | O_DIRECTORY);
+        if (!fd) continue;
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || !old_enough(e)) {
+          if (e.name.starts_with("stage-")) ++sweep.in_use;
+          continue;
+        }
+        drop(e);
       } else if (old_enough(e)) {
         if (!dry_run) ::unlinkat(tmp.get(), e.name.c_str(), 0);  // a link is removed, never followed
       }

@@ -37,6 +37,7 @@ Child spawn_writer(const std::vector<std::string>& args, const fs::path& output,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);  // its errors land beside its output
   Child c;
   c.output = output;
   std::vector<std::string> env_strings(extra_env);
@@ -220,7 +221,9 @@ TEST_CASE("gc running beside writer processes loses no named artifact", "[proces
   }
   CHECK(collections > 1);
   for (int w = 0; w < writers; ++w) {
-    std::istringstream lines(test::read_text(dir / ("w" + std::to_string(w) + ".out")));
+    const std::string out = test::read_text(dir / ("w" + std::to_string(w) + ".out"));
+    INFO("writer " << w << " printed:\n" << out);
+    std::istringstream lines(out);
     std::uint64_t version;
     std::string digest;
     int count = 0;
@@ -275,7 +278,9 @@ TEST_CASE("gc beside processes saving composites never collects a child of a nam
     CHECK(collections > 1);
     int saved = 0, refused = 0;
     for (int w = 0; w < writers; ++w) {
-      std::istringstream lines(test::read_text(dir / ("w" + std::to_string(w) + ".out")));
+      const std::string out = test::read_text(dir / ("w" + std::to_string(w) + ".out"));
+      INFO("writer " << w << " printed:\n" << out);
+      std::istringstream lines(out);
       std::string first;
       while (lines >> first) {
         if (first == "collected") {

@@ -287,6 +287,29 @@ TEST_CASE("gc sweeps abandoned staging but not a live writer's", "[store][gc]") 
   CHECK(fs::exists(dir / "tmp/stage-3-fresh"));
 }
 
+TEST_CASE("gc leaves a staging directory its writer holds locked and sweeps an unheld one", "[store][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // Staging areas lock their own directory: a held one stays however old,
+  // an unheld one goes once past the grace period.
+  fs::create_directories(dir / "tmp/stage-4-live/sub");
+  int dir_fd = ::open((dir / "tmp/stage-4-live").c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(::flock(dir_fd, LOCK_EX) == 0);
+  fs::create_directories(dir / "tmp/stage-5-dead/sub");
+  test::write_text(dir / "tmp/stage-5-dead/sub/x.bin", std::string(1000, 'x'));
+  auto report = store.gc(false, std::chrono::seconds(0));
+  CHECK(report.staging.removed == 1);
+  CHECK(report.staging.in_use == 1);
+  CHECK(fs::exists(dir / "tmp/stage-4-live/sub"));
+  CHECK_FALSE(fs::exists(dir / "tmp/stage-5-dead"));
+  ::close(dir_fd);
+  CHECK(store.gc(false, std::chrono::seconds(0)).staging.removed == 1);
+  CHECK_FALSE(fs::exists(dir / "tmp/stage-4-live"));
+  // A real save leaves no lock file behind in tmp/.
+  store.save(test::random_tensor(DType::float32, {16}, 1), {.name = "x"});
+  for (const auto& e : fs::directory_iterator(dir / "tmp")) CHECK_FALSE(e.path().extension() == ".lock");
+}
+
 TEST_CASE("Threads saving under one name get distinct versions", "[store][concurrency]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
