@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <pthread.h>
 #include <string>
@@ -33,6 +35,51 @@ std::size_t configured_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// One parallel_for: its indices, taken one at a time by whichever threads
+// run work(). `parent` is the loop whose index was running on the thread that
+// started this one (null at top level): the loops a thread may help with
+// while it waits for its own are those started, directly or not, by it.
+struct Loop : std::enable_shared_from_this<Loop> {
+  std::size_t count = 0;
+  const std::function<void(std::size_t)>* body = nullptr;
+  std::shared_ptr<Loop> parent;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::size_t finished = 0;
+  std::exception_ptr error;
+
+  static inline thread_local Loop* running = nullptr;  // the loop whose index this thread runs
+
+  bool exhausted() const { return next.load(std::memory_order_relaxed) >= count; }
+  bool descends_from(const Loop* ancestor) const {
+    for (const Loop* p = parent.get(); p; p = p->parent.get())
+      if (p == ancestor) return true;
+    return false;
+  }
+
+  void work() {
+    Loop* outer = std::exchange(running, this);
+    for (;;) {
+      std::size_t i = next.fetch_add(1);
+      if (i >= count) break;
+      if (!failed.load(std::memory_order_relaxed)) {
+        try {
+          (*body)(i);
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!error) error = std::current_exception();
+          failed = true;
+        }
+      }
+      std::lock_guard lock(mutex);
+      if (++finished == count) cv.notify_all();
+    }
+    running = outer;
+  }
+};
+
 // Helpers only ever pick up work the caller is also pulling from, so a full
 // pool (or an empty one) slows a loop down but never blocks it.
 class Pool {
@@ -55,12 +102,37 @@ class Pool {
 
   std::size_t helpers() const { return workers_.size(); }
 
-  void submit(std::function<void()> job) {
+  void submit(std::shared_ptr<Loop> loop) {
     {
       std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(job));
+      jobs_.push_back(std::move(loop));
     }
     cv_.notify_one();
+  }
+
+  /// Runs, on the calling thread, a queued helper of a loop started beneath
+  /// `waiting`; false when there is none. Helping only with descendants adds
+  /// no wait the caller did not already have: `waiting` cannot finish before
+  /// they do, whoever runs them.
+  bool help(const Loop* waiting) {
+    std::shared_ptr<Loop> job;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = jobs_.begin(); it != jobs_.end();) {
+        if ((*it)->exhausted()) {  // nothing left to take: running it is a no-op
+          it = jobs_.erase(it);
+        } else if ((*it)->descends_from(waiting)) {
+          job = std::move(*it);
+          jobs_.erase(it);
+          break;
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (!job) return false;
+    job->work();
+    return true;
   }
 
  private:
@@ -86,14 +158,14 @@ class Pool {
 
   void run() {
     for (;;) {
-      std::function<void()> job;
+      std::shared_ptr<Loop> job;
       {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return !jobs_.empty(); });
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      job();
+      job->work();
     }
   }
 
@@ -115,37 +187,8 @@ class Pool {
   Pool* older_ = nullptr;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  std::deque<std::shared_ptr<Loop>> jobs_;
   std::vector<std::thread> workers_;
-};
-
-struct Loop {
-  std::size_t count = 0;
-  const std::function<void(std::size_t)>* body = nullptr;
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::size_t finished = 0;
-  std::exception_ptr error;
-
-  void work() {
-    for (;;) {
-      std::size_t i = next.fetch_add(1);
-      if (i >= count) return;
-      if (!failed.load(std::memory_order_relaxed)) {
-        try {
-          (*body)(i);
-        } catch (...) {
-          std::lock_guard lock(mutex);
-          if (!error) error = std::current_exception();
-          failed = true;
-        }
-      }
-      std::lock_guard lock(mutex);
-      if (++finished == count) cv.notify_all();
-    }
-  }
 };
 
 }  // namespace
@@ -161,13 +204,24 @@ void parallel_for(std::size_t count, const std::function<void(std::size_t)>& bod
   auto loop = std::make_shared<Loop>();
   loop->count = count;
   loop->body = &body;
+  if (Loop::running) loop->parent = Loop::running->shared_from_this();
   Pool& pool = Pool::instance();
-  for (std::size_t t = 1; t < threads; ++t) pool.submit([loop] { loop->work(); });
+  for (std::size_t t = 1; t < threads; ++t) pool.submit(loop);
   loop->work();
+  // Until the other threads finish their indices, help with loops started
+  // beneath this one: with loops nested (children saved side by side, each
+  // hashing its pieces side by side) their helpers would otherwise wait for a
+  // worker while this thread sits idle.
   std::exception_ptr error;
   {
     std::unique_lock lock(loop->mutex);
-    loop->cv.wait(lock, [&] { return loop->finished == count; });
+    while (loop->finished != count) {
+      lock.unlock();
+      const bool helped = pool.help(loop.get());
+      lock.lock();
+      // A helper queued after this look is seen at the next one.
+      if (!helped && loop->finished != count) loop->cv.wait_for(lock, std::chrono::microseconds(100));
+    }
     // Taken out of the loop, so the exception's last reference is dropped by
     // the thread that handles it, never by a worker releasing the loop.
     error = std::exchange(loop->error, nullptr);

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace amphora;
 
@@ -119,6 +121,46 @@ TEST_CASE("parallel_for runs every index once and propagates the first error", "
                                    if (i == 37) throw InvalidArgument("index 37 failed");
                                  }),
                     "index 37 failed");
+}
+
+TEST_CASE("A thread waiting for its loop helps with the loops nested beneath it", "[parallel]") {
+  const std::size_t threads = parallel_threads();
+  if (threads < 2) {
+    WARN("one thread: there is nobody to help");
+    return;
+  }
+  // One worker runs a nested loop; every other worker is held inside the
+  // outer loop until the nested one is done, and the calling thread's own
+  // index returns at once. Only the caller, waiting for the outer loop, is
+  // free to take the nested loop's indices, and it must.
+  const auto caller = std::this_thread::get_id();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto wait_for = [&](const std::atomic<bool>& flag) {
+    while (!flag.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return flag.load();
+  };
+  std::atomic<bool> nested_started{false}, nested_done{false}, runner_taken{false};
+  std::atomic<int> by_caller{0}, nested_total{0};
+  parallel_for(threads, [&](std::size_t) {
+    if (std::this_thread::get_id() == caller) {
+      wait_for(nested_started);
+      return;
+    }
+    if (runner_taken.exchange(true)) {
+      wait_for(nested_done);
+      return;
+    }
+    nested_started = true;
+    parallel_for(64, [&](std::size_t) {
+      if (std::this_thread::get_id() == caller) by_caller++;
+      nested_total++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    nested_done = true;
+  });
+  CHECK(nested_total.load() == 64);
+  CHECK(by_caller.load() > 0);
 }
 
 TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are cut", "[digest][pieces]") {
