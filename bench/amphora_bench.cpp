@@ -384,6 +384,7 @@ int main(int argc, char** argv) {
   std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s%s\n\n",
               static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str(),
               o.quick ? " (quick: small counts)" : "");
+  warn_if_recent_cleanup();
   // Figures are only as good as the machine is quiet: say how busy it was.
   auto loadavg = [] {
     std::ifstream in("/proc/loadavg");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 
 namespace amphora_bench {
@@ -95,7 +96,21 @@ void retire(const fs::path& path) {
 }
 
 void remove_retired() {
-  if (!retired_dir.empty()) fs::remove_all(retired_dir);
+  if (retired_dir.empty()) return;
+  fs::remove_all(retired_dir);
+  // Stamped so that the next run can say how recent the deletion was.
+  std::ofstream(retired_dir.parent_path() / "last-cleanup") << "";
+}
+
+void warn_if_recent_cleanup() {
+  std::error_code ec;
+  auto stamp = fs::last_write_time(retired_dir.parent_path() / "last-cleanup", ec);
+  if (ec) return;
+  auto age = std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() - stamp).count();
+  if (age < 360)
+    std::printf("note: the previous run deleted its scratch files %lld s ago; on an ext4 without a journal file\n"
+                "creation stays slower for up to 6 minutes after that, so save figures may read low\n\n",
+                static_cast<long long>(age));
 }
 
 std::vector<nlohmann::json> run_peer(const std::string& script, const std::vector<std::string>& args) {

@@ -72,6 +72,9 @@ void retire(const fs::path& path);
 /// Deletes everything retired so far; the bench calls it once, at the end.
 void remove_retired();
 
+/// Prints a note when the previous run's remove_retired() was minutes ago.
+void warn_if_recent_cleanup();
+
 inline amphora::Store fresh_store(const fs::path& dir) {
   retire(dir);
   return amphora::Store::open(dir, {.create = true});
