@@ -9,6 +9,7 @@
 // Each input is saved as an artifact in a scratch store (so the manifest and
 // its hashes are right) and then loaded.
 
+#include <amphora/npy_format.hpp>
 #include <amphora/amphora.hpp>
 #include <amphora/records.hpp>
 
