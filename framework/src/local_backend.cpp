@@ -473,16 +473,13 @@ class LocalBackend : public StorageBackend {
   }
 
   std::vector<std::string> list_names() override {
-    std::vector<std::string> out;
     detail::Fd names = dir("names");
-    for (const auto& e : detail::list_dir_at(names.get(), root_ / "names")) out.push_back(e.name);
-    return out;
+    return detail::list_names_at(names.get(), root_ / "names");
   }
 
   static std::vector<std::uint64_t> versions_in(int name_dir, const fs::path& shown) {
     std::vector<std::uint64_t> out;
-    for (const auto& e : detail::list_dir_at(name_dir, shown)) {
-      const auto& file = e.name;
+    for (const auto& file : detail::list_names_at(name_dir, shown)) {
       if (file.size() < 6 || !file.ends_with(".json") || file[0] == '0') continue;
       std::uint64_t v = 0;
       auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);

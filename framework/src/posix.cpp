@@ -113,7 +113,7 @@ void require_regular(int fd, const std::filesystem::path& shown) {
   if (!S_ISREG(st.st_mode)) throw CorruptData(shown.string() + " is " + describe_file_type(st.st_mode) + ", not a regular file");
 }
 
-std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown) {
+std::vector<std::string> list_names_at(int dirfd, const std::filesystem::path& shown) {
   // fdopendir takes ownership of its descriptor: give it a duplicate.
   int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) throw_errno("cannot list", shown);
@@ -125,7 +125,7 @@ std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown)
   }
   std::unique_ptr<DIR, int (*)(DIR*)> owner(dir, &::closedir);
   ::rewinddir(dir);
-  std::vector<DirEntry> out;
+  std::vector<std::string> out;
   for (;;) {
     errno = 0;
     dirent* e = ::readdir(dir);
@@ -134,15 +134,22 @@ std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown)
       break;
     }
     std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat st {};
-    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;  // removed meanwhile
-      throw_errno("cannot stat", shown / e->d_name);
-    }
-    out.push_back({std::string(name), st.st_mode, st.st_mtim, static_cast<std::uint64_t>(st.st_size)});
+    if (name != "." && name != "..") out.emplace_back(name);
   }
-  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown) {
+  std::vector<DirEntry> out;
+  for (auto& name : list_names_at(dirfd, shown)) {
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      throw_errno("cannot stat", shown / name);
+    }
+    out.push_back({std::move(name), st.st_mode, st.st_mtim, static_cast<std::uint64_t>(st.st_size)});
+  }
   return out;
 }
 
