@@ -74,9 +74,10 @@ Sha256Value hash_one(const PartList& data, std::uint64_t begin, std::uint64_t en
   std::vector<ConstBytes> run;
   // Slice by slice, so the sink gets each range while it is still in cache.
   for (std::uint64_t slice = begin; slice < end; slice += kSlice) {
-    const std::uint64_t slice_end = std::min(end, slice + kSlice);
-    data.for_each(slice, slice_end, [&](std::uint64_t, ConstBytes b) { hash.update(b); });
-    feed(data, slice, slice_end, sink, run);
+    run.clear();
+    data.runs(slice, std::min(end, slice + kSlice), run);
+    for (ConstBytes b : run) hash.update(b);
+    if (sink) sink(slice, run);
   }
   return hash.finish();
 }
