@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -39,15 +38,18 @@ std::size_t configured_threads() {
 // run work(). `parent` is the loop whose index was running on the thread that
 // started this one (null at top level): the loops a thread may help with
 // while it waits for its own are those started, directly or not, by it.
+class Pool;
+
 struct Loop : std::enable_shared_from_this<Loop> {
+  Pool* pool = nullptr;  // told when the last index finishes, to wake the waiting caller
   std::size_t count = 0;
   const std::function<void(std::size_t)>* body = nullptr;
   std::shared_ptr<Loop> parent;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;
-  std::condition_variable cv;
   std::size_t finished = 0;
+  std::atomic<bool> done{false};  // finished == count, readable without `mutex`
   std::exception_ptr error;
 
   static inline thread_local Loop* running = nullptr;  // the loop whose index this thread runs
@@ -73,11 +75,18 @@ struct Loop : std::enable_shared_from_this<Loop> {
           failed = true;
         }
       }
-      std::lock_guard lock(mutex);
-      if (++finished == count) cv.notify_all();
+      bool last;
+      {
+        std::lock_guard lock(mutex);
+        last = ++finished == count;
+        if (last) done = true;
+      }
+      if (last) finished_all();
     }
     running = outer;
   }
+
+  void finished_all();
 };
 
 // Helpers only ever pick up work the caller is also pulling from, so a full
@@ -108,20 +117,22 @@ class Pool {
       jobs_.push_back(std::move(loop));
     }
     cv_.notify_one();
+    waiting_.notify_all();
   }
 
-  /// Runs, on the calling thread, a queued helper of a loop started beneath
-  /// `waiting`; false when there is none. Helping only with descendants adds
-  /// no wait the caller did not already have: `waiting` cannot finish before
-  /// they do, whoever runs them.
-  bool help(const Loop* waiting) {
-    std::shared_ptr<Loop> job;
-    {
-      std::lock_guard lock(mutex_);
+  /// Returns once every index of `loop` has finished. Meanwhile the calling
+  /// thread runs queued helpers of loops started beneath `loop`, and sleeps
+  /// when there are none. Helping only with descendants adds no wait the
+  /// caller did not already have: `loop` cannot finish before they do,
+  /// whoever runs them.
+  void wait_helping(const Loop& loop) {
+    std::unique_lock lock(mutex_);
+    while (!loop.done) {
+      std::shared_ptr<Loop> job;
       for (auto it = jobs_.begin(); it != jobs_.end();) {
         if ((*it)->exhausted()) {  // nothing left to take: running it is a no-op
           it = jobs_.erase(it);
-        } else if ((*it)->descends_from(waiting)) {
+        } else if ((*it)->descends_from(&loop)) {
           job = std::move(*it);
           jobs_.erase(it);
           break;
@@ -129,10 +140,20 @@ class Pool {
           ++it;
         }
       }
+      if (job) {
+        lock.unlock();
+        job->work();
+        lock.lock();
+      } else {
+        waiting_.wait(lock);
+      }
     }
-    if (!job) return false;
-    job->work();
-    return true;
+  }
+
+  /// Wakes the callers waiting in wait_helping (one of them owns `loop`).
+  void loop_done() {
+    { std::lock_guard lock(mutex_); }  // a waiter is either before its check or asleep
+    waiting_.notify_all();
   }
 
  private:
@@ -186,10 +207,13 @@ class Pool {
 
   Pool* older_ = nullptr;
   std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // workers: a job was queued
+  std::condition_variable waiting_;  // callers: a job was queued, or a loop finished
   std::deque<std::shared_ptr<Loop>> jobs_;
   std::vector<std::thread> workers_;
 };
+
+void Loop::finished_all() { pool->loop_done(); }
 
 }  // namespace
 
@@ -201,27 +225,21 @@ void parallel_for(std::size_t count, const std::function<void(std::size_t)>& bod
     for (std::size_t i = 0; i < count; ++i) body(i);
     return;
   }
+  Pool& pool = Pool::instance();
   auto loop = std::make_shared<Loop>();
+  loop->pool = &pool;
   loop->count = count;
   loop->body = &body;
   if (Loop::running) loop->parent = Loop::running->shared_from_this();
-  Pool& pool = Pool::instance();
   for (std::size_t t = 1; t < threads; ++t) pool.submit(loop);
   loop->work();
-  // Until the other threads finish their indices, help with loops started
-  // beneath this one: with loops nested (children saved side by side, each
-  // hashing its pieces side by side) their helpers would otherwise wait for a
-  // worker while this thread sits idle.
+  // With loops nested (children saved side by side, each hashing its pieces
+  // side by side) the inner loops' helpers would otherwise wait for a worker
+  // while this thread sits idle.
+  pool.wait_helping(*loop);
   std::exception_ptr error;
   {
-    std::unique_lock lock(loop->mutex);
-    while (loop->finished != count) {
-      lock.unlock();
-      const bool helped = pool.help(loop.get());
-      lock.lock();
-      // A helper queued after this look is seen at the next one.
-      if (!helped && loop->finished != count) loop->cv.wait_for(lock, std::chrono::microseconds(100));
-    }
+    std::lock_guard lock(loop->mutex);
     // Taken out of the loop, so the exception's last reference is dropped by
     // the thread that handles it, never by a worker releasing the loop.
     error = std::exchange(loop->error, nullptr);
