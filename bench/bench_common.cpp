@@ -82,12 +82,14 @@ fs::path retired_dir;
 void set_scratch_dir(const fs::path& dir) { retired_dir = dir / "retired"; }
 
 void retire(const fs::path& path) {
+  // Links are moved aside, never followed: only the bench's own files are truncated.
   std::error_code ec;
-  if (!fs::exists(fs::symlink_status(path, ec))) return;
-  if (fs::is_directory(path)) {
+  const auto status = fs::symlink_status(path, ec);
+  if (!fs::exists(status)) return;
+  if (fs::is_directory(status)) {
     for (const auto& e : fs::recursive_directory_iterator(path))
-      if (e.is_regular_file()) fs::resize_file(e.path(), 0);
-  } else if (fs::is_regular_file(path)) {
+      if (fs::is_regular_file(e.symlink_status())) fs::resize_file(e.path(), 0);
+  } else if (fs::is_regular_file(status)) {
     fs::resize_file(path, 0);
   }
   static std::uint64_t count = 0;

@@ -17,11 +17,13 @@ def retire(path, workdir):
     does nothing if `path` does not exist."""
     if not os.path.lexists(path):
         return
-    if os.path.isdir(path):
+    # Links are moved aside, never followed: only the peer's own files are truncated.
+    if os.path.isdir(path) and not os.path.islink(path):
         for root, _, files in os.walk(path):
             for name in files:
-                os.truncate(os.path.join(root, name), 0)
-    else:
+                if not os.path.islink(os.path.join(root, name)):
+                    os.truncate(os.path.join(root, name), 0)
+    elif os.path.isfile(path) and not os.path.islink(path):
         os.truncate(path, 0)
     parked = os.path.join(workdir, "retired")
     os.makedirs(parked, exist_ok=True)
