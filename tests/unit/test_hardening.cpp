@@ -113,6 +113,19 @@ TEST_CASE("gc never deletes through a symbolic link", "[hardening][symlink]") {
     CHECK_THROWS_WITH(Store::open(dir / "store"), Catch::Contains("'tmp' is a symbolic link"));
     CHECK_THROWS_AS(Store::open(dir / "store"), CorruptData);
   }
+  SECTION("tmp/ entries named like staging areas that are links or FIFOs") {
+    Store store = test::make_store(dir / "store");
+    // gc locks a staging directory before sweeping it: it must never open
+    // (and so never lock, follow or block on) what only looks like one.
+    fs::create_directory_symlink(dir / "outside", dir / "store/tmp/stage-1-link");
+    fs::create_symlink(dir / "outside/old.txt", dir / "store/tmp/stage-2-link.lock");
+    REQUIRE(::mkfifo((dir / "store/tmp/stage-3-fifo").c_str(), 0644) == 0);
+    auto report = store.gc(false, std::chrono::seconds(0));
+    CHECK(report.staging.in_use == 0);
+    CHECK(fs::is_empty(dir / "store/tmp"));
+    CHECK(test::read_text(dir / "outside/old.txt") == "precious");
+    CHECK(test::read_text(dir / "outside/deep/older.txt") == "precious too");
+  }
   SECTION("an objects/sha256/XX fan directory replaced by a link") {
     Store store = test::make_store(dir / "store");
     auto victim = dir / "outside" / ("ab" + std::string(62, '0'));
