@@ -88,23 +88,27 @@ class Parser {
     show->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     show->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
 
-    auto* import = add("import", "Store a file (.npy) as the next version of NAME.", amphora::cli::cmd_import,
-                       "The file's extension picks the materializer (.npy: tensor). Progress is shown\n"
-                       "on a terminal. After --, every argument is a file name, even one starting with -.\n\n"
+    auto* import = add("import", "Store a file (.npy, .npz, .json, .txt) as the next version of NAME.",
+                       amphora::cli::cmd_import,
+                       "The file's extension picks the materializer: .npy a tensor, .npz (written by\n"
+                       "scipy.sparse.save_npz) a sparse matrix, .json a JSON document, .txt a string.\n"
+                       "Progress is shown on a terminal. After --, every argument is a file name, even\n"
+                       "one starting with -.\n\n"
                        "Examples:\n"
                        "  amphora import emb.npy --name emb\n"
                        "  amphora import counts.npy --name counts --compress lz4\n"
+                       "  amphora import graph.npz --name graph\n"
                        "  amphora import --name odd -- -odd.npy");
     import->add_option("FILE", args_.file, "the file to import")->required()->type_name("");
     import->add_option("--name", args_.name, "the name to record it under, as its next version")
         ->required()
         ->type_name("NAME");
     import->add_option("--compress", args_.compress,
-                       "LZ4 chunks: none, lz4, or auto (default: LZ4 only where it saves over 10%)")
+                       "tensors' LZ4 chunks: none, lz4, or auto (default: LZ4 only where it saves over 10%)")
         ->check(CLI::IsMember({"none", "lz4", "auto"}))
         ->type_name("MODE");
 
-    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .json, .txt) or directory.",
+    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .npz, .json, .txt) or directory.",
                     amphora::cli::cmd_export,
                     "The file is written atomically (a temporary file renamed into place). An\n"
                     "existing regular file is replaced; a symbolic link only with --force; a FIFO,\n"
@@ -115,6 +119,7 @@ class Parser {
                     "Examples:\n"
                     "  amphora export emb emb.npy\n"
                     "  amphora export emb@1 old.npy --force\n"
+                    "  amphora export graph graph.npz\n"
                     "  amphora export model model-dir");
     exp->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     exp->add_option("FILE", args_.file, "the file to write")->required()->type_name("");

@@ -1,12 +1,13 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame}/*
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz}/*
 
 #include "lz4_frames.hpp"
 
 #include <amphora/manifest.hpp>
 #include <amphora/npy.hpp>
+#include <amphora/sparse.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -129,6 +130,17 @@ void payload_seeds(const fs::path& dir) {
   put(dir, "map-keys", std::string(1, '\3') + offsets({0, 1, 2}));
 }
 
+// .npz archives of small matrices in each layout, as `amphora export` writes them.
+void npz_seeds(const fs::path& dir) {
+  using amphora::Tensor;
+  auto i32 = [](std::vector<std::int32_t> v) { return Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(v.size())}, v); };
+  Tensor data = Tensor::from_values<double>({3}, std::vector<double>{1.5, -2, 3});
+  fs::create_directories(dir);
+  amphora::write_npz(amphora::SparseMatrix::csr(2, 3, data, i32({0, 2, 1}), i32({0, 2, 3})), dir / "csr.npz");
+  amphora::write_npz(amphora::SparseMatrix::csc(3, 2, data, i32({0, 2, 1}), i32({0, 2, 3})), dir / "csc.npz");
+  amphora::write_npz(amphora::SparseMatrix::coo(4, 4, data, i32({0, 3, 1}), i32({2, 2, 0})), dir / "coo.npz");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,5 +153,6 @@ int main(int argc, char** argv) {
   manifest_seeds(out / "manifest");
   lz4_seeds(out / "lz4_frame");
   payload_seeds(out / "payloads");
+  npz_seeds(out / "npz");
   return 0;
 }

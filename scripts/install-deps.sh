@@ -6,7 +6,7 @@ set -euo pipefail
 # standardised successor), so no Boost; yaml-cpp arrives with pipelines.
 packages=(
   build-essential cmake pkg-config
-  nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev catch2
+  nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev catch2
   python3-numpy python3-scipy python3-pandas lz4
 )
 

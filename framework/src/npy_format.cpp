@@ -261,7 +261,11 @@ NpyHeader parse_npy_header(ConstBytes file, std::string_view where) {
 }
 
 std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, std::size_t alignment) {
-  std::string dict = "{'descr': '" + std::string(descr_of(dtype)) + "', 'fortran_order': False, 'shape': (";
+  return make_npy_header(descr_of(dtype), shape, alignment);
+}
+
+std::string make_npy_header(std::string_view descr, std::span<const std::int64_t> shape, std::size_t alignment) {
+  std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t k = 0; k < shape.size(); ++k) {
     if (k) dict += ", ";
     dict += std::to_string(shape[k]);

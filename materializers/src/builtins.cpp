@@ -2,6 +2,7 @@
 #include <amphora/everyday.hpp>
 #include <amphora/npy.hpp>
 #include <amphora/records.hpp>
+#include <amphora/sparse.hpp>
 #include <amphora/tensor.hpp>
 
 
@@ -55,6 +56,11 @@ void register_builtins(Registry& registry) {
       // truncating the file meanwhile cannot change what is stored.
       [](const std::filesystem::path& file) { return read_npy(file); },
       [](const Tensor& tensor, const std::filesystem::path& file) { write_npy(tensor, file); });
+  registry.add<SparseMatrix>("built-in");
+  registry.add_file_format<SparseMatrix>(
+      ".npz", "scipy.sparse matrix (scipy.sparse.save_npz)",
+      [](const std::filesystem::path& file) { return read_npz(file); },
+      [](const SparseMatrix& matrix, const std::filesystem::path& file) { write_npz(matrix, file); });
   registry.add<std::string>("built-in");
   registry.add_file_format<std::string>(
       ".txt", "text (any bytes)", [](const std::filesystem::path& file) { return read_whole_file(file); },

@@ -12,6 +12,16 @@ CLI = os.environ.get("AMPHORA_CLI", "")  # set by parse_args from --cli PATH
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def le_c_bytes(a):
     """The bytes a C-ordered little-endian copy of numpy array `a` holds (bit-exact, no value conversion)."""
     import numpy as np

@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 
 from cli_support import le_c_bytes
+from cli_support import read_bytes as read, write_bytes as write
 
 CLI = os.environ.get("AMPHORA_CLI", "")
 # The test helper that writes the composite worked example (tests/helpers/writer.cpp).
@@ -153,16 +154,6 @@ def run_cli(*args, check=None):
         raise AssertionError(f"amphora {' '.join(map(str, args))}: exit {proc.returncode}, expected {check}\n"
                              f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
     return proc
-
-
-def read(path):
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
-def write(path, data):
-    with open(path, "wb") as fh:
-        fh.write(data)
 
 
 def append(path, data):

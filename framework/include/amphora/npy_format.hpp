@@ -39,5 +39,8 @@ std::string_view descr_of(DType dtype);
 /// A version 1.0 header for a C-ordered little-endian array, padded with
 /// spaces so the data starts at a multiple of `alignment` bytes.
 std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, std::size_t alignment = 4096);
+/// The same for any NumPy `descr` (say "|S3", a byte string of 3), written
+/// as given: the caller vouches that it is a descr NumPy knows.
+std::string make_npy_header(std::string_view descr, std::span<const std::int64_t> shape, std::size_t alignment = 4096);
 
 }  // namespace amphora

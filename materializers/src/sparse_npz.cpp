@@ -1,0 +1,245 @@
+// Sparse matrices to and from the .npz archives of scipy.sparse.save_npz.
+// The archive is read and written by libzip (zip64, deflate, CRC checks);
+// the members are .npy files handled by the npy codec.
+
+#include <amphora/npy.hpp>
+#include <amphora/sparse.hpp>
+
+#include <zip.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace amphora {
+
+namespace {
+
+// Deflate cannot shrink data by more than about 1032:1; a member claiming
+// more is a zip bomb or a lie, refused before anything is allocated.
+constexpr std::uint64_t kMaxDeflateRatio = 1100;
+
+struct ZipCloser {
+  void operator()(zip_t* z) const { zip_discard(z); }
+};
+using ZipArchive = std::unique_ptr<zip_t, ZipCloser>;
+
+struct ZipFileCloser {
+  void operator()(zip_file_t* f) const { zip_fclose(f); }
+};
+
+std::string open_error(int code) {
+  zip_error_t error;
+  zip_error_init_with_code(&error, code);
+  std::string text = zip_error_strerror(&error);
+  zip_error_fini(&error);
+  return text;
+}
+
+// Reads member `index` whole into memory, refusing what its sizes cannot
+// honestly hold.
+std::shared_ptr<Buffer> read_member(zip_t* zip, zip_uint64_t index, const std::string& where) {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(zip, index, 0, &st) != 0) throw CorruptData(where + ": " + zip_strerror(zip));
+  if (!(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_SIZE))
+    throw CorruptData(where + ": the archive does not give the member's sizes");
+  if (st.comp_method != ZIP_CM_STORE && st.size > (st.comp_size + 1) * kMaxDeflateRatio)
+    throw CorruptData(where + ": " + std::to_string(st.size) + " bytes claimed from " + std::to_string(st.comp_size) +
+                      " compressed, more than deflate can produce (a zip bomb?)");
+  if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)
+    throw CorruptData(where + ": a stored member of " + std::to_string(st.comp_size) + " bytes claims " +
+                      std::to_string(st.size));
+  std::unique_ptr<zip_file_t, ZipFileCloser> file(zip_fopen_index(zip, index, 0));
+  if (!file) throw CorruptData(where + ": " + zip_strerror(zip));
+  auto buffer = Buffer::allocate(static_cast<std::size_t>(st.size));
+  std::uint64_t got = 0;
+  while (got < st.size) {
+    zip_int64_t n = zip_fread(file.get(), buffer->mutable_data() + got, st.size - got);
+    if (n < 0) throw CorruptData(where + ": " + zip_file_strerror(file.get()));
+    if (n == 0) break;
+    got += static_cast<std::uint64_t>(n);
+  }
+  if (got != st.size)
+    throw CorruptData(where + ": the member ends after " + std::to_string(got) + " of its " + std::to_string(st.size) +
+                      " bytes");
+  // Reading past the end makes libzip check the CRC of the whole member.
+  char probe;
+  if (zip_fread(file.get(), &probe, 1) != 0) throw CorruptData(where + ": " + zip_file_strerror(file.get()));
+  return buffer;
+}
+
+// The text of the 0-d byte or unicode string array NumPy writes for
+// np.array(b"csr") ("|S3") or np.array("csr") ("<U3").
+std::string read_format(std::shared_ptr<const Buffer> file, const std::string& where) {
+  NpyHeader h = parse_npy_header(file->bytes(), where);
+  if (!h.shape.empty()) throw InvalidArgument(where + " is not a single string");
+  const bool bytes = h.descr.starts_with("|S") || h.descr.starts_with("S");
+  const bool unicode = h.descr.starts_with("<U") || h.descr.starts_with("U");
+  if (!bytes && !unicode) throw InvalidArgument(where + " holds '" + h.descr + "', not a string");
+  std::string text;
+  const auto* p = reinterpret_cast<const unsigned char*>(file->data()) + h.data_offset;
+  const std::size_t n = file->size() - std::min(file->size(), h.data_offset);
+  for (std::size_t k = 0; k < n; k += unicode ? 4 : 1) {
+    if (p[k] == 0) break;
+    text += static_cast<char>(p[k]);
+  }
+  return text;
+}
+
+Tensor widen_to_int64(const Tensor& t) {
+  if (t.dtype() != DType::int32) return t;
+  auto narrow = t.values<std::int32_t>();
+  std::vector<std::int64_t> wide(narrow.begin(), narrow.end());
+  return Tensor::from_values<std::int64_t>(t.shape(), wide);
+}
+
+// Reads the matrix in an open archive; `name` names it in errors.
+SparseMatrix read_archive(zip_t* archive, const std::string& name) {
+  std::map<std::string, zip_uint64_t> members;
+  const zip_int64_t count = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < count; ++i) {
+    const char* entry = zip_get_name(archive, static_cast<zip_uint64_t>(i), 0);
+    if (entry) members.emplace(entry, static_cast<zip_uint64_t>(i));
+  }
+  auto member = [&](const std::string& key) -> std::optional<std::shared_ptr<Buffer>> {
+    auto it = members.find(key + ".npy");
+    if (it == members.end()) return std::nullopt;
+    return read_member(archive, it->second, name + ": member '" + key + ".npy'");
+  };
+  auto required = [&](const std::string& key) {
+    auto bytes = member(key);
+    if (!bytes)
+      throw InvalidArgument(name + " is not a scipy.sparse .npz: it has no '" + key + ".npy' member");
+    return read_npy(std::move(*bytes), name + ": member '" + key + ".npy'");
+  };
+
+  auto format_bytes = member("format");
+  if (!format_bytes) throw InvalidArgument(name + " is not a scipy.sparse .npz: it has no 'format.npy' member");
+  const std::string format_text = read_format(std::move(*format_bytes), name + ": member 'format.npy'");
+  if (format_text == "bsr" || format_text == "dia" || format_text == "lil" || format_text == "dok")
+    throw Unsupported(name + " holds a " + format_text + " matrix; Amphora stores csr, csc and coo (convert with "
+                      ".tocsr() first)");
+  const SparseFormat format = parse_sparse_format(format_text);
+
+  Tensor shape = required("shape");
+  if (shape.ndim() != 1 || shape.num_elements() != 2)
+    throw InvalidArgument(name + ": 'shape.npy' does not hold two dimensions");
+  std::array<std::int64_t, 2> dims{};
+  for (int k = 0; k < 2; ++k) {
+    switch (shape.dtype()) {
+      case DType::int64: dims[k] = shape.values<std::int64_t>()[k]; break;
+      case DType::int32: dims[k] = shape.values<std::int32_t>()[k]; break;
+      default: throw InvalidArgument(name + ": 'shape.npy' holds " + std::string(dtype_name(shape.dtype())) +
+                                     ", not integers");
+    }
+  }
+
+  Tensor data = required("data");
+  const bool coo = format == SparseFormat::coo;
+  Tensor first = required(coo ? "row" : "indices");
+  Tensor second = required(coo ? "col" : "indptr");
+  if (first.dtype() != second.dtype()) {  // SciPy may mix int32 and int64; one dtype is stored
+    first = widen_to_int64(first);
+    second = widen_to_int64(second);
+  }
+  try {
+    switch (format) {
+      case SparseFormat::csr: return SparseMatrix::csr(dims[0], dims[1], data, first, second);
+      case SparseFormat::csc: return SparseMatrix::csc(dims[0], dims[1], data, first, second);
+      case SparseFormat::coo: return SparseMatrix::coo(dims[0], dims[1], data, first, second);
+    }
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(name + ": " + e.what());
+  }
+  throw InvalidArgument(name + ": unknown sparse format");
+}
+
+}  // namespace
+
+SparseMatrix read_npz(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::error_code ec;
+  auto status = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(status)) throw NotFound(name + ": no such file");
+  if (!std::filesystem::is_regular_file(status)) throw InvalidArgument(name + " is not a regular file");
+  int code = 0;
+  ZipArchive zip(zip_open(file.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
+  if (!zip) throw CorruptData(name + " is not a readable .npz (zip) archive: " + open_error(code));
+  return read_archive(zip.get(), name);
+}
+
+SparseMatrix read_npz(ConstBytes archive, std::string_view where) {
+  const std::string name(where);
+  zip_error_t error;
+  zip_error_init(&error);
+  zip_source_t* source = zip_source_buffer_create(archive.data(), archive.size(), 0, &error);
+  if (!source) {
+    std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw IoError(name + ": " + text);
+  }
+  ZipArchive zip(zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error));
+  if (!zip) {
+    zip_source_free(source);
+    std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw CorruptData(name + " is not a readable .npz (zip) archive: " + text);
+  }
+  zip_error_fini(&error);
+  return read_archive(zip.get(), name);
+}
+
+void write_npz(const SparseMatrix& matrix, const std::filesystem::path& file) {
+  const std::string name = file.string();
+  if (matrix.dtype() == DType::bfloat16)
+    throw Unsupported("cannot write " + name + ": NumPy has no bfloat16, so a .npz cannot hold this matrix's data");
+  int code = 0;
+  ZipArchive zip(zip_open(file.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code));
+  if (!zip) throw IoError("cannot create " + name + ": " + open_error(code));
+
+  const bool coo = matrix.format() == SparseFormat::coo;
+  const std::array<std::int64_t, 2> dims = matrix.shape();
+  const Tensor shape = Tensor::from_values<std::int64_t>({2}, std::span<const std::int64_t>(dims));
+  const std::string format_header = make_npy_header("|S3", std::span<const std::int64_t>(), 64);
+  const std::string_view format_text = to_string(matrix.format());
+
+  // Headers and fragments must live until zip_close has written them.
+  std::vector<std::string> headers;
+  headers.reserve(5);
+  std::vector<std::array<zip_buffer_fragment_t, 2>> fragments;
+  fragments.reserve(5);
+  auto add = [&](const char* member, ConstBytes header, ConstBytes body) {
+    // libzip only reads the fragments; its struct has no const member.
+    auto fragment = [](ConstBytes b) {
+      return zip_buffer_fragment_t{reinterpret_cast<zip_uint8_t*>(const_cast<std::byte*>(b.data())), b.size()};
+    };
+    fragments.push_back({fragment(header), fragment(body)});
+    zip_source_t* source = zip_source_buffer_fragment(zip.get(), fragments.back().data(), 2, 0);
+    if (!source) throw IoError("cannot write " + name + ": " + zip_strerror(zip.get()));
+    zip_int64_t index = zip_file_add(zip.get(), member, source, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(source);
+      throw IoError("cannot write " + name + ": " + zip_strerror(zip.get()));
+    }
+    // Stored, not deflated: numpy.load then reads the arrays at disk speed.
+    if (zip_set_file_compression(zip.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) != 0)
+      throw IoError("cannot write " + name + ": " + zip_strerror(zip.get()));
+  };
+  auto add_array = [&](const char* member, const Tensor& t) {
+    headers.push_back(make_npy_header(t.dtype(), t.shape(), 64));
+    add(member, std::as_bytes(std::span<const char>(headers.back())), ConstBytes(t.data(), t.nbytes()));
+  };
+  add_array("data.npy", matrix.data());
+  add_array(coo ? "row.npy" : "indices.npy", coo ? matrix.row() : matrix.indices());
+  add_array(coo ? "col.npy" : "indptr.npy", coo ? matrix.col() : matrix.indptr());
+  add_array("shape.npy", shape);
+  add("format.npy", std::as_bytes(std::span<const char>(format_header)),
+      std::as_bytes(std::span<const char>(format_text.data(), format_text.size())));
+  // libzip writes a temporary file beside `file` and renames it into place.
+  if (zip_close(zip.get()) != 0) throw IoError("cannot write " + name + ": " + zip_strerror(zip.get()));
+  (void)zip.release();
+}
+
+}  // namespace amphora
