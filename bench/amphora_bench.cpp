@@ -6,6 +6,7 @@
 //   records    100,000 detection records (a columnar record list) vs pickle
 //   tiny       per-artifact overhead: 1,000 tiny saves vs one pickle file each
 //   pass       open + full sum of a float32 tensor vs numpy.load + sum
+//   sparse     a 200,000 x 200,000 CSR matrix (10M values) vs scipy.sparse save_npz / load_npz
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
 //
@@ -41,19 +42,6 @@ using amphora::Tensor;
 using namespace amphora_bench;
 
 namespace {
-
-std::uint64_t status_kib(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key)));
-  return 0;
-}
-
-// Resets the kernel's peak-RSS mark so VmHWM covers only what follows.
-void reset_peak_rss() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
 
 Tensor make_random_f32(std::int64_t mib) {
   Tensor t = Tensor::zeros(DType::float32, {mib * 256, 1024});
@@ -340,10 +328,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -399,6 +387,7 @@ int main(int argc, char** argv) {
   if (o.runs("records")) run_records(o, verdict);
   if (o.runs("tiny")) run_tiny(o, verdict);
   if (o.runs("pass")) run_pass(o, verdict);
+  if (o.runs("sparse")) run_sparse(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().

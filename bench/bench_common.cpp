@@ -8,6 +8,16 @@
 
 namespace amphora_bench {
 
+std::uint64_t status_kib(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key)));
+  return 0;
+}
+
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 void fill_random_f32(std::span<float> v, std::uint64_t seed) {
   amphora::parallel_for(64, [&](std::size_t part) {
     Rng rng(seed * 64 + part);

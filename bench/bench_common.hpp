@@ -50,6 +50,11 @@ inline void touch_scratch() {
   asm volatile("" : : "r"(block.get()) : "memory");
 }
 
+/// A "Key: N kB" figure of /proc/self/status, in KiB (0 when absent).
+std::uint64_t status_kib(const char* key);
+/// Resets the kernel's peak-RSS mark so VmHWM covers only what follows.
+void reset_peak_rss();
+
 inline double mb_per_s(std::uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0; }
 
 inline std::string fmt(const char* f, double v) {
@@ -135,5 +140,6 @@ void run_composite(const Options& o, Verdicts& verdict);
 void run_records(const Options& o, Verdicts& verdict);
 void run_tiny(const Options& o, Verdicts& verdict);
 void run_pass(const Options& o, Verdicts& verdict);
+void run_sparse(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench
