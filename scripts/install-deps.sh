@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev catch2
-  python3-numpy python3-scipy python3-pandas lz4
+  python3-numpy python3-scipy python3-pandas python3-lz4 lz4
 )
 
 # `make fuzz` also needs clang and its libFuzzer runtime.

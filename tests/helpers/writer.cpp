@@ -7,10 +7,14 @@
 //   amphora_test_writer composites STORE NAME COUNT SEED  save COUNT composites (three tensor
 //       children, one shared by every save) under NAME; prints "VERSION DIGEST" per save, or
 //       "collected" when gc took a child before its parent was published
+//   amphora_test_writer kinds STORE       save one value of every built-in kind under the names
+//       tests/python/test_reader.py expects (the values are written out there too)
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
 #include <amphora/everyday.hpp>
+#include <amphora/records.hpp>
+#include <amphora/sparse.hpp>
 #include <amphora/tensor.hpp>
 
 #include <cstdio>
@@ -40,6 +44,98 @@ struct Triple {
 };
 
 }  // namespace
+
+namespace kinds {
+
+struct Box {
+  float x = 0, y = 0;
+  std::string label;
+};
+AMPHORA_MATERIALIZE(Box, "test.box", 1, x, y, label)
+
+struct Detection {
+  std::string path;
+  std::int32_t width = 0;
+  std::vector<float> boxes;
+  std::vector<std::string> labels;
+  std::optional<double> score;
+  nlohmann::json extra;
+  Box main;
+  std::vector<Box> regions;
+};
+AMPHORA_MATERIALIZE(Detection, "test.detection", 1, path, width, boxes, labels, score, extra, main, regions)
+
+struct Model {
+  std::string name;
+  std::int64_t epochs = 0;
+  nlohmann::json config;
+  amphora::Tensor weights;
+  std::vector<std::string> vocab;
+  std::optional<double> dropout;
+};
+AMPHORA_MATERIALIZE(Model, "test.model", 1, name, epochs, config, weights, vocab, dropout)
+
+// The values test_reader.py compares with: keep the two in step.
+void save_all(amphora::Store& store) {
+  using amphora::Tensor;
+  auto named = [&](const auto& value, const char* name, amphora::MaterializerOptions options = {}) {
+    store.save(value, {.name = name, .options = std::move(options)});
+  };
+  std::vector<float> f(12);
+  for (int i = 0; i < 12; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(i) * 0.5f;
+  named(Tensor::from_values<float>({3, 4}, f), "tensor_f32", amphora::TensorOptions{amphora::Compression::none});
+  std::vector<std::int32_t> ramp(300000);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::int32_t>(i / 100);
+  named(Tensor::from_values<std::int32_t>({3000, 100}, ramp), "tensor_lz4", amphora::TensorOptions{amphora::Compression::lz4});
+  std::vector<amphora::bfloat16> bf;
+  for (float v : {1.0f, -2.5f, 0.15625f, 3e38f}) bf.push_back(amphora::bfloat16::from_float(v));
+  named(Tensor::from_values<amphora::bfloat16>({4}, bf), "tensor_bf16");
+  named(Tensor::from_values<bool>({3}, std::vector<bool>{true, false, true}), "tensor_bool");
+  named(Tensor::zeros(amphora::DType::complex64, {0, 2}), "tensor_empty");
+
+  auto i32 = [](std::vector<std::int32_t> v) { return Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(v.size())}, v); };
+  auto i64 = [](std::vector<std::int64_t> v) { return Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(v.size())}, v); };
+  named(amphora::SparseMatrix::csr(3, 4, Tensor::from_values<double>({4}, std::vector<double>{1, 2, 3, 4}),
+                                   i32({0, 2, 1, 3}), i32({0, 2, 2, 4})), "sparse_csr");
+  named(amphora::SparseMatrix::csc(3, 4, Tensor::from_values<float>({2}, std::vector<float>{5, 6}), i64({2, 0}),
+                                   i64({0, 1, 1, 2, 2})), "sparse_csc");
+  named(amphora::SparseMatrix::coo(2, 2, Tensor::from_values<std::int16_t>({3}, std::vector<std::int16_t>{7, -8, 9}),
+                                   i32({0, 1, 1}), i32({1, 0, 1})), "sparse_coo");
+
+  named(std::string("h\xc3\xa9llo, w\xe4\xb8\x96rld"), "string_utf8");
+  named(std::string("\xff\x00" "binary", 8), "string_bytes");
+  named(nlohmann::json{{"lr", 0.001}, {"layers", {64, 32}}, {"name", "mlp"}, {"big", 9007199254740993ull}}, "json");
+  named(std::vector<std::string>{"alpha", "", "\xce\xb2\xce\xb3"}, "strings");
+  named(std::vector<std::vector<float>>{{1.5f, 2.5f}, {}, {-1.0f}}, "list");
+  named(std::map<std::string, std::int64_t>{{"a", 1}, {"b", -2}}, "map_array");
+  named(std::map<std::string, std::string>{{"k", "v"}, {"x", "yz"}}, "map_strings");
+  named(std::map<std::string, nlohmann::json>{{"j", {1, "two"}}, {"n", nullptr}}, "map_json");
+  named(std::map<std::string, Tensor>{{"w", Tensor::from_values<double>({2}, std::vector<double>{0.25, 4})}}, "map_children");
+  named(std::optional<std::string>("present"), "optional_some");
+  named(std::optional<std::string>(), "optional_none");
+  named(std::vector<Tensor>{Tensor::from_values<std::uint8_t>({2, 2}, std::vector<std::uint8_t>{1, 2, 3, 4}),
+                            Tensor::from_values<float>({3}, std::vector<float>{0.5f, 1.5f, 2.5f})}, "tensor_list");
+  named(Model{"tiny", 3, {{"act", "relu"}}, Tensor::from_values<float>({2}, std::vector<float>{0.5f, -0.5f}),
+              {"a", "b"}, std::nullopt}, "struct");
+  std::vector<Detection> records(2);
+  records[0].path = "img/0.jpg";
+  records[0].width = 640;
+  records[0].boxes = {1, 2, 3, 4};
+  records[0].labels = {"cat"};
+  records[0].score = 0.75;
+  records[0].extra = {{"iscrowd", 0}};
+  records[0].main.x = 0.5f;
+  records[0].main.y = 1.5f;
+  records[0].main.label = "head";
+  records[0].regions.resize(2);
+  records[0].regions[0].x = 1, records[0].regions[0].y = 2, records[0].regions[0].label = "l";
+  records[0].regions[1].x = 3, records[0].regions[1].y = 4, records[0].regions[1].label = "r";
+  records[1].path = "img/1.jpg";
+  records[1].width = 320;
+  named(records, "record_list");
+}
+
+}  // namespace kinds
 
 template <>
 struct amphora::materializer<Triple> {
@@ -120,7 +216,12 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    std::cerr << "usage: amphora_test_writer digest|named|many|loop|composites ...\n";
+    if (mode == "kinds" && argc == 3) {
+      auto store = open_store(argv[2]);
+      kinds::save_all(store);
+      return 0;
+    }
+    std::cerr << "usage: amphora_test_writer digest|named|many|loop|example|composites|kinds ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "amphora_test_writer: " << e.what() << "\n";

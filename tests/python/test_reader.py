@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""python/amphora_reader.py against artifacts the C++ side wrote.
+
+Run as:
+    AMPHORA_TEST_WRITER=build/bin/amphora_test_writer \
+    /usr/bin/python3 tests/python/test_reader.py --cli build/bin/amphora
+
+`amphora_test_writer kinds STORE` saves one value of every built-in kind;
+the values below are the same ones (keep the two in step). Each is loaded
+with the reader, mapped and read, with and without verification, and
+compared exactly; damaged artifacts and bad refs raise the reader's errors.
+"""
+
+import builtins
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+import scipy.sparse as sp
+
+from cli_support import EXIT_OK, StoreTestCase, parse_args, read_bytes, write_bytes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import amphora_reader as reader  # noqa: E402
+
+WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")
+
+
+def bfloat16(values):
+    """float32 values rounded to bfloat16 (nearest, ties to even) and widened back."""
+    bits = np.asarray(values, dtype="<f4").view("<u4").astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype("<u4").view("<f4")
+
+
+EXPECTED = {
+    "tensor_f32": np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(0.5),
+    "tensor_lz4": (np.arange(300000, dtype=np.int32) // 100).reshape(3000, 100),
+    "tensor_bf16": bfloat16([1.0, -2.5, 0.15625, 3e38]),
+    "tensor_bool": np.array([True, False, True]),
+    "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
+    "sparse_csr": sp.csr_matrix((np.array([1.0, 2, 3, 4]), np.array([0, 2, 1, 3], np.int32),
+                                 np.array([0, 2, 2, 4], np.int32)), shape=(3, 4)),
+    "sparse_csc": sp.csc_matrix((np.array([5, 6], np.float32), np.array([2, 0], np.int64),
+                                 np.array([0, 1, 1, 2, 2], np.int64)), shape=(3, 4)),
+    "sparse_coo": sp.coo_matrix((np.array([7, -8, 9], np.int16), (np.array([0, 1, 1], np.int32),
+                                                                   np.array([1, 0, 1], np.int32))), shape=(2, 2)),
+    "string_utf8": "h\u00e9llo, w\u4e16rld",
+    "string_bytes": b"\xff\x00binary",
+    "json": {"lr": 0.001, "layers": [64, 32], "name": "mlp", "big": 9007199254740993},
+    "strings": ["alpha", "", "\u03b2\u03b3"],
+    "list": [np.array([1.5, 2.5], np.float32), np.array([], np.float32), np.array([-1.0], np.float32)],
+    "map_array": {"a": 1, "b": -2},
+    "map_strings": {"k": "v", "x": "yz"},
+    "map_json": {"j": [1, "two"], "n": None},
+    "map_children": {"w": np.array([0.25, 4.0])},
+    "optional_some": "present",
+    "optional_none": None,
+    "tensor_list": [np.array([[1, 2], [3, 4]], np.uint8), np.array([0.5, 1.5, 2.5], np.float32)],
+    "struct": {"name": "tiny", "epochs": 3, "config": {"act": "relu"}, "weights": np.array([0.5, -0.5], np.float32),
+               "vocab": ["a", "b"], "dropout": None},
+    "record_list": [
+        {"path": "img/0.jpg", "width": 640, "boxes": [1.0, 2.0, 3.0, 4.0], "labels": ["cat"], "score": 0.75,
+         "extra": {"iscrowd": 0}, "main": {"x": 0.5, "y": 1.5, "label": "head"},
+         "regions": [{"x": 1.0, "y": 2.0, "label": "l"}, {"x": 3.0, "y": 4.0, "label": "r"}]},
+        {"path": "img/1.jpg", "width": 320, "boxes": [], "labels": [], "score": None, "extra": None,
+         "main": {"x": 0.0, "y": 0.0, "label": ""}, "regions": []},
+    ],
+}
+
+
+class ReaderTest(StoreTestCase):
+    def setUp(self):
+        super().setUp()
+        self.assertTrue(WRITER, "set AMPHORA_TEST_WRITER to the amphora_test_writer program")
+        subprocess.run([WRITER, "kinds", self.store], check=True, timeout=120)
+
+    def assert_same(self, want, got, where):
+        if isinstance(want, np.ndarray):
+            self.assertIsInstance(got, np.ndarray, where)
+            self.assertEqual(got.dtype, want.dtype, where)
+            self.assertEqual(got.shape, want.shape, where)
+            self.assertEqual(got.tobytes(), want.tobytes(), where)
+        elif sp.issparse(want):
+            self.assertTrue(sp.issparse(got), where)
+            self.assertEqual(got.format, want.format, where)
+            self.assertEqual(got.dtype, want.dtype, where)
+            self.assertEqual(got.shape, want.shape, where)
+            names = ("row", "col", "data") if want.format == "coo" else ("indices", "indptr", "data")
+            for n in names:
+                self.assertEqual(getattr(got, n).dtype, getattr(want, n).dtype, f"{where}.{n}")
+                self.assertTrue(np.array_equal(getattr(got, n), getattr(want, n)), f"{where}.{n}")
+        elif isinstance(want, dict):
+            self.assertIsInstance(got, dict, where)
+            self.assertEqual(sorted(got), sorted(want), where)
+            for k in want:
+                self.assert_same(want[k], got[k], f"{where}.{k}")
+        elif isinstance(want, list):
+            self.assertIsInstance(got, list, where)
+            self.assertEqual(len(got), len(want), where)
+            for i, (w, g) in enumerate(zip(want, got)):
+                self.assert_same(w, g, f"{where}[{i}]")
+        else:
+            self.assertEqual(type(got), type(want), where)
+            self.assertEqual(got, want, where)
+
+    def test_every_kind_loads_equal(self):
+        for name, want in EXPECTED.items():
+            for kw in ({}, {"mmap": False}, {"verify": True}):
+                with self.subTest(name=name, **kw):
+                    self.assert_same(want, reader.load(self.store, name, **kw), name)
+
+    def test_refs_resolve_as_the_cli_does(self):
+        digest = self.run_cli("show", "json", "--json", check=EXIT_OK).stdout
+        digest = __import__("json").loads(digest)["digest"]
+        for ref in ("json", "json@1", digest, digest[:15], digest[7:19]):
+            with self.subTest(ref=ref):
+                self.assertEqual(reader.resolve(self.store, ref), digest)
+                self.assert_same(EXPECTED["json"], reader.load(self.store, ref), ref)
+        for ref, error in (("json@2", reader.NotFound), ("nothing", reader.NotFound), ("abcd", reader.NotFound),
+                           ("sha256:zz", reader.AmphoraError), ("../x", reader.AmphoraError),
+                           ("", reader.AmphoraError)):
+            with self.subTest(ref=ref):
+                with self.assertRaises(error):
+                    reader.load(self.store, ref)
+        with self.assertRaises(reader.NotFound):
+            reader.load(self.path("no-store"), "json")
+
+    def object_dir(self, name):
+        return reader.open_artifact(self.store, name).dir
+
+    def damage(self, name, payload, offset, xor=0x40):
+        path = os.path.join(self.object_dir(name), payload)
+        os.chmod(os.path.dirname(path), 0o755)
+        os.chmod(path, 0o644)
+        raw = bytearray(read_bytes(path))
+        raw[offset] ^= xor
+        write_bytes(path, bytes(raw))
+
+    def test_verify_finds_a_flipped_byte(self):
+        self.damage("tensor_f32", "tensor.npy", 4096 + 5)
+        reader.load(self.store, "tensor_f32")  # structure intact: only hashing can tell
+        with self.assertRaisesRegex(reader.CorruptData, "tensor.npy"):
+            reader.load(self.store, "tensor_f32", verify=True)
+
+    def test_verify_reaches_children(self):
+        child = reader.open_artifact(self.store, "map_children").child("values/0")
+        os.chmod(child.dir, 0o755)
+        path = os.path.join(child.dir, "tensor.npy")
+        os.chmod(path, 0o644)
+        raw = bytearray(read_bytes(path))
+        raw[-1] ^= 1
+        write_bytes(path, bytes(raw))
+        with self.assertRaisesRegex(reader.CorruptData, "values/0"):
+            reader.load(self.store, "map_children", verify=True)
+
+    def test_a_damaged_manifest_is_refused(self):
+        self.damage("json", "manifest.json", 10)
+        with self.assertRaisesRegex(reader.CorruptData, "does not hash to its digest"):
+            reader.load(self.store, "json")
+
+    def test_invalid_sparse_structure_is_refused(self):
+        # indptr [0, 2, 2, 4] -> [0, 2, 2, 0]: decreasing at the end.
+        path = os.path.join(self.object_dir("sparse_csr"), "indptr.npy")
+        self.damage("sparse_csr", "indptr.npy", os.path.getsize(path) - 8, xor=2 ^ 6)
+        with self.assertRaisesRegex(reader.CorruptData, "indptr"):
+            reader.load(self.store, "sparse_csr")
+
+    def test_a_shortened_payload_is_refused(self):
+        art = reader.open_artifact(self.store, "strings")
+        path = os.path.join(art.dir, "strings.bytes")
+        os.chmod(art.dir, 0o755)
+        os.chmod(path, 0o644)
+        os.truncate(path, 2)
+        with self.assertRaisesRegex(reader.CorruptData, "strings.bytes"):
+            reader.load(self.store, "strings")
+
+    def test_lz4_without_the_module_says_what_to_install(self):
+        real_import = builtins.__import__
+
+        def no_lz4(name, *args, **kw):
+            if name == "lz4.block" or name == "lz4":
+                raise ImportError("no lz4")
+            return real_import(name, *args, **kw)
+
+        builtins.__import__ = no_lz4
+        try:
+            with self.assertRaisesRegex(reader.Unsupported, "python3-lz4"):
+                reader.load(self.store, "tensor_lz4")
+        finally:
+            builtins.__import__ = real_import
+
+    def test_files_imported_by_the_cli_read_back(self):
+        a = np.arange(24, dtype=">i4").reshape(2, 3, 4)
+        src = self.path("a.npy")
+        np.save(src, a)
+        for compress in ("none", "lz4"):
+            self.run_cli("import", src, "--name", "a" + compress, "--compress", compress, check=EXIT_OK)
+            got = reader.load(self.store, "a" + compress, verify=True)
+            self.assertTrue(np.array_equal(got, a))
+            self.assertEqual(got.dtype, np.dtype("<i4"))
+        m = sp.random(50, 40, density=0.2, format="csc", random_state=3)
+        sp.save_npz(self.path("m.npz"), m)
+        self.run_cli("import", self.path("m.npz"), "--name", "m", check=EXIT_OK)
+        self.assertEqual((reader.load(self.store, "m") != m).nnz, 0)
+
+
+if __name__ == "__main__":
+    _, argv = parse_args(sys.argv[0])
+    unittest.main(argv=argv)
