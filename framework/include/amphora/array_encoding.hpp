@@ -1,0 +1,75 @@
+#pragma once
+// Lossless transforms of numeric arrays and string lists that make payloads
+// smaller or more compressible (docs/FORMAT.md §6.4): delta coding of sorted
+// integers, squeezing integers into the narrowest width that holds them, byte
+// shuffling, and dictionary encoding of repeated strings. Each encoded array
+// carries a recipe, a small JSON object that decode_array() follows back to
+// the original bytes. Pure functions: no store access, thread-safe.
+
+#include <amphora/buffer.hpp>
+#include <amphora/dtype.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace amphora {
+
+/// Which transforms to apply, in this order: delta, squeeze, shuffle. All
+/// off leaves the bytes as they are.
+struct ArrayEncoding {
+  /// Integers that never decrease: the first value goes into the recipe and
+  /// each element is stored as its difference from the one before (as an
+  /// unsigned integer of the same width, so no difference overflows).
+  bool delta = false;
+  /// Integers: stored in the narrowest integer dtype that holds every value
+  /// (unsigned when none is negative).
+  bool squeeze = false;
+  /// Elements wider than a byte: stored as byte planes (every element's
+  /// byte 0, then every byte 1, ...), which LZ4 compresses far better for
+  /// floating point.
+  bool shuffle = false;
+};
+
+/// An array after encode_array().
+struct EncodedArray {
+  DType stored_dtype = DType::uint8;  ///< the dtype of `bytes` after squeeze (before shuffle)
+  std::vector<std::byte> bytes;       ///< what to store
+  /// What decode_array() needs: {"dtype", "count", "transforms": [...], and
+  /// per transform its parameters}; hashed wherever it is stored.
+  nlohmann::json recipe;
+};
+
+/// Encodes the `data` of `dtype` (count = size / element size). Throws
+/// InvalidArgument naming the problem when a transform does not apply: delta
+/// or squeeze of a non-integer dtype, delta of values that decrease (naming
+/// the first index where they do), data not a whole number of elements.
+EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding);
+
+/// The original bytes of an encoded array. `stored` holds what encode_array
+/// returned as `bytes`. Throws CorruptData starting with `where` when the
+/// recipe is malformed or names an unknown transform or dtype, when `stored`
+/// is not the size the recipe implies, or when a squeezed value does not fit
+/// the dtype it is widened back to.
+std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes stored, std::string_view where);
+
+/// A list of strings as the distinct strings, in order of first appearance,
+/// and for each string its index among them.
+struct DictionaryStrings {
+  std::vector<std::string_view> dictionary;  ///< views into the input
+  std::vector<std::uint32_t> codes;          ///< one per input string
+};
+
+/// Dictionary-encodes `values`. Throws InvalidArgument when there are 2^32
+/// or more distinct strings.
+DictionaryStrings dictionary_encode(std::span<const std::string_view> values);
+
+/// Whether storing `values` as a dictionary plus squeezed codes takes fewer
+/// bytes than storing them merged (offsets plus bytes, docs/FORMAT.md §6.3).
+bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded);
+
+}  // namespace amphora

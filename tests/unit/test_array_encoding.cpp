@@ -1,0 +1,160 @@
+// The array encodings: each transform round-trips on edge values, refuses
+// what it cannot encode, and a damaged recipe or payload is reported.
+
+#include "support.hpp"
+
+#include <amphora/array_encoding.hpp>
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+using namespace amphora;
+
+namespace {
+
+template <class T>
+ConstBytes bytes(const std::vector<T>& v) {
+  return {reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(T)};
+}
+
+template <class T>
+std::vector<T> values(const std::vector<std::byte>& b) {
+  std::vector<T> v(b.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// Encodes and decodes `v` with `e`; checks the round trip and returns the encoding.
+template <class T>
+EncodedArray round_trip(const std::vector<T>& v, ArrayEncoding e) {
+  EncodedArray enc = encode_array(dtype_of<T>::value, bytes(v), e);
+  CHECK(enc.bytes.size() == v.size() * dtype_size(enc.stored_dtype));
+  CHECK(enc.recipe["stored_dtype"] == dtype_name(enc.stored_dtype));
+  auto back = decode_array(enc.recipe, ConstBytes(enc.bytes.data(), enc.bytes.size()), "test");
+  CHECK(values<T>(back) == v);
+  return enc;
+}
+
+template <class T>
+void edges_of_width() {
+  using L = std::numeric_limits<T>;
+  CAPTURE(dtype_name(dtype_of<T>::value));
+  const std::vector<std::vector<T>> cases = {{}, {T{0}}, {L::min()}, {L::max()}, {L::min(), L::max()},
+                                             {L::max(), L::min(), T{0}}, {T{1}, T{2}, T{3}}};
+  for (const auto& v : cases)
+    for (bool squeeze : {false, true})
+      for (bool shuffle : {false, true}) round_trip(v, {.squeeze = squeeze, .shuffle = shuffle});
+  // Sorted ones with delta, across the whole range (differences wrap as unsigned).
+  for (const auto& v : std::vector<std::vector<T>>{{}, {L::max()}, {L::min(), L::max()}, {L::min(), T{0}, T{0}, L::max()}})
+    for (bool squeeze : {false, true}) round_trip(v, {.delta = true, .squeeze = squeeze, .shuffle = true});
+}
+
+}  // namespace
+
+TEST_CASE("Every integer width round-trips its extremes through every transform", "[encoding]") {
+  edges_of_width<std::int8_t>();
+  edges_of_width<std::int16_t>();
+  edges_of_width<std::int32_t>();
+  edges_of_width<std::int64_t>();
+  edges_of_width<std::uint8_t>();
+  edges_of_width<std::uint16_t>();
+  edges_of_width<std::uint32_t>();
+  edges_of_width<std::uint64_t>();
+}
+
+TEST_CASE("Squeeze picks the narrowest width that holds the values", "[encoding]") {
+  CHECK(round_trip<std::int64_t>({0, 255, 7}, {.squeeze = true}).stored_dtype == DType::uint8);
+  CHECK(round_trip<std::int64_t>({-1, 127}, {.squeeze = true}).stored_dtype == DType::int8);
+  CHECK(round_trip<std::int64_t>({-129, 5}, {.squeeze = true}).stored_dtype == DType::int16);
+  CHECK(round_trip<std::int64_t>({0, 65536}, {.squeeze = true}).stored_dtype == DType::uint32);
+  CHECK(round_trip<std::int64_t>({-1, 1ll << 40}, {.squeeze = true}).stored_dtype == DType::int64);
+  CHECK(round_trip<std::uint64_t>({0, ~0ull}, {.squeeze = true}).stored_dtype == DType::uint64);
+  CHECK(round_trip<std::int32_t>({}, {.squeeze = true}).stored_dtype == DType::uint8);
+  // Sorted ids: delta leaves small gaps, squeeze stores them in a byte each.
+  std::vector<std::int64_t> ids(1000);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = 1'000'000'000'000 + static_cast<std::int64_t>(3 * i);
+  auto enc = round_trip(ids, {.delta = true, .squeeze = true});
+  CHECK(enc.stored_dtype == DType::uint8);
+  CHECK(enc.bytes.size() == 1000);
+  CHECK(enc.recipe["first"] == 1'000'000'000'000);
+}
+
+TEST_CASE("Shuffle stores byte planes of any element width", "[encoding]") {
+  std::vector<double> v = {1.0, -0.0, std::numeric_limits<double>::quiet_NaN(), 1e308, 5e-324};
+  auto enc = encode_array(DType::float64, bytes(v), {.shuffle = true});
+  CHECK(enc.stored_dtype == DType::float64);
+  // Byte plane 7 (the sign and top exponent bits) comes last.
+  for (std::size_t i = 0; i < v.size(); ++i)
+    CHECK(enc.bytes[7 * v.size() + i] == reinterpret_cast<const std::byte*>(&v[i])[7]);
+  auto back = decode_array(enc.recipe, ConstBytes(enc.bytes.data(), enc.bytes.size()), "t");
+  CHECK(std::memcmp(back.data(), v.data(), back.size()) == 0);  // NaN and -0.0 bit for bit
+  std::vector<std::uint8_t> one = {9};
+  CHECK(values<std::uint8_t>(decode_array(encode_array(DType::uint8, bytes(one), {.shuffle = true}).recipe,
+                                          bytes(one), "t")) == one);
+}
+
+TEST_CASE("Transforms that do not apply are refused with the reason", "[encoding][bad-input]") {
+  std::vector<std::int32_t> unsorted = {1, 5, 4};
+  CHECK_THROWS_WITH(encode_array(DType::int32, bytes(unsorted), {.delta = true}),
+                    Catch::Contains("element 2 (4) is less than element 1 (5)"));
+  std::vector<float> f = {1, 2};
+  CHECK_THROWS_WITH(encode_array(DType::float32, bytes(f), {.squeeze = true}),
+                    Catch::Contains("squeezing needs an integer dtype, not float32"));
+  CHECK_THROWS_WITH(encode_array(DType::float32, bytes(f), {.delta = true}),
+                    Catch::Contains("delta coding needs an integer dtype"));
+  std::vector<std::uint8_t> odd = {1, 2, 3};
+  CHECK_THROWS_AS(encode_array(DType::int16, bytes(odd), {}), InvalidArgument);
+}
+
+TEST_CASE("A damaged recipe or stored array is reported, never misread", "[encoding][bad-input]") {
+  std::vector<std::int64_t> v = {10, 20, 300};
+  const auto enc = encode_array(DType::int64, bytes(v), {.delta = true, .squeeze = true});
+  const ConstBytes stored(enc.bytes.data(), enc.bytes.size());
+  auto fails = [&](nlohmann::json recipe, ConstBytes data, const std::string& text) {
+    CHECK_THROWS_AS(decode_array(recipe, data, "col.npy"), CorruptData);
+    CHECK_THROWS_WITH(decode_array(recipe, data, "col.npy"), Catch::StartsWith("col.npy") && Catch::Contains(text));
+  };
+  auto with = [&](const char* key, nlohmann::json value) {
+    auto r = enc.recipe;
+    if (value.is_discarded()) r.erase(key); else r[key] = value;
+    return r;
+  };
+  fails(with("transforms", {"squeeze", "delta"}), stored, "out of order");
+  fails(with("transforms", {"delta", "delta"}), stored, "out of order");
+  fails(with("transforms", {"rot13"}), stored, "unknown transform");
+  fails(with("dtype", "int65"), stored, "names no dtype");
+  fails(with("dtype", "float64"), stored, "apply to integers");
+  fails(with("count", 4), stored, "are not 4 uint16 elements");
+  fails(with("count", -1), stored, "'count' is not a count");
+  fails(with("first", nlohmann::json::value_t::discarded), stored, "'first' is missing");
+  fails(with("stored_dtype", "uint64"), stored, "are not 3 uint64 elements");
+  fails(nlohmann::json::array(), stored, "not a JSON object");
+  fails(enc.recipe, stored.first(stored.size() - 1), "are not 3");
+  // A squeezed int8 value widened to uint8 cannot be negative.
+  std::vector<std::int8_t> neg = {-1};
+  nlohmann::json r = {{"dtype", "uint8"}, {"stored_dtype", "int8"}, {"count", 1}, {"transforms", {"squeeze"}}};
+  fails(r, bytes(neg), "does not fit");
+  nlohmann::json first8 = {{"dtype", "int8"}, {"stored_dtype", "uint8"}, {"count", 1}, {"transforms", {"delta"}},
+                           {"first", 300}};
+  std::vector<std::uint8_t> zero = {0};
+  fails(first8, bytes(zero), "does not fit int8");
+}
+
+TEST_CASE("Dictionary encoding keeps first appearance order and knows when it pays", "[encoding]") {
+  std::vector<std::string> words = {"cat", "dog", "cat", "", "dog", "cat", std::string("\0x", 2)};
+  std::vector<std::string_view> views(words.begin(), words.end());
+  auto d = dictionary_encode(views);
+  CHECK(d.dictionary == std::vector<std::string_view>{"cat", "dog", "", std::string_view("\0x", 2)});
+  CHECK(d.codes == std::vector<std::uint32_t>{0, 1, 0, 2, 1, 0, 3});
+  for (std::size_t i = 0; i < views.size(); ++i) CHECK(d.dictionary[d.codes[i]] == views[i]);
+  CHECK_FALSE(dictionary_is_smaller(views, d));  // seven short strings: the extra file costs more
+  std::vector<std::string> many;
+  for (int i = 0; i < 10000; ++i) many.push_back(i % 3 ? "traffic light" : "pedestrian crossing");
+  std::vector<std::string_view> many_views(many.begin(), many.end());
+  CHECK(dictionary_is_smaller(many_views, dictionary_encode(many_views)));
+  std::vector<std::string> unique;
+  for (int i = 0; i < 10000; ++i) unique.push_back("id-" + std::to_string(i));
+  std::vector<std::string_view> unique_views(unique.begin(), unique.end());
+  CHECK_FALSE(dictionary_is_smaller(unique_views, dictionary_encode(unique_views)));
+  CHECK(dictionary_encode({}).dictionary.empty());
+}
