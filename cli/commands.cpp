@@ -197,7 +197,12 @@ int cmd_import(const Args& a) {
   amphora::SaveOptions options;
   options.name = a.name;
   amphora::validate_name(options.name);
-  options.options = amphora::TensorOptions{amphora::parse_compression(a.compress)};
+  amphora::TensorOptions tensor{.compression = amphora::parse_compression(a.compress)};
+  for (const auto& transform : a.encode) {
+    (transform == "delta" ? tensor.encoding.delta : transform == "squeeze" ? tensor.encoding.squeeze
+                                                                           : tensor.encoding.shuffle) = true;
+  }
+  options.options = tensor;
   Store store = open_store(a);
   fs::path file = a.file;
   auto format = store.registry().format_for(file);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace amphora::cli {
 
@@ -14,6 +15,7 @@ struct Args {
   std::string file;                  ///< FILE of import and export
   std::string name;                  ///< import --name
   std::string compress = "auto";     ///< import --compress
+  std::vector<std::string> encode;   ///< import --encode: delta, squeeze, shuffle
   bool json = false;                 ///< ls, show --json
   bool force = false;                ///< export --force
   bool dry_run = false;              ///< gc --dry-run

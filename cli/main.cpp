@@ -98,6 +98,7 @@ class Parser {
                        "  amphora import emb.npy --name emb\n"
                        "  amphora import counts.npy --name counts --compress lz4\n"
                        "  amphora import graph.npz --name graph\n"
+                       "  amphora import ids.npy --name ids --encode delta,squeeze\n"
                        "  amphora import --name odd -- -odd.npy");
     import->add_option("FILE", args_.file, "the file to import")->required()->type_name("");
     import->add_option("--name", args_.name, "the name to record it under, as its next version")
@@ -107,6 +108,12 @@ class Parser {
                        "tensors' LZ4 chunks: none, lz4, or auto (default: LZ4 only where it saves over 10%)")
         ->check(CLI::IsMember({"none", "lz4", "auto"}))
         ->type_name("MODE");
+    import->add_option("--encode", args_.encode,
+                       "tensors' lossless transforms before compression, comma-separated: delta (sorted\n"
+                       "integers), squeeze (integers into the narrowest width), shuffle (byte planes)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"delta", "squeeze", "shuffle"}))
+        ->type_name("LIST");
 
     auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .npz, .json, .txt) or directory.",
                     amphora::cli::cmd_export,

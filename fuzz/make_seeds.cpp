@@ -1,10 +1,11 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz}/*
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding}/*
 
 #include "lz4_frames.hpp"
 
+#include <amphora/array_encoding.hpp>
 #include <amphora/manifest.hpp>
 #include <amphora/npy.hpp>
 #include <amphora/sparse.hpp>
@@ -141,6 +142,21 @@ void npz_seeds(const fs::path& dir) {
   amphora::write_npz(amphora::SparseMatrix::coo(4, 4, data, i32({0, 3, 1}), i32({2, 2, 0})), dir / "coo.npz");
 }
 
+// Recipes and stored bytes as encode_array makes them: recipe JSON, NUL, bytes.
+void encoding_seeds(const fs::path& dir) {
+  std::vector<std::int64_t> sorted = {-5, 0, 0, 7, 300, 70000};
+  const amphora::ConstBytes raw(reinterpret_cast<const std::byte*>(sorted.data()), sorted.size() * 8);
+  int n = 0;
+  for (amphora::ArrayEncoding e : {amphora::ArrayEncoding{.delta = true, .squeeze = true},
+                                   amphora::ArrayEncoding{.squeeze = true, .shuffle = true},
+                                   amphora::ArrayEncoding{.delta = true, .squeeze = true, .shuffle = true}}) {
+    auto enc = amphora::encode_array(amphora::DType::int64, raw, e);
+    put(dir, "recipe-" + std::to_string(n++),
+        enc.recipe.dump() + std::string(1, '\0') +
+            std::string(reinterpret_cast<const char*>(enc.bytes.data()), enc.bytes.size()));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,5 +170,6 @@ int main(int argc, char** argv) {
   lz4_seeds(out / "lz4_frame");
   payload_seeds(out / "payloads");
   npz_seeds(out / "npz");
+  encoding_seeds(out / "array_encoding");
   return 0;
 }

@@ -228,6 +228,15 @@ class Artifact:
             a = np.load(path, mmap_mode="r" if mmap and self.files[name]["size"] > 0 else None, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
             raise CorruptData(f"{self.label}: '{name}' is not a valid .npy file: {e}")
+        recipes = self.meta.get("encodings")
+        if isinstance(recipes, dict) and name in recipes:  # written with an ArrayEncoding (§6.4)
+            recipe = recipes[name]
+            decoded = _decode(self, f"'{name}'", recipe, a)
+            rshape = recipe.get("shape")
+            if not isinstance(rshape, list) or any(not isinstance(d, int) or d < 0 for d in rshape) or \
+                    int(np.prod(rshape, dtype=object)) != decoded.size:
+                raise CorruptData(f"{self.label}: the recipe of '{name}' has an invalid shape")
+            a = decoded.reshape(rshape)
         if dtype is not None and a.dtype != np.dtype(dtype):
             raise CorruptData(f"{self.label}: '{name}' holds {a.dtype}, expected {np.dtype(dtype)}")
         if ndim is not None and a.ndim != ndim:
@@ -380,12 +389,19 @@ def _tensor(art, mmap):
     shape = tuple(art.meta_value("shape", list))
     dtype = _np_dtype(art, dtype_name)
     encoding = art.meta_value("encoding", str)
+    recipe = None
+    stored_dtype, stored_shape = dtype, shape
+    if encoding.startswith("encoded."):  # the payload holds the elements after the recipe's transforms
+        encoding = encoding[len("encoded."):]
+        recipe = art.meta_value("recipe", dict)
+        stored_dtype = _np_dtype(art, recipe.get("stored_dtype"))
+        stored_shape = (recipe.get("count"),)
     if encoding == "npy":
         a = art.array("tensor.npy", mmap=mmap)
     elif encoding == "npy.lz4":
         if art.meta.get("chunk_bytes") != CHUNK:
             raise CorruptData(f"{art.label}: chunk_bytes is not {CHUNK}")
-        nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        nbytes = stored_dtype.itemsize * int(np.prod(stored_shape, dtype=np.int64))
         npy = _lz4_frames(art, art.read("tensor.npy.lz4"), art.array("tensor.chunks.npy", mmap=False), nbytes)
         try:
             a = np.load(io.BytesIO(npy), allow_pickle=False)
@@ -393,9 +409,59 @@ def _tensor(art, mmap):
             raise CorruptData(f"{art.label}: the decompressed .npy is invalid: {e}")
     else:
         raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}'")
-    if a.dtype != dtype or a.shape != shape:
-        raise CorruptData(f"{art.label}: the payload holds {a.dtype} {a.shape}, the metadata says {dtype_name} {shape}")
+    if a.dtype != stored_dtype or a.shape != stored_shape:
+        raise CorruptData(f"{art.label}: the payload holds {a.dtype} {a.shape}, the metadata says "
+                          f"{stored_dtype} {stored_shape}")
+    if recipe is not None:
+        if recipe.get("dtype") != dtype_name:
+            raise CorruptData(f"{art.label}: the recipe's dtype is not the tensor's")
+        a = _decode(art, "tensor payload", recipe, a)
+        if a.size != int(np.prod(shape, dtype=object)):
+            raise CorruptData(f"{art.label}: the recipe's count does not match the shape")
+        a = a.reshape(shape)
     return _widen_bfloat16(a).reshape(shape) if dtype_name == "bfloat16" else a
+
+
+def _decode(art, what, recipe, stored):
+    """The array `stored` holds after the transforms of `recipe` (docs/FORMAT.md §6.4), 1-d."""
+    where = f"{art.label}: {what}"
+    if not isinstance(recipe, dict):
+        raise CorruptData(f"{where}: the encoding recipe is not an object")
+    dtype, kept = _np_dtype(art, recipe.get("dtype")), _np_dtype(art, recipe.get("stored_dtype"))
+    count, transforms = recipe.get("count"), recipe.get("transforms")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise CorruptData(f"{where}: the recipe's count is invalid")
+    order = ["delta", "squeeze", "shuffle"]
+    if not isinstance(transforms, list) or any(t not in order for t in transforms) or \
+            [order.index(t) for t in transforms] != sorted({order.index(t) for t in transforms}):
+        raise CorruptData(f"{where}: the recipe's transforms are unknown, repeated or out of order")
+    if stored.dtype != kept or stored.shape != (count,):
+        raise CorruptData(f"{where}: stored {stored.dtype} {stored.shape}, the recipe says {kept} ({count},)")
+    integer = dtype.kind in "iu"
+    if ("delta" in transforms or "squeeze" in transforms) and not integer:
+        raise CorruptData(f"{where}: delta and squeeze apply to integers, not {dtype}")
+    before = np.dtype(f"<u{dtype.itemsize}") if "delta" in transforms else dtype
+    if "squeeze" in transforms:
+        if kept.kind not in "iu" or kept.itemsize > before.itemsize:
+            raise CorruptData(f"{where}: stored dtype {kept} cannot be squeezed from {before}")
+    elif kept != before:
+        raise CorruptData(f"{where}: stored dtype {kept} does not follow from {dtype}")
+    a = np.asarray(stored)
+    if "shuffle" in transforms:  # byte planes back to elements
+        w = kept.itemsize
+        a = np.ascontiguousarray(a.view(np.uint8).reshape(w, count).T).view(kept).reshape(count)
+    if "squeeze" in transforms:
+        if count and (int(a.min()) < np.iinfo(before).min or int(a.max()) > np.iinfo(before).max):
+            raise CorruptData(f"{where}: a squeezed value does not fit {before}")
+        a = a.astype(before)
+    if "delta" in transforms:
+        first = recipe.get("first")
+        if not isinstance(first, int) or isinstance(first, bool) or \
+                not np.iinfo(dtype).min <= first <= np.iinfo(dtype).max:
+            raise CorruptData(f"{where}: the recipe's first value is missing or outside {dtype}")
+        with np.errstate(over="ignore"):
+            a = (np.cumsum(a, dtype=before) + before.type(first % (1 << (8 * dtype.itemsize)))).view(dtype)
+    return a
 
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ struct ArtifactWriter::Impl {
   std::function<void(std::uint64_t)> forward_progress;  // a child's bytes count towards its parent's
   nlohmann::json meta = nlohmann::json::object();
   std::mutex mutex;
+  nlohmann::json encodings = nlohmann::json::object();  // path -> recipe, under `mutex`
   std::vector<FileEntry> files;
   std::set<std::string, std::less<>> paths;
   std::vector<ChildEntry> children;
@@ -186,6 +187,12 @@ Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view
   m.children = impl_->children;
   std::sort(m.children.begin(), m.children.end(), [](const ChildEntry& a, const ChildEntry& b) { return a.role < b.role; });
   if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
+  if (!impl_->encodings.empty()) {
+    if (impl_->meta.contains(detail::kEncodingsKey))
+      throw InvalidArgument("materializer " + std::string(materializer) + " set metadata key '" +
+                            std::string(detail::kEncodingsKey) + "', which holds the recipes of encoded arrays");
+    impl_->meta[detail::kEncodingsKey] = impl_->encodings;
+  }
   validate_storable_json(impl_->meta, "materializer " + std::string(materializer) + " metadata");
   m.meta = impl_->meta;
   std::string canonical = m.canonical();
@@ -195,6 +202,11 @@ Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view
                           std::to_string(Manifest::kMaxBytes) + " (Manifest::kMaxBytes); store bulk data in payload files");
   impl_->staging->write_manifest(canonical);
   return m;
+}
+
+void detail::ArtifactAccess::record_encoding(ArtifactWriter& writer, std::string_view path, nlohmann::json recipe) {
+  std::lock_guard lock(writer.impl_->mutex);
+  writer.impl_->encodings[std::string(path)] = std::move(recipe);
 }
 
 bool detail::ArtifactAccess::publish(ArtifactWriter& writer, const Digest& digest) {

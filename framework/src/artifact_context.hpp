@@ -10,6 +10,10 @@
 
 namespace amphora::detail {
 
+/// The metadata key under which a writer records the recipes of the arrays
+/// written with an ArrayEncoding, by path (docs/FORMAT.md §6.4).
+inline constexpr std::string_view kEncodingsKey = "encodings";
+
 /// How a writer saves its children and a reader opens them. Store implements it.
 class ArtifactContext {
  public:
@@ -38,6 +42,8 @@ struct ArtifactAccess {
   /// destroyed unclosed, the metadata cannot be stored exactly, or the
   /// manifest would exceed Manifest::kMaxBytes.
   static Manifest finish(ArtifactWriter& writer, std::string_view materializer, int version);
+  /// Records the recipe of encoded array `path` for the manifest (thread-safe).
+  static void record_encoding(ArtifactWriter& writer, std::string_view path, nlohmann::json recipe);
   /// Publishes the finished artifact; false when it already existed.
   static bool publish(ArtifactWriter& writer, const Digest& digest);
   /// Publishes the finished artifact in place of a damaged copy.

@@ -6,6 +6,7 @@
 #include <amphora/canonical.hpp>
 #include <amphora/npy_format.hpp>
 
+#include "artifact_context.hpp"
 #include "json_text.hpp"
 
 #include <algorithm>
@@ -16,6 +17,13 @@ namespace amphora {
 namespace {
 
 constexpr std::size_t kArrayAlignment = 64;
+
+void check_bools(ConstBytes bytes, const std::string& where) {
+  auto bad = std::find_if(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+  if (bad != bytes.end())
+    throw CorruptData(where + ": bool element " + std::to_string(bad - bytes.begin()) + " is byte " +
+                      std::to_string(static_cast<unsigned>(*bad)) + ", not 0 or 1");
+}
 
 std::string strings_offsets_path(std::string_view path) { return std::string(path) + ".offsets.npy"; }
 std::string strings_bytes_path(std::string_view path) { return std::string(path) + ".bytes"; }
@@ -44,7 +52,7 @@ void ArtifactWriter::write_json(std::string_view path, const nlohmann::json& doc
 }
 
 void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape,
-                                 ConstBytes data) {
+                                 ConstBytes data, const ArrayEncoding& encoding) {
   const std::uint64_t count = checked_element_count(shape, dtype);
   if (count * dtype_size(dtype) != data.size())
     throw InvalidArgument("array '" + std::string(path) + "': " + std::to_string(data.size()) + " bytes given, but " +
@@ -57,8 +65,17 @@ void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<c
                             std::to_string(static_cast<unsigned>(*bad)) + " at element " +
                             std::to_string(bad - data.begin()) + "; a bool is 0 or 1");
   }
-  std::string header = make_npy_header(dtype, shape, kArrayAlignment);
-  write_file(path, {std::as_bytes(std::span<const char>(header)), data});
+  if (!encoding.delta && !encoding.squeeze && !encoding.shuffle) {
+    std::string header = make_npy_header(dtype, shape, kArrayAlignment);
+    write_file(path, {std::as_bytes(std::span<const char>(header)), data});
+    return;
+  }
+  EncodedArray encoded = encode_array(dtype, data, encoding);
+  encoded.recipe["shape"] = std::vector<std::int64_t>(shape.begin(), shape.end());
+  const std::int64_t stored_count = static_cast<std::int64_t>(count);
+  std::string header = make_npy_header(encoded.stored_dtype, std::span<const std::int64_t>(&stored_count, 1), kArrayAlignment);
+  write_file(path, {std::as_bytes(std::span<const char>(header)), ConstBytes(encoded.bytes.data(), encoded.bytes.size())});
+  detail::ArtifactAccess::record_encoding(*this, path, std::move(encoded.recipe));
 }
 
 void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string> values) {
@@ -94,6 +111,14 @@ nlohmann::json ArtifactReader::read_json(std::string_view path) const {
 
 ArrayView ArtifactReader::read_array(std::string_view path) const {
   const std::string where = label_ + ": '" + std::string(path) + "'";
+  if (auto encodings = manifest_->meta.find(detail::kEncodingsKey); encodings != manifest_->meta.end()) {
+    if (!encodings->is_object()) throw CorruptData(label_ + ": metadata 'encodings' is not an object");
+    if (auto recipe = encodings->find(path); recipe != encodings->end()) return read_encoded(path, *recipe, where);
+  }
+  return read_stored_array(path, where);
+}
+
+ArrayView ArtifactReader::read_stored_array(std::string_view path, const std::string& where) const {
   auto file = map(path);
   NpyHeader header = parse_npy_header(file->bytes(), where);
   DType dtype;
@@ -121,14 +146,33 @@ ArrayView ArtifactReader::read_array(std::string_view path) const {
     throw CorruptData(where + " holds " + std::to_string(have) + " bytes of data, but its shape needs " +
                       std::to_string(want) + (have < want ? " (truncated)" : " (trailing bytes)"));
   auto data = Buffer::slice(file, header.data_offset, static_cast<std::size_t>(want));
-  if (dtype == DType::bool_) {
-    auto bytes = data->bytes();
-    auto bad = std::find_if(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
-    if (bad != bytes.end())
-      throw CorruptData(where + ": bool element " + std::to_string(bad - bytes.begin()) + " is byte " +
-                        std::to_string(static_cast<unsigned>(*bad)) + ", not 0 or 1");
-  }
+  if (dtype == DType::bool_) check_bools(data->bytes(), where);
   return ArrayView(dtype, std::move(header.shape), std::move(data));
+}
+
+ArrayView ArtifactReader::read_encoded(std::string_view path, const nlohmann::json& recipe,
+                                       const std::string& where) const {
+  // The stored file is checked as any array; the recipe says what it becomes.
+  ArrayView stored = read_stored_array(path, where);
+  if (stored.shape().size() != 1) throw CorruptData(where + ": an encoded array is stored 1-d");
+  std::vector<std::byte> bytes = decode_array(recipe, stored.bytes(), where);
+  const DType dtype = dtype_from_name(recipe.at("dtype").get<std::string>());  // checked by decode_array
+  std::vector<std::int64_t> shape;
+  auto s = recipe.find("shape");
+  if (s == recipe.end() || !s->is_array()) throw CorruptData(where + ": the encoding recipe has no shape");
+  for (const auto& d : *s) {
+    if (!d.is_number_integer()) throw CorruptData(where + ": the encoding recipe's shape is not integers");
+    shape.push_back(d.get<std::int64_t>());
+  }
+  try {
+    if (checked_element_count(shape, dtype) * dtype_size(dtype) != bytes.size())
+      throw CorruptData(where + ": the recipe's shape does not match its element count");
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(where + ": " + e.what());
+  }
+  if (dtype == DType::bool_) check_bools(bytes, where);
+  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  return ArrayView(dtype, std::move(shape), Buffer::wrap(owner->data(), owner->size(), owner));
 }
 
 ArrayView ArtifactReader::read_array(std::string_view path, DType dtype, int ndim) const {

@@ -154,6 +154,8 @@ namespace {
 constexpr std::string_view kRawFile = "tensor.npy";
 constexpr std::string_view kPackedFile = "tensor.npy.lz4";
 constexpr std::string_view kIndexFile = "tensor.chunks.npy";
+// An encoded tensor's "encoding" is this prefix and the payload's own encoding.
+constexpr std::string_view kEncodedPrefix = "encoded.";
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
 constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
@@ -227,15 +229,20 @@ void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out
   std::string index_header = make_npy_header(DType::uint64, index_shape, 64);
   out.write_file(kIndexFile, {ConstBytes(reinterpret_cast<const std::byte*>(index_header.data()), index_header.size()),
                               ConstBytes(reinterpret_cast<const std::byte*>(index.data()), index.size() * 8)});
-  out.meta()["encoding"] = "npy.lz4";
   out.meta()["chunk_bytes"] = kChunkBytes;
   out.meta()["chunks"] = chunks;
   out.meta()["stored_chunks"] = stored_raw;
 }
 
 struct Layout {
+  // The payload's array: the tensor itself, or for an encoded tensor the
+  // 1-d array of its encoded elements.
   DType dtype;
   std::vector<std::int64_t> shape;
+  // An encoded tensor's recipe (docs/FORMAT.md §6.4) and what it decodes to.
+  std::optional<nlohmann::json> recipe;
+  DType value_dtype;
+  std::vector<std::int64_t> value_shape;
   std::uint64_t nbytes;
   std::string header;         // the header this build writes
   std::string legacy_header;  // for an empty tensor, the 4096-byte header of earlier builds; else empty
@@ -279,6 +286,27 @@ Layout read_layout(const ArtifactReader& in) {
   }
   if (!meta.contains("encoding") || !meta["encoding"].is_string()) bad("has no encoding");
   std::string encoding = meta["encoding"].get<std::string>();
+  l.value_dtype = l.dtype;
+  l.value_shape = l.shape;
+  if (encoding.starts_with(kEncodedPrefix)) {
+    // The payload holds the encoded elements: check the recipe describes this
+    // tensor, then lay the payload out as its stored 1-d array.
+    encoding.erase(0, kEncodedPrefix.size());
+    if (!meta.contains("recipe") || !meta["recipe"].is_object()) bad("has no recipe for its encoding");
+    const auto& recipe = meta["recipe"];
+    if (recipe.value("dtype", nlohmann::json()) != meta["dtype"] ||
+        recipe.value("count", nlohmann::json()) != nlohmann::json(l.nbytes / dtype_size(l.dtype)))
+      bad("recipe does not describe this tensor's dtype and element count");
+    const auto stored = recipe.value("stored_dtype", nlohmann::json());
+    try {
+      l.dtype = dtype_from_name(stored.is_string() ? stored.get<std::string>() : std::string());
+    } catch (const Unsupported&) {
+      bad("recipe names no stored dtype");
+    }
+    l.shape = {static_cast<std::int64_t>(l.nbytes / dtype_size(l.value_dtype))};
+    l.nbytes = static_cast<std::uint64_t>(l.shape[0]) * dtype_size(l.dtype);
+    l.recipe = recipe;
+  }
   if (encoding == "npy")
     l.packed = false;
   else if (encoding == "npy.lz4")
@@ -443,6 +471,42 @@ ChunkIndex open_packed(const ArtifactReader& in, const Layout& l, Access access)
 
 }  // namespace
 
+namespace {
+
+// Writes `payload` (the tensor, or its encoded elements) as tensor.npy or
+// LZ4 frames, as the policy says; `observe` sees tensor.npy's ranges as they
+// are hashed. Returns the payload's encoding name.
+std::string write_payload(const Tensor& payload, Compression policy, ArtifactWriter& out,
+                          const ArtifactWriter::Observer& observe) {
+  std::string header = make_tensor_npy_header(payload.dtype(), payload.shape());
+  bool packed = policy == Compression::lz4 ||
+                (policy == Compression::automatic && payload.nbytes() >= kAutoMinBytes && worth_compressing(payload));
+  if (packed) {
+    save_packed(payload, header, out);
+    return "npy.lz4";
+  }
+  const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
+                              ConstBytes(payload.data(), payload.nbytes())};
+  out.write_file(kRawFile, parts, observe);
+  return "npy";
+}
+
+// The payload array of `l`, mapped or decompressed, checked (defined below load).
+Tensor load_payload(const ArtifactReader& in, const Layout& l);
+
+// A decoded tensor from the payload `stored` of an encoded one.
+Tensor decode_tensor(const ArtifactReader& in, const Layout& l, const Tensor& stored) {
+  std::vector<std::byte> bytes =
+      decode_array(*l.recipe, ConstBytes(stored.data(), stored.nbytes()), in.label() + ": tensor payload");
+  if (l.value_dtype == DType::bool_)
+    if (auto bad = detail::find_invalid_bool(bytes))
+      throw CorruptData(in.label() + ": decoded bool element " + std::to_string(*bad) + " is not 0 or 1");
+  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  return Tensor::Make(l.value_dtype, l.value_shape, Buffer::wrap(owner->data(), owner->size(), owner));
+}
+
+}  // namespace
+
 void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   if (t.dtype() == DType::bool_)
     if (auto bad = detail::find_invalid_bool({t.data(), t.nbytes()}))
@@ -451,25 +515,35 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   auto& meta = out.meta();
   meta["dtype"] = dtype_name(t.dtype());
   meta["shape"] = t.shape();
-  std::string header = make_tensor_npy_header(t.dtype(), t.shape());
-  detail::TensorStats stats(t, header.size());
-  Compression policy = out.options().options.get<TensorOptions>().compression;
-  bool packed = policy == Compression::lz4 ||
-                (policy == Compression::automatic && t.nbytes() >= kAutoMinBytes && worth_compressing(t));
-  if (packed) {
-    save_packed(t, header, out);
-  } else {
-    meta["encoding"] = "npy";
-    const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
-                                ConstBytes(t.data(), t.nbytes())};
-    // Summarised while the hashing threads have each range in cache.
-    out.write_file(kRawFile, parts, [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
+  const TensorOptions options = out.options().options.get<TensorOptions>();
+  const ArrayEncoding& encoding = options.encoding;
+  if (encoding.delta || encoding.squeeze || encoding.shuffle) {
+    EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
+    auto owner = std::make_shared<std::vector<std::byte>>(std::move(encoded.bytes));
+    const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
+    Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::wrap(owner->data(), owner->size(), owner));
+    detail::TensorStats stats(t, 0);  // of the values, not of their encoding
+    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options.compression, out, {});
+    meta["recipe"] = std::move(encoded.recipe);
+    meta["stats"] = stats.finish();
+    return;
   }
+  detail::TensorStats stats(t, make_tensor_npy_header(t.dtype(), t.shape()).size());
+  // Summarised while the hashing threads have each range in cache.
+  meta["encoding"] = write_payload(t, options.compression, out,
+                                   [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
   meta["stats"] = stats.finish();
 }
 
 Tensor materializer<Tensor>::load(const ArtifactReader& in) {
   Layout l = read_layout(in);
+  if (l.recipe) return decode_tensor(in, l, load_payload(in, l));
+  return load_payload(in, l);
+}
+
+namespace {
+
+Tensor load_payload(const ArtifactReader& in, const Layout& l) {
   if (!l.packed) {
     RawPayload raw = open_raw(in, l, Access::map);
     check_bools(l, raw.data(), 0, in, kRawFile);
@@ -485,8 +559,14 @@ Tensor materializer<Tensor>::load(const ArtifactReader& in) {
   return Tensor::Make(l.dtype, l.shape, std::move(data));
 }
 
+}  // namespace
+
 void materializer<Tensor>::validate(const ArtifactReader& in) {
   Layout l = read_layout(in);
+  if (l.recipe) {  // the recipe is only checked by following it
+    (void)load(in);
+    return;
+  }
   if (!l.packed) {
     RawPayload raw = open_raw(in, l, Access::read);
     if (l.dtype == DType::bool_) {
@@ -534,7 +614,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   if (begin < 0 || end < begin || end > l.shape[0])
     throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
                           ") are outside [0, " + std::to_string(l.shape[0]) + ")");
-  if (!l.packed) {
+  if (!l.packed || l.recipe) {  // mapped, or encoded (delta needs every element before the rows)
     Tensor whole = materializer<Tensor>::load(in);
     return whole.rows(begin, end);
   }

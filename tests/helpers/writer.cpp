@@ -75,6 +75,32 @@ struct Model {
 };
 AMPHORA_MATERIALIZE(Model, "test.model", 1, name, epochs, config, weights, vocab, dropout)
 
+// Arrays written through the toolkit with encodings (read in Python with Artifact.array).
+struct EncodedColumns {
+  std::vector<std::int64_t> ids;
+};
+
+}  // namespace kinds
+
+template <>
+struct amphora::materializer<kinds::EncodedColumns> {
+  static constexpr std::string_view name = "test.encoded_columns";
+  static constexpr int version = 1;
+  static void save(const kinds::EncodedColumns& c, ArtifactWriter& out) {
+    out.write_array<std::int64_t>("ids.npy", c.ids, {.delta = true, .squeeze = true});
+    const std::int64_t shape[] = {2, 2};
+    const std::uint16_t words[] = {1, 300, 65535, 7};
+    out.write_array("words.npy", amphora::DType::uint16, shape, std::as_bytes(std::span(words)), {.shuffle = true});
+  }
+  static kinds::EncodedColumns load(const ArtifactReader& in) {
+    auto ids = in.read_array("ids.npy", amphora::DType::int64, 1);
+    auto v = ids.values<std::int64_t>();
+    return {{v.begin(), v.end()}};
+  }
+};
+
+namespace kinds {
+
 // The values test_reader.py compares with: keep the two in step.
 void save_all(amphora::Store& store) {
   using amphora::Tensor;
@@ -92,6 +118,14 @@ void save_all(amphora::Store& store) {
   named(Tensor::from_values<amphora::bfloat16>({4}, bf), "tensor_bf16");
   named(Tensor::from_values<bool>({3}, std::vector<bool>{true, false, true}), "tensor_bool");
   named(Tensor::zeros(amphora::DType::complex64, {0, 2}), "tensor_empty");
+  std::vector<std::int64_t> sorted(5000);
+  for (std::size_t i = 0; i < sorted.size(); ++i) sorted[i] = -1000 + static_cast<std::int64_t>(7 * i + i % 3);
+  named(Tensor::from_values<std::int64_t>({50, 100}, sorted), "tensor_encoded",
+        amphora::TensorOptions{.compression = amphora::Compression::lz4,
+                               .encoding = {.delta = true, .squeeze = true, .shuffle = true}});
+  named(Tensor::from_values<float>({3, 4}, f), "tensor_shuffled",
+        amphora::TensorOptions{.compression = amphora::Compression::none, .encoding = {.shuffle = true}});
+  named(EncodedColumns{sorted}, "encoded_columns");
 
   auto i32 = [](std::vector<std::int32_t> v) { return Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(v.size())}, v); };
   auto i64 = [](std::vector<std::int64_t> v) { return Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(v.size())}, v); };

@@ -41,6 +41,8 @@ EXPECTED = {
     "tensor_bf16": bfloat16([1.0, -2.5, 0.15625, 3e38]),
     "tensor_bool": np.array([True, False, True]),
     "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
+    "tensor_encoded": (-1000 + 7 * np.arange(5000, dtype=np.int64) + np.arange(5000) % 3).reshape(50, 100),
+    "tensor_shuffled": np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(0.5),
     "sparse_csr": sp.csr_matrix((np.array([1.0, 2, 3, 4]), np.array([0, 2, 1, 3], np.int32),
                                  np.array([0, 2, 2, 4], np.int32)), shape=(3, 4)),
     "sparse_csc": sp.csc_matrix((np.array([5, 6], np.float32), np.array([2, 0], np.int64),
@@ -111,6 +113,14 @@ class ReaderTest(StoreTestCase):
             for kw in ({}, {"mmap": False}, {"verify": True}):
                 with self.subTest(name=name, **kw):
                     self.assert_same(want, reader.load(self.store, name, **kw), name)
+
+    def test_encoded_toolkit_arrays_decode(self):
+        art = reader.open_artifact(self.store, "encoded_columns")
+        self.assertEqual(art.meta["encodings"]["ids.npy"]["stored_dtype"], "uint8")
+        self.assertEqual(np.load(art.path("ids.npy")).dtype, np.uint8)  # numpy sees the stored elements
+        self.assert_same(EXPECTED["tensor_encoded"].reshape(-1), art.array("ids.npy", dtype="<i8", ndim=1), "ids")
+        self.assert_same(np.array([[1, 300], [65535, 7]], "<u2"), art.array("words.npy", mmap=False), "words")
+        reader.verify(self.store, "encoded_columns")
 
     def test_refs_resolve_as_the_cli_does(self):
         digest = self.run_cli("show", "json", "--json", check=EXIT_OK).stdout

@@ -4,6 +4,7 @@
 // through these, so hashing, staging, path checks and the storage backend
 // stay in one place.
 
+#include <amphora/array_encoding.hpp>
 #include <amphora/array_view.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/dtype.hpp>
@@ -174,12 +175,17 @@ class ArtifactWriter {
   /// multiple of 64 bytes) that numpy.load opens, and ArtifactReader::
   /// read_array maps without copying. `data` must hold exactly the bytes of
   /// `shape`, and a bool array only 0 or 1: InvalidArgument otherwise.
-  void write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape, ConstBytes data);
+  /// With `encoding` (docs/FORMAT.md §6.4) the file holds the encoded
+  /// elements as a 1-d array of their stored dtype and the recipe goes into
+  /// the metadata under "encodings"; read_array undoes it. Throws
+  /// InvalidArgument as encode_array does.
+  void write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape, ConstBytes data,
+                   const ArrayEncoding& encoding = {});
   /// A one-dimensional array of `values`.
   template <class T>
-  void write_array(std::string_view path, std::span<const T> values) {
+  void write_array(std::string_view path, std::span<const T> values, const ArrayEncoding& encoding = {}) {
     const std::int64_t n = static_cast<std::int64_t>(values.size());
-    write_array(path, dtype_of<T>::value, std::span<const std::int64_t>(&n, 1), std::as_bytes(values));
+    write_array(path, dtype_of<T>::value, std::span<const std::int64_t>(&n, 1), std::as_bytes(values), encoding);
   }
   /// Writes a list of strings merged into two files: `PATH.offsets.npy`
   /// (int64, one more than there are strings, from 0 to the total length)
@@ -202,7 +208,8 @@ class ArtifactWriter {
 
   /// The materializer's metadata object, stored (and hashed) in the manifest.
   /// Must hold no NaN/infinite numbers and only UTF-8 text (checked when the
-  /// save finishes: InvalidArgument).
+  /// save finishes: InvalidArgument). The key "encodings" is the writer's
+  /// own (the recipes of encoded arrays): setting it is InvalidArgument.
   nlohmann::json& meta();
   /// Reports progress in the materializer's own units (for example input
   /// bytes consumed, when what is written is compressed). Once called, the
@@ -278,7 +285,9 @@ class ArtifactReader {
   nlohmann::json read_json(std::string_view path) const;
   /// Maps .npy file `path` as an array without copying. Checks the header,
   /// C order and little-endian data, the shape against the file size (exact),
-  /// the data offset against the dtype's alignment, and bool bytes.
+  /// the data offset against the dtype's alignment, and bool bytes. An array
+  /// written with an ArrayEncoding is decoded into fresh memory instead,
+  /// after the same checks of the stored file and of its recipe.
   ArrayView read_array(std::string_view path) const;
   /// The same, also requiring `dtype` and, when `ndim` >= 0, that many
   /// dimensions. A bfloat16 array is stored as uint16 words (.npy has no
@@ -317,6 +326,8 @@ class ArtifactReader {
                  Digest digest, Manifest manifest, std::string label, int depth);
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
+  ArrayView read_stored_array(std::string_view path, const std::string& where) const;
+  ArrayView read_encoded(std::string_view path, const nlohmann::json& recipe, const std::string& where) const;
   [[noreturn]] void bad_meta(std::string_view key, std::string_view problem) const;
 
   std::shared_ptr<detail::ArtifactContext> context_;

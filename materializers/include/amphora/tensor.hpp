@@ -34,6 +34,10 @@ Compression parse_compression(std::string_view text);
 /// They reach every tensor a save stores, inside composites too.
 struct TensorOptions {
   Compression compression = Compression::automatic;
+  /// Lossless transforms applied before compression (docs/FORMAT.md §5.9):
+  /// delta and squeeze for integer tensors, shuffle for any. The payload
+  /// then holds the encoded elements; loading undoes them.
+  ArrayEncoding encoding{};
 };
 
 /// A dense, C-ordered (row-major) N-dimensional array over a shared Buffer.
