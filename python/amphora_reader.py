@@ -17,6 +17,10 @@ sha256:HEX, a hex prefix of 8 or more digits) and returns:
   amphora.sparse         a scipy.sparse csr/csc/coo matrix, or without SciPy a
                          dict {"format", "shape", "data", "indices", "indptr"}
                          (or "row", "col")
+  amphora.table          a pandas DataFrame (nullable columns as pandas' masked
+                         arrays, strings as objects with None for null), or
+                         without pandas a dict of arrays (numpy masked arrays
+                         for nullable ones)
   amphora.string         str, or bytes when not valid UTF-8
   amphora.json           the JSON value
   amphora.strings        list of str (bytes for any that are not UTF-8)
@@ -519,6 +523,85 @@ def _sparse(art, mmap):
 
 
 # ---------------------------------------------------------------------------
+# tables (§9)
+
+COLUMN_DTYPES = dict(DTYPES, **{"bool": "|b1", "timestamp[ns]": "<i8"})
+
+
+def _table(art, mmap):
+    rows = _count(art, art.meta_value("rows", int))
+    schema = art.meta_value("columns", list)
+    columns = {}
+    for k, c in enumerate(schema):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(c.get("type"), str) or \
+                not isinstance(c.get("nullable"), bool):
+            raise CorruptData(f"{art.label}: column {k} of the schema lacks a name, type or nullable flag")
+        name, kind, path = c["name"], c["type"], f"columns/{k}"
+        if name in columns:
+            raise CorruptData(f"{art.label}: two columns are named '{name}'")
+        valid = None
+        if c["nullable"]:
+            bits = art.array(path + ".valid.npy", False, "|u1", 1)
+            if len(bits) != (rows + 7) // 8:
+                raise CorruptData(f"{art.label}: column '{name}': the validity bitmap has {len(bits)} bytes for {rows} rows")
+            valid = np.unpackbits(bits, bitorder="little")[:rows].astype(bool)
+        if kind == "string":
+            encoding = c.get("encoding")
+            if encoding == "plain":
+                values = art.strings(path)
+            elif encoding == "dictionary":
+                words = art.strings(path + ".dict")
+                codes = art.array(path + ".codes.npy", False, "<u4", 1)
+                if len(codes) and int(codes.max()) >= len(words):
+                    raise CorruptData(f"{art.label}: column '{name}': a code lies past the dictionary")
+                values = [words[i] for i in codes.tolist()]
+            else:
+                raise Unsupported(f"{art.label}: column '{name}' has unknown string encoding {encoding!r}")
+            values = np.array(values + [None], dtype=object)[:-1]  # the None keeps numpy from making a 2-d array
+        elif kind in COLUMN_DTYPES and kind != "bfloat16" and kind != "float16" and not kind.startswith("complex"):
+            values = art.array(path + ".npy", mmap, COLUMN_DTYPES[kind], 1)
+        else:
+            raise Unsupported(f"{art.label}: column '{name}' has unknown type '{kind}'")
+        if len(values) != rows:
+            raise CorruptData(f"{art.label}: column '{name}' holds {len(values)} values for {rows} rows")
+        columns[name] = (kind, values, valid)
+    try:
+        import pandas as pd
+    except ImportError:
+        pd = None
+    out = {}
+    for name, (kind, values, valid) in columns.items():
+        if kind == "timestamp[ns]":
+            values = values.view("datetime64[ns]")
+        if pd is None:
+            if kind == "string":
+                values = values.copy()
+                if valid is not None:
+                    values[~valid] = None
+                out[name] = values
+            else:
+                out[name] = values if valid is None else np.ma.masked_array(values, mask=~valid)
+            continue
+        if valid is None:
+            out[name] = values if kind != "string" else values
+        elif kind == "string":
+            values = values.copy()
+            values[~valid] = None
+            out[name] = values
+        elif kind == "bool":
+            out[name] = pd.arrays.BooleanArray(np.asarray(values), ~valid)
+        elif kind == "timestamp[ns]":
+            values = np.array(values)
+            values[~valid] = np.datetime64("NaT")
+            out[name] = values
+        elif kind.startswith("float"):
+            out[name] = pd.arrays.FloatingArray(np.asarray(values), ~valid)
+        else:
+            out[name] = pd.arrays.IntegerArray(np.asarray(values), ~valid)
+    return out if pd is None else pd.DataFrame(out, index=pd.RangeIndex(rows))
+
+
+# ---------------------------------------------------------------------------
 # everyday materializers (§7)
 
 
@@ -627,6 +710,8 @@ def _load(art, mmap):
         return _tensor(art, mmap)
     if m == "amphora.sparse":
         return _sparse(art, mmap)
+    if m == "amphora.table":
+        return _table(art, mmap)
     if m == "amphora.string":
         data = art.read("string.bin")
         if art.meta_value("bytes", int) != len(data):

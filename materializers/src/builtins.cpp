@@ -3,6 +3,7 @@
 #include <amphora/npy.hpp>
 #include <amphora/records.hpp>
 #include <amphora/sparse.hpp>
+#include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
 
 
@@ -61,6 +62,7 @@ void register_builtins(Registry& registry) {
       ".npz", "scipy.sparse matrix (scipy.sparse.save_npz)",
       [](const std::filesystem::path& file) { return read_npz(file); },
       [](const SparseMatrix& matrix, const std::filesystem::path& file) { write_npz(matrix, file); });
+  registry.add<Table>("built-in");
   registry.add<std::string>("built-in");
   registry.add_file_format<std::string>(
       ".txt", "text (any bytes)", [](const std::filesystem::path& file) { return read_whole_file(file); },

@@ -15,6 +15,7 @@
 #include <amphora/everyday.hpp>
 #include <amphora/records.hpp>
 #include <amphora/sparse.hpp>
+#include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
 
 #include <cstdio>
@@ -126,6 +127,29 @@ void save_all(amphora::Store& store) {
   named(Tensor::from_values<float>({3, 4}, f), "tensor_shuffled",
         amphora::TensorOptions{.compression = amphora::Compression::none, .encoding = {.shuffle = true}});
   named(EncodedColumns{sorted}, "encoded_columns");
+  {
+    std::vector<std::string> city;
+    std::vector<std::int64_t> count, when;
+    std::vector<double> score;
+    std::vector<bool> ok, has;
+    std::vector<std::string> ids;
+    for (int i = 0; i < 300; ++i) {
+      ids.push_back("id-" + std::to_string(i * 31));
+      city.push_back(i % 3 == 0 ? "Z\xc3\xbcrich" : i % 3 == 1 ? "\xe6\x9d\xb1\xe4\xba\xac" : "");
+      count.push_back(i * i - 100);
+      when.push_back(1'600'000'000'000'000'000 + i * 1'000'000'007LL);
+      score.push_back(i / 8.0);
+      ok.push_back(i % 2 == 0);
+      has.push_back(i % 7 != 0);
+    }
+    named(amphora::Table::make({{"city", amphora::Column::of(city, has)},
+                                {"count", amphora::Column::of(count, has)},
+                                {"when", amphora::Column::timestamps(Tensor::from_values<std::int64_t>({300}, when), has)},
+                                {"score", amphora::Column::of(score)},
+                                {"ok", amphora::Column::numbers(Tensor::from_values<bool>({300}, ok), has)},
+                                {"id", amphora::Column::of(ids)}}),
+          "table");
+  }
 
   auto i32 = [](std::vector<std::int32_t> v) { return Tensor::from_values<std::int32_t>({static_cast<std::int64_t>(v.size())}, v); };
   auto i64 = [](std::vector<std::int64_t> v) { return Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(v.size())}, v); };

@@ -73,6 +73,24 @@ EXPECTED = {
 }
 
 
+def expected_table():
+    import pandas as pd
+    i = np.arange(300)
+    has = i % 7 != 0
+    city = np.array([["Z\u00fcrich", "\u6771\u4eac", ""][k % 3] for k in i], dtype=object)
+    city[~has] = None
+    when = (1_600_000_000_000_000_000 + i * 1_000_000_007).astype("datetime64[ns]")
+    when[~has] = np.datetime64("NaT")
+    return pd.DataFrame({
+        "city": city,
+        "count": pd.arrays.IntegerArray((i * i - 100).astype(np.int64), ~has),
+        "when": when,
+        "score": i / 8.0,
+        "ok": pd.arrays.BooleanArray(i % 2 == 0, ~has),
+        "id": np.array([f"id-{k * 31}" for k in i], dtype=object),
+    })
+
+
 class ReaderTest(StoreTestCase):
     def setUp(self):
         super().setUp()
@@ -113,6 +131,38 @@ class ReaderTest(StoreTestCase):
             for kw in ({}, {"mmap": False}, {"verify": True}):
                 with self.subTest(name=name, **kw):
                     self.assert_same(want, reader.load(self.store, name, **kw), name)
+
+    def test_tables_load_as_dataframes(self):
+        import pandas as pd
+        want = expected_table()
+        for kw in ({}, {"mmap": False}, {"verify": True}):
+            got = reader.load(self.store, "table", **kw)
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+        meta = {c["name"]: c for c in reader.open_artifact(self.store, "table").meta["columns"]}
+        self.assertEqual(meta["city"]["encoding"], "dictionary")
+        self.assertEqual(meta["id"]["encoding"], "plain")
+
+    def test_tables_without_pandas_are_dicts_of_arrays(self):
+        real_import = builtins.__import__
+
+        def no_pandas(name, *args, **kw):
+            if name == "pandas" or name.startswith("pandas."):
+                raise ImportError("no pandas")
+            return real_import(name, *args, **kw)
+
+        want = expected_table()
+        builtins.__import__ = no_pandas
+        try:
+            got = reader.load(self.store, "table")
+        finally:
+            builtins.__import__ = real_import
+        self.assertEqual(list(got), list(want.columns))
+        self.assertIsInstance(got["count"], np.ma.MaskedArray)
+        self.assertTrue(np.array_equal(got["count"].mask, want["count"].isna().to_numpy()))
+        self.assertEqual(got["count"].compressed().tolist(), want["count"].dropna().tolist())
+        self.assertEqual(got["city"].tolist(), want["city"].tolist())
+        self.assertEqual(got["score"].tolist(), want["score"].tolist())
+        self.assertEqual(got["when"].dtype, np.dtype("datetime64[ns]"))
 
     def test_encoded_toolkit_arrays_decode(self):
         art = reader.open_artifact(self.store, "encoded_columns")

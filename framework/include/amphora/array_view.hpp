@@ -83,6 +83,9 @@ class StringsView {
   }
   /// Total bytes of all strings.
   std::size_t total_bytes() const { return bytes_ ? bytes_->size() : 0; }
+  /// The offsets array and the bytes it points into, keeping their mappings alive.
+  const ArrayView& offsets() const { return offsets_; }
+  const std::shared_ptr<const Buffer>& bytes_buffer() const { return bytes_; }
   std::vector<std::string> to_vector() const {
     std::vector<std::string> out;
     out.reserve(size());

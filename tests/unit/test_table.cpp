@@ -1,0 +1,153 @@
+// Tables: every column type round-trips with its nulls, strings pick the
+// smaller of plain and dictionary storage, projection and row ranges read
+// only what is asked, and damage is reported by column.
+
+#include "support.hpp"
+
+#include <amphora/table.hpp>
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+using namespace amphora;
+
+namespace {
+
+Table sample(std::size_t n) {
+  std::vector<std::int64_t> ids(n), stamps(n);
+  std::vector<double> prices(n);
+  std::vector<std::uint8_t> small(n);
+  std::vector<bool> flags(n), some(n), none(n, false);
+  std::vector<std::string> words(n), unique(n);
+  const char* vocabulary[] = {"caf\xc3\xa9", "\xe6\x9d\xb1\xe4\xba\xac", "\xf0\x9f\x9a\x80 launch", "", "a\0b"};
+  for (std::size_t i = 0; i < n; ++i) {
+    ids[i] = static_cast<std::int64_t>(i) * 1000 - 7;
+    stamps[i] = 1'700'000'000'000'000'000 + static_cast<std::int64_t>(i) * 1'000'000;
+    prices[i] = i % 7 == 3 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(i) / 4 - 3;
+    small[i] = static_cast<std::uint8_t>(i % 251);
+    flags[i] = i % 3 == 0;
+    some[i] = i % 5 != 2;
+    words[i] = i % 5 == 4 ? std::string("a\0b", 3) : vocabulary[i % 5];
+    unique[i] = "row-" + std::to_string(i * 7919);
+  }
+  std::vector<std::uint8_t> flag_bytes(flags.begin(), flags.end());
+  return Table::make({
+      {"id", Column::of(ids)},
+      {"price", Column::of(prices, some)},
+      {"small", Column::of(small)},
+      {"flag", Column::numbers(Tensor::from_values<bool>({static_cast<std::int64_t>(n)}, flags), some)},
+      {"when", Column::timestamps(Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(n)}, stamps))},
+      {"word", Column::of(words, some)},
+      {"unique", Column::of(unique)},
+      {"nothing", Column::of(std::vector<float>(n, 0.f), none)},
+  });
+}
+
+const nlohmann::json& column_meta(const ArtifactReader& in, const std::string& name) {
+  for (const auto& c : in.meta()["columns"])
+    if (c["name"] == name) return c;
+  throw std::runtime_error("no column " + name);
+}
+
+}  // namespace
+
+TEST_CASE("Tables round-trip every column type with their nulls", "[table]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{9}, std::size_t{1000}}) {
+    CAPTURE(n);
+    const Table t = sample(n);
+    auto saved = store.save(t, {.name = "t"});
+    for (bool eager : {false, true}) {
+      Table back = store.load<Table>(saved.digest, {.eager = eager});
+      CHECK(back.equals(t));
+      CHECK(back.names() == t.names());
+      CHECK(back.column("word").null_count() == t.column("word").null_count());
+    }
+    CHECK(store.verify(saved.digest.str()).ok());
+  }
+  // A string with an embedded NUL comes back whole.
+  Table back = store.load<Table>("t");
+  CHECK(back.column("word").string(4) == std::string_view("a\0b", 3));
+  CHECK(back.column("word").string(2) == "\xf0\x9f\x9a\x80 launch");
+}
+
+TEST_CASE("The schema and statistics of a table are in its metadata", "[table]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const Table t = sample(1000);
+  auto in = store.open_artifact(store.save(t).digest);
+  CHECK(in.meta<std::size_t>("rows") == 1000);
+  const auto& id = column_meta(in, "id");
+  CHECK(id["type"] == "int64");
+  CHECK(id["nullable"] == false);
+  CHECK(id["min"] == -7);
+  CHECK(id["max"] == 999 * 1000 - 7);
+  const auto& price = column_meta(in, "price");
+  CHECK(price["null_count"] == 200);
+  CHECK(price["min"] == -3.0);  // NaN skipped
+  CHECK(column_meta(in, "when")["type"] == "timestamp[ns]");
+  const auto& word = column_meta(in, "word");
+  CHECK(word["encoding"] == "dictionary");  // five words over 1000 rows
+  CHECK(word["distinct"] == 5);
+  CHECK(column_meta(in, "unique")["encoding"] == "plain");
+  CHECK(column_meta(in, "unique")["distinct"] == 1000);
+  CHECK(column_meta(in, "nothing")["null_count"] == 1000);
+  CHECK(column_meta(in, "nothing")["min"].is_null());
+  // Dictionary codes are squeezed to one byte each.
+  CHECK(in.meta()["encodings"]["columns/5.codes.npy"]["stored_dtype"] == "uint8");
+}
+
+TEST_CASE("load_table reads only the columns and rows asked for", "[table]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const Table t = sample(1000);
+  auto in = store.open_artifact(store.save(t).digest);
+  const std::vector<std::string> cols = {"word", "id", "flag"};
+  Table part = load_table(in, {.columns = cols, .rows = std::pair<std::size_t, std::size_t>{123, 456}});
+  CHECK(part.names() == cols);
+  CHECK(part.rows() == 333);
+  CHECK(part.equals(t.select(cols).slice(123, 456)));
+  CHECK(load_table(in, {.rows = std::pair<std::size_t, std::size_t>{1000, 1000}}).rows() == 0);
+  CHECK(load_table(in, {.columns = {"unique"}}).column(0).string(999) == t.column("unique").string(999));
+  CHECK_THROWS_AS(load_table(in, {.columns = {"nope"}}), NotFound);
+  CHECK_THROWS_WITH(load_table(in, {.rows = std::pair<std::size_t, std::size_t>{10, 1001}}),
+                    Catch::Contains("rows [10, 1001) are outside [0, 1000)"));
+}
+
+TEST_CASE("Tables and columns refuse what they cannot hold", "[table][bad-input]") {
+  auto ints = Column::of(std::vector<std::int32_t>{1, 2, 3});
+  CHECK_THROWS_WITH(Table::make({{"a", ints}, {"a", ints}}), Catch::Contains("two columns are named 'a'"));
+  CHECK_THROWS_WITH(Table::make({{"", ints}}), Catch::Contains("empty name"));
+  CHECK_THROWS_WITH(Table::make({{"a", ints}, {"b", Column::of(std::vector<double>{1})}}),
+                    Catch::Contains("column 'b' has 1 rows, column 'a' 3"));
+  CHECK_THROWS_WITH(Column::numbers(Tensor::zeros(DType::complex64, {2})), Catch::Contains("cannot hold complex64"));
+  CHECK_THROWS_WITH(Column::numbers(Tensor::zeros(DType::int32, {2, 2})), Catch::Contains("1-d tensor"));
+  CHECK_THROWS_WITH(Column::of(std::vector<std::string>{"ok", "\xff"}), Catch::Contains("row 1 is not valid UTF-8"));
+  CHECK_THROWS_WITH(Column::of(std::vector<int>{1, 2}, {true}), Catch::Contains("1 entries for 2 rows"));
+  CHECK_THROWS_WITH(Column::timestamps(Tensor::zeros(DType::int32, {1})), Catch::Contains("int64 nanoseconds"));
+  CHECK_THROWS_WITH(sample(3).column("id").string(0), Catch::Contains("string(row) of a int64 column"));
+  CHECK_THROWS_WITH(sample(3).column("missing"), Catch::Contains("no column 'missing' (columns: id, price"));
+  CHECK_THROWS_AS(parse_column_type("decimal"), InvalidArgument);
+}
+
+TEST_CASE("A damaged table names the column", "[table][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(sample(50));
+  const auto obj = test::object_dir(dir / "store", saved.digest);
+  test::fs::permissions(obj / "columns", test::fs::perms::owner_all, test::fs::perm_options::add);
+  SECTION("a dictionary code past the dictionary") {
+    const auto codes = obj / "columns" / "5.codes.npy";
+    test::fs::permissions(codes, test::fs::perms::owner_write, test::fs::perm_options::add);
+    test::flip_byte(codes, test::fs::file_size(codes) - 1);
+    CHECK_THROWS_WITH(store.load<Table>(saved.digest), Catch::Contains("column 'word'") && Catch::Contains("dictionary holds 5"));
+    CHECK_FALSE(store.verify(saved.digest.str()).ok());
+  }
+  SECTION("a missing column file") {
+    test::fs::remove(obj / "columns" / "0.npy");
+    CHECK_THROWS_AS(store.load<Table>(saved.digest), CorruptData);
+    // Other columns still load on their own.
+    CHECK(load_table(store.open_artifact(saved.digest), {.columns = {"word"}}).rows() == 50);
+  }
+}
