@@ -7,6 +7,7 @@
 //   tiny       per-artifact overhead: 1,000 tiny saves vs one pickle file each
 //   pass       open + full sum of a float32 tensor vs numpy.load + sum
 //   sparse     a 200,000 x 200,000 CSR matrix (10M values) vs scipy.sparse save_npz / load_npz
+//   table      5,000,000 rows (int64, float64, bool, Zipf words) vs pandas to_pickle / read_pickle
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
 //
@@ -328,10 +329,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass,sparse]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -388,6 +389,7 @@ int main(int argc, char** argv) {
   if (o.runs("tiny")) run_tiny(o, verdict);
   if (o.runs("pass")) run_pass(o, verdict);
   if (o.runs("sparse")) run_sparse(o, verdict);
+  if (o.runs("table")) run_table(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().

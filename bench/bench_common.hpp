@@ -141,5 +141,6 @@ void run_records(const Options& o, Verdicts& verdict);
 void run_tiny(const Options& o, Verdicts& verdict);
 void run_pass(const Options& o, Verdicts& verdict);
 void run_sparse(const Options& o, Verdicts& verdict);
+void run_table(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench

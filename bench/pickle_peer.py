@@ -21,17 +21,7 @@ import time
 
 import numpy as np
 
-from scratch import retire
-
-SCRATCH = 64 << 20
-
-
-def touch_scratch():
-    # Memory left idle is handed back to the host; touching a block first keeps
-    # both sides on warm memory, as the C++ side does.
-    block = np.empty(SCRATCH, dtype=np.uint8)
-    block.fill(1)
-    del block
+from scratch import retire, touch_scratch
 
 
 def dump(value, path):

@@ -18,15 +18,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from scratch import retire
-
-SCRATCH = 64 << 20
-
-
-def touch_scratch():
-    block = np.empty(SCRATCH, dtype=np.uint8)
-    block.fill(1)
-    del block
+from scratch import retire, touch_scratch
 
 
 def main():

@@ -1,5 +1,6 @@
 #include <amphora/array_encoding.hpp>
 #include <amphora/error.hpp>
+#include <amphora/parallel.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -84,15 +85,6 @@ DType narrowest(T lo, T hi) {
   return DType::uint64;
 }
 
-// Converts every element of `data` (of type From) to To, which holds them all.
-template <class From, class To>
-std::vector<std::byte> convert(ConstBytes data) {
-  const auto in = load_values<From>(data);
-  std::vector<To> out(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<To>(in[i]);
-  return bytes_of(out);
-}
-
 // The same when decoding: a value that does not fit To is damage.
 template <class From, class To>
 std::vector<std::byte> widen_checked(ConstBytes data, std::string_view where) {
@@ -147,45 +139,71 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
                           std::string(dtype_name(dtype)));
   EncodedArray out;
   out.recipe = {{"dtype", dtype_name(dtype)}, {"count", count}, {"transforms", nlohmann::json::array()}};
-  out.bytes.assign(data.begin(), data.end());
   out.stored_dtype = dtype;
+  // The bytes as each transform leaves them: the input itself until one
+  // rewrites them into `out.bytes` (no copy for what stays unchanged).
+  ConstBytes current = data;
+  auto element = [](ConstBytes bytes, std::size_t i, auto tag) {
+    typename decltype(tag)::type v;
+    std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
+    return v;
+  };
 
   if (encoding.delta) {
     visit_integer(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using U = std::make_unsigned_t<T>;
-      const auto v = load_values<T>(data);
-      std::vector<U> diff(v.size());
-      for (std::size_t i = 1; i < v.size(); ++i) {
-        if (v[i] < v[i - 1])
+      std::vector<std::byte> diff(count * sizeof(U));
+      T previous = count ? element(current, 0, tag) : T{0};
+      out.recipe["first"] = previous;
+      for (std::size_t i = 1; i < count; ++i) {
+        const T v = element(current, i, tag);
+        if (v < previous)
           throw InvalidArgument("delta coding needs values that never decrease: element " + std::to_string(i) + " (" +
-                                std::to_string(v[i]) + ") is less than element " + std::to_string(i - 1) + " (" +
-                                std::to_string(v[i - 1]) + ")");
-        diff[i] = static_cast<U>(static_cast<U>(v[i]) - static_cast<U>(v[i - 1]));
+                                std::to_string(v) + ") is less than element " + std::to_string(i - 1) + " (" +
+                                std::to_string(previous) + ")");
+        const U d = static_cast<U>(static_cast<U>(v) - static_cast<U>(previous));
+        std::memcpy(diff.data() + i * sizeof(U), &d, sizeof(U));
+        previous = v;
       }
-      out.recipe["first"] = v.empty() ? T{0} : v[0];
-      out.bytes = bytes_of(diff);
+      out.bytes = std::move(diff);
     });
+    current = ConstBytes(out.bytes.data(), out.bytes.size());
     out.stored_dtype = unsigned_of(dtype);
     out.recipe["transforms"].push_back("delta");
   }
   if (encoding.squeeze) {
     visit_integer(out.stored_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const auto v = load_values<T>(out.bytes);
-      const auto [lo, hi] = v.empty() ? std::pair{T{0}, T{0}} : std::pair{*std::min_element(v.begin(), v.end()),
-                                                                          *std::max_element(v.begin(), v.end())};
+      T lo{0}, hi{0};
+      for (std::size_t i = 0; i < count; ++i) {
+        const T v = element(current, i, tag);
+        if (i == 0 || v < lo) lo = v;
+        if (i == 0 || v > hi) hi = v;
+      }
       const DType narrow = narrowest<T>(lo, hi);
-      if (dtype_size(narrow) < sizeof(T) || narrow != out.stored_dtype)
-        out.bytes = visit_integer(narrow, [&](auto to) { return convert<T, typename decltype(to)::type>(out.bytes); });
+      if (narrow != out.stored_dtype)
+        out.bytes = visit_integer(narrow, [&](auto to) {
+          using To = typename decltype(to)::type;
+          std::vector<std::byte> narrowed(count * sizeof(To));
+          for (std::size_t i = 0; i < count; ++i) {
+            const To v = static_cast<To>(element(current, i, tag));
+            std::memcpy(narrowed.data() + i * sizeof(To), &v, sizeof(To));
+          }
+          return narrowed;
+        });
       out.stored_dtype = narrow;
     });
+    current = out.bytes.empty() && count ? current : ConstBytes(out.bytes.data(), out.bytes.size());
     out.recipe["transforms"].push_back("squeeze");
   }
   if (encoding.shuffle) {
-    out.bytes = transpose_bytes(out.bytes, dtype_size(out.stored_dtype), true);
+    out.bytes = transpose_bytes(current, dtype_size(out.stored_dtype), true);
+    current = ConstBytes(out.bytes.data(), out.bytes.size());
     out.recipe["transforms"].push_back("shuffle");
   }
+  if (current.data() != out.bytes.data() || current.size() != out.bytes.size())
+    out.bytes.assign(current.begin(), current.end());
   out.recipe["stored_dtype"] = dtype_name(out.stored_dtype);
   return out;
 }
@@ -252,30 +270,171 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
   return bytes;
 }
 
-DictionaryStrings dictionary_encode(std::span<const std::string_view> values) {
-  DictionaryStrings out;
-  out.codes.reserve(values.size());
-  std::unordered_map<std::string_view, std::uint32_t> index;
-  for (std::string_view v : values) {
-    auto [it, added] = index.try_emplace(v, static_cast<std::uint32_t>(out.dictionary.size()));
-    if (added) {
-      if (out.dictionary.size() == std::numeric_limits<std::uint32_t>::max())
-        throw InvalidArgument("dictionary encoding holds fewer than 2^32 distinct strings");
-      out.dictionary.push_back(v);
-    }
-    out.codes.push_back(it->second);
+namespace {
+
+// A string's length and bytes packed for comparison without reading the
+// string again: for up to 16 bytes `head` and `tail` hold them all (loads
+// that overlap for shorter strings), so equal keys mean equal strings; longer
+// strings also compare their bytes.
+struct Key {
+  std::uint64_t head = 0, tail = 0;
+  std::uint32_t size = 0;
+  std::uint64_t hash = 0;
+};
+
+inline std::uint64_t load8(const char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline std::uint32_t load4(const char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline Key key_of(std::string_view s) {
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  Key k;
+  k.size = static_cast<std::uint32_t>(s.size());
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  if (n >= 8) {
+    k.head = load8(p);
+    k.tail = load8(p + n - 8);
+  } else if (n >= 4) {
+    k.head = load4(p) | (std::uint64_t{load4(p + n - 4)} << 32);
+  } else if (n > 0) {
+    k.head = static_cast<unsigned char>(p[0]) | (std::uint64_t{static_cast<unsigned char>(p[n / 2])} << 8) |
+             (std::uint64_t{static_cast<unsigned char>(p[n - 1])} << 16);
   }
+  std::uint64_t h = (k.head ^ (n * kMul)) * kMul;
+  h = (h ^ (h >> 29) ^ k.tail) * kMul;
+  for (std::size_t i = 8; i + 8 < n; i += 8) h = (h ^ (h >> 29) ^ load8(p + i)) * kMul;  // the middle of long strings
+  k.hash = h ^ (h >> 32);
+  return k;
+}
+
+// The distinct strings of one range of rows, in order of first appearance,
+// in an open-addressing table (power-of-two slots, at most half full). A slot
+// is 8 bytes, the top half of the hash and 1 + the string's code, so the
+// table stays in cache; the keys, by code, hold what matches short strings
+// without reading the strings themselves.
+class LocalDictionary {
+ public:
+  std::vector<std::string_view> words;
+
+  /// Starts loading the slot `key` hashes to (call a few keys ahead of code_of).
+  void prefetch(const Key& key) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[key.hash & (slots_.size() - 1)]);
+  }
+
+  std::uint32_t code_of(std::string_view s) { return code_of(s, key_of(s)); }
+
+  std::uint32_t code_of(std::string_view s, const Key& key) {
+    if (4 * (words.size() + 1) > 3 * slots_.size()) grow();
+    const std::uint64_t tag = key.hash & 0xFFFFFFFF00000000ull;
+    std::size_t at = key.hash & (slots_.size() - 1);
+    while (true) {
+      const std::uint64_t slot = slots_[at];
+      if (slot == 0) {
+        if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+          throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
+        words.push_back(s);
+        keys_.push_back(key);
+        slots_[at] = tag | words.size();
+        return static_cast<std::uint32_t>(words.size() - 1);
+      }
+      if ((slot & 0xFFFFFFFF00000000ull) == tag) {
+        const std::uint32_t code = static_cast<std::uint32_t>(slot) - 1;
+        const Key& k = keys_[code];
+        if (k.hash == key.hash && k.size == key.size && k.head == key.head && k.tail == key.tail &&
+            (key.size <= 16 || words[code] == s))
+          return code;
+      }
+      at = (at + 1) & (slots_.size() - 1);
+    }
+  }
+
+ private:
+  void grow() {
+    slots_.assign(std::max<std::size_t>(64, slots_.size() * 2), 0);
+    for (std::size_t code = 0; code < keys_.size(); ++code) {
+      std::size_t at = keys_[code].hash & (slots_.size() - 1);
+      while (slots_[at] != 0) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = (keys_[code].hash & 0xFFFFFFFF00000000ull) | (code + 1);
+    }
+  }
+  std::vector<std::uint64_t> slots_;
+  std::vector<Key> keys_;
+};
+
+// Dictionary-encodes `count` strings, string i being get(i): ranges of rows
+// are encoded on all cores, then their dictionaries are merged in row order,
+// which keeps the global order of first appearance, and codes remapped.
+template <class Get>
+DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
+  DictionaryStrings out;
+  out.codes.resize(count);
+  const std::size_t ranges = count < (1u << 16) ? 1 : std::min<std::size_t>(64, 4 * parallel_threads());
+  std::vector<LocalDictionary> local(ranges);
+  parallel_for(ranges, [&](std::size_t r) {
+    const std::size_t begin = count * r / ranges, end = count * (r + 1) / ranges;
+    // Keys are computed a batch ahead and their slots prefetched, so the
+    // table's cache misses overlap instead of following one another.
+    constexpr std::size_t kBatch = 16;
+    Key keys[kBatch];
+    for (std::size_t b = begin; b < end; b += kBatch) {
+      const std::size_t n = std::min(kBatch, end - b);
+      for (std::size_t j = 0; j < n; ++j) {
+        keys[j] = key_of(get(b + j));
+        local[r].prefetch(keys[j]);
+      }
+      for (std::size_t j = 0; j < n; ++j) out.codes[b + j] = local[r].code_of(get(b + j), keys[j]);
+    }
+  });
+  LocalDictionary global;
+  std::vector<std::vector<std::uint32_t>> remap(ranges);
+  for (std::size_t r = 0; r < ranges; ++r) {
+    remap[r].reserve(local[r].words.size());
+    for (std::string_view w : local[r].words) remap[r].push_back(global.code_of(w));
+  }
+  parallel_for(ranges, [&](std::size_t r) {
+    if (r == 0) return;  // the first range's codes are already global
+    const std::size_t begin = count * r / ranges, end = count * (r + 1) / ranges;
+    for (std::size_t i = begin; i < end; ++i) out.codes[i] = remap[r][out.codes[i]];
+  });
+  out.dictionary = std::move(global.words);
   return out;
 }
 
-bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded) {
-  std::uint64_t merged = 8 * (values.size() + 1), dictionary = 8 * (encoded.dictionary.size() + 1);
-  for (std::string_view v : values) merged += v.size();
+}  // namespace
+
+DictionaryStrings dictionary_encode(std::span<const std::string_view> values) {
+  return encode_dictionary(values.size(), [&](std::size_t i) { return values[i]; });
+}
+
+DictionaryStrings dictionary_encode(ConstBytes bytes, std::span<const std::int64_t> offsets) {
+  const char* base = reinterpret_cast<const char*>(bytes.data());
+  const std::size_t count = offsets.empty() ? 0 : offsets.size() - 1;
+  return encode_dictionary(count, [&](std::size_t i) {
+    return std::string_view(base + offsets[i], static_cast<std::size_t>(offsets[i + 1] - offsets[i]));
+  });
+}
+
+bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded) {
+  std::uint64_t merged = 8 * (count + 1) + total_bytes, dictionary = 8 * (encoded.dictionary.size() + 1);
   for (std::string_view v : encoded.dictionary) dictionary += v.size();
   const std::size_t d = encoded.dictionary.size();
   const std::uint64_t code_width = d <= 256 ? 1 : d <= 65536 ? 2 : 4;
   // The dictionary form has one more file (its codes), so one more header.
-  return dictionary + code_width * values.size() + 128 < merged;
+  return dictionary + code_width * count + 128 < merged;
+}
+
+bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded) {
+  std::uint64_t total = 0;
+  for (std::string_view v : values) total += v.size();
+  return dictionary_is_smaller(values.size(), total, encoded);
 }
 
 }  // namespace amphora

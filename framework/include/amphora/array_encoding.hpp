@@ -64,12 +64,17 @@ struct DictionaryStrings {
   std::vector<std::uint32_t> codes;          ///< one per input string
 };
 
-/// Dictionary-encodes `values`. Throws InvalidArgument when there are 2^32
-/// or more distinct strings.
+/// Dictionary-encodes `values`, on all cores for long lists. Throws
+/// InvalidArgument when there are 2^32 - 1 or more distinct strings.
 DictionaryStrings dictionary_encode(std::span<const std::string_view> values);
+/// The same for merged strings: string i is bytes [offsets[i], offsets[i+1]),
+/// offsets already validated; the dictionary's views point into `bytes`.
+DictionaryStrings dictionary_encode(ConstBytes bytes, std::span<const std::int64_t> offsets);
 
 /// Whether storing `values` as a dictionary plus squeezed codes takes fewer
 /// bytes than storing them merged (offsets plus bytes, docs/FORMAT.md §6.3).
 bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded);
+/// The same for `count` strings of `total_bytes` in all.
+bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded);
 
 }  // namespace amphora

@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""The pandas side of the Amphora benchmark's table section.
+
+usage:
+  pandas_peer.py REPEATS WORKDIR INPUT_DIR
+
+INPUT_DIR holds the columns amphora_bench wrote: id.npy (int64), value.npy
+(float64), flag.npy (bool), word_codes.npy (int32) and words.txt (the
+vocabulary, one word per line); the word column is vocabulary[code], one
+Python str per distinct word, as a program holding the words would have.
+Times DataFrame.to_pickle / pandas.read_pickle (and to_parquet /
+read_parquet when pyarrow is installed), each load followed by the same pass
+over every column the C++ side makes. Prints one JSON object.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from scratch import retire, touch_scratch
+
+
+def one_pass(df):
+    return {"id_sum": int(df["id"].sum()), "value_sum": float(df["value"].sum()), "flags": int(df["flag"].sum()),
+            "word_bytes": int(df["word"].str.len().sum())}
+
+
+def timed(save, load, path, repeats, workdir, df):
+    save_s, load_s = [], []
+    for _ in range(repeats):
+        retire(path, workdir)
+        touch_scratch()
+        t = time.perf_counter()
+        save(df, path)
+        save_s.append(time.perf_counter() - t)
+    checks = None
+    for _ in range(repeats):
+        touch_scratch()
+        t = time.perf_counter()
+        back = load(path)
+        checks = one_pass(back)
+        load_s.append(time.perf_counter() - t)
+        del back
+    size = os.path.getsize(path)
+    retire(path, workdir)
+    return {"save_s": save_s, "load_s": load_s, "bytes": size, **checks}
+
+
+def main():
+    repeats, workdir, inputs = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    with open(os.path.join(inputs, "words.txt"), encoding="utf-8") as f:
+        vocabulary = np.array(f.read().split("\n"), dtype=object)
+    df = pd.DataFrame({
+        "id": np.load(os.path.join(inputs, "id.npy")),
+        "value": np.load(os.path.join(inputs, "value.npy")),
+        "flag": np.load(os.path.join(inputs, "flag.npy")),
+        "word": vocabulary[np.load(os.path.join(inputs, "word_codes.npy"))],
+    })
+    out = {"section": "table", "rows": len(df)}
+    out["pickle"] = timed(lambda d, p: d.to_pickle(p), pd.read_pickle, os.path.join(workdir, "table.pkl"),
+                          repeats, workdir, df)
+    try:
+        import pyarrow  # noqa: F401  (not in Debian 12: skipped when absent)
+        out["parquet"] = timed(lambda d, p: d.to_parquet(p), pd.read_parquet, os.path.join(workdir, "table.parquet"),
+                               repeats, workdir, df)
+    except ImportError:
+        pass
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
