@@ -88,15 +88,17 @@ class Parser {
     show->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     show->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
 
-    auto* import = add("import", "Store a file (.npy, .npz, .json, .txt) as the next version of NAME.",
+    auto* import = add("import", "Store a file (.npy, .csv, .npz, .json, .txt) as the next version of NAME.",
                        amphora::cli::cmd_import,
-                       "The file's extension picks the materializer: .npy a tensor, .npz (written by\n"
+                       "The file's extension picks the materializer: .npy a tensor, .csv a table (header\n"
+                       "row; column types inferred; empty fields are nulls), .npz (written by\n"
                        "scipy.sparse.save_npz) a sparse matrix, .json a JSON document, .txt a string.\n"
                        "Progress is shown on a terminal. After --, every argument is a file name, even\n"
                        "one starting with -.\n\n"
                        "Examples:\n"
                        "  amphora import emb.npy --name emb\n"
                        "  amphora import counts.npy --name counts --compress lz4\n"
+                       "  amphora import sales.csv --name sales\n"
                        "  amphora import graph.npz --name graph\n"
                        "  amphora import ids.npy --name ids --encode delta,squeeze\n"
                        "  amphora import --name odd -- -odd.npy");
@@ -115,7 +117,7 @@ class Parser {
         ->check(CLI::IsMember({"delta", "squeeze", "shuffle"}))
         ->type_name("LIST");
 
-    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .npz, .json, .txt) or directory.",
+    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .csv, .npz, .json, .txt) or directory.",
                     amphora::cli::cmd_export,
                     "The file is written atomically (a temporary file renamed into place). An\n"
                     "existing regular file is replaced; a symbolic link only with --force; a FIFO,\n"
@@ -126,6 +128,7 @@ class Parser {
                     "Examples:\n"
                     "  amphora export emb emb.npy\n"
                     "  amphora export emb@1 old.npy --force\n"
+                    "  amphora export sales sales.csv\n"
                     "  amphora export graph graph.npz\n"
                     "  amphora export model model-dir");
     exp->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");

@@ -63,6 +63,9 @@ void register_builtins(Registry& registry) {
       [](const std::filesystem::path& file) { return read_npz(file); },
       [](const SparseMatrix& matrix, const std::filesystem::path& file) { write_npz(matrix, file); });
   registry.add<Table>("built-in");
+  registry.add_file_format<Table>(
+      ".csv", "CSV table (RFC 4180, header row)", [](const std::filesystem::path& file) { return read_csv(file); },
+      [](const Table& table, const std::filesystem::path& file) { write_csv(table, file); });
   registry.add<std::string>("built-in");
   registry.add_file_format<std::string>(
       ".txt", "text (any bytes)", [](const std::filesystem::path& file) { return read_whole_file(file); },

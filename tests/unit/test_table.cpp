@@ -151,3 +151,54 @@ TEST_CASE("A damaged table names the column", "[table][bad-input]") {
     CHECK(load_table(store.open_artifact(saved.digest), {.columns = {"word"}}).rows() == 50);
   }
 }
+
+TEST_CASE("CSV files parse by RFC 4180 and columns get their types", "[table][csv]") {
+  test::TempDir dir;
+  const auto file = dir / "in.csv";
+  test::write_text(file, "\xEF\xBB\xBFid,price,ok,name,empty\r\n"
+                         "1,1.5,true,\"a,b\",\r\n"
+                         "\r\n"
+                         "-2,,FALSE,\"say \"\"hi\"\"\",\n"
+                         "+3,nan,True,\"two\nlines\",\n"
+                         "4,-inf,false,plain,");
+  Table t = read_csv(file);
+  CHECK(t.names() == std::vector<std::string>{"id", "price", "ok", "name", "empty"});
+  CHECK(t.rows() == 4);
+  CHECK(t.column("id").type() == ColumnType::int64);
+  CHECK(t.column("id").values().values<std::int64_t>()[2] == 3);
+  CHECK(t.column("price").type() == ColumnType::float64);
+  CHECK(t.column("price").is_null(1));
+  CHECK(std::isnan(t.column("price").values().values<double>()[2]));
+  CHECK(t.column("ok").type() == ColumnType::boolean);
+  CHECK(t.column("name").string(0) == "a,b");
+  CHECK(t.column("name").string(1) == "say \"hi\"");
+  CHECK(t.column("name").string(2) == "two\nlines");
+  CHECK(t.column("empty").type() == ColumnType::string);
+  CHECK(t.column("empty").null_count() == 4);
+
+  // Written back and read again: the same table.
+  write_csv(t, dir / "out.csv");
+  CHECK(read_csv(dir / "out.csv").equals(t));
+  // Floats keep a decimal point, so they do not read back as integers.
+  write_csv(Table::make({{"x", Column::of(std::vector<double>{1, 2.5})}}), dir / "f.csv");
+  CHECK(test::read_text(dir / "f.csv") == "x\n1.0\n2.5\n");
+  CHECK(read_csv(dir / "f.csv").column("x").type() == ColumnType::float64);
+}
+
+TEST_CASE("Bad CSV is refused with the line that is wrong", "[table][csv][bad-input]") {
+  test::TempDir dir;
+  auto fails = [&](const std::string& text, const std::string& message) {
+    test::write_text(dir / "bad.csv", text);
+    CHECK_THROWS_AS(read_csv(dir / "bad.csv"), InvalidArgument);
+    CHECK_THROWS_WITH(read_csv(dir / "bad.csv"), Catch::Contains("bad.csv") && Catch::Contains(message));
+  };
+  fails("a,b\n1,2\n3\n", "line 3 has 1 fields, the header has 2");
+  fails("a,b\n1,2\n\n\n3,4,5\n", "line 5 has 3 fields");
+  fails("a,b\n1,\"x\xff\"\n", "line 2, column 'b': not valid UTF-8");
+  fails("a,b\n1,\"open\n2,3\n", "line 2: a quoted field is not closed");
+  fails("a\n\"x\"y\n", "line 2: unexpected character after a closing quote");
+  fails("a\nx\"y\n", "line 2: a quote inside an unquoted field");
+  fails("", "is empty");
+  fails("a,a\n1,2\n", "two columns are named 'a'");
+  CHECK_THROWS_AS(read_csv(dir / "absent.csv"), NotFound);
+}

@@ -10,6 +10,7 @@
 #include <amphora/tensor.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -130,6 +131,22 @@ struct TableSelection {
 /// asked for). Throws NotFound for an unknown column, InvalidArgument for rows
 /// outside the table, CorruptData naming the artifact and column for damage.
 Table load_table(const ArtifactReader& in, const TableSelection& selection = {});
+
+/// Reads a CSV file (RFC 4180: header row, comma-separated, double-quoted
+/// fields with "" for a quote, LF or CRLF, UTF-8, an optional byte order
+/// mark) into a table. Each column's type is inferred from its non-empty
+/// fields: int64 if all are integers, else float64 if all are numbers
+/// (including nan and inf), else bool if all are true/false (any of three
+/// spellings), else string. An empty field is null; blank lines are skipped.
+/// Throws InvalidArgument naming the file and line for a ragged row, invalid
+/// UTF-8, an unclosed quote or text after a closing quote; NotFound for a
+/// missing file.
+Table read_csv(const std::filesystem::path& file);
+/// Writes `table` as CSV that pandas.read_csv reads back: header, nulls as
+/// empty fields, floats in their shortest exact form (nan, inf), bools as
+/// True/False, timestamps as ISO 8601 UTC with nanoseconds, strings quoted
+/// where needed. Atomic: the file appears complete or not at all.
+void write_csv(const Table& table, const std::filesystem::path& file);
 
 template <>
 struct materializer<Table> {

@@ -1,0 +1,275 @@
+// Tables to and from CSV (RFC 4180): a header row, fields separated by
+// commas, quoted with double quotes when they hold commas, quotes or line
+// breaks (a quote inside doubled), records ended by LF or CRLF, UTF-8.
+
+#include <amphora/manifest.hpp>
+#include <amphora/table.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <limits>
+
+namespace amphora {
+
+namespace {
+
+// Splits CSV text into records, counting physical lines for messages.
+class CsvParser {
+ public:
+  CsvParser(std::string_view text, std::string where) : p_(text.data()), end_(text.data() + text.size()), where_(std::move(where)) {
+    if (text.starts_with("\xEF\xBB\xBF")) p_ += 3;  // a UTF-8 byte order mark
+  }
+
+  /// The next record's fields (false at the end). Blank lines are skipped,
+  /// as pandas does. `line` is the line the record starts on.
+  bool next(std::vector<std::string>& fields, std::size_t& line) {
+    while (p_ < end_ && (*p_ == '\n' || (*p_ == '\r' && p_ + 1 < end_ && p_[1] == '\n'))) {
+      p_ += *p_ == '\r' ? 2 : 1;
+      ++line_;
+    }
+    if (p_ >= end_) return false;
+    line = line_;
+    fields.clear();
+    while (true) {
+      fields.emplace_back();
+      std::string& field = fields.back();
+      if (p_ < end_ && *p_ == '"') {
+        ++p_;
+        while (true) {
+          if (p_ >= end_)
+            throw InvalidArgument(where_ + ": line " + std::to_string(line) + ": a quoted field is not closed before the end of the file");
+          if (*p_ == '"') {
+            if (p_ + 1 < end_ && p_[1] == '"') {
+              field += '"';
+              p_ += 2;
+              continue;
+            }
+            ++p_;
+            break;
+          }
+          if (*p_ == '\n') ++line_;
+          field += *p_++;
+        }
+        if (p_ < end_ && *p_ != ',' && *p_ != '\n' && !(*p_ == '\r' && p_ + 1 < end_ && p_[1] == '\n'))
+          throw InvalidArgument(where_ + ": line " + std::to_string(line_) + ": unexpected character after a closing quote");
+      } else {
+        const char* start = p_;
+        while (p_ < end_ && *p_ != ',' && *p_ != '\n' && !(*p_ == '\r' && p_ + 1 < end_ && p_[1] == '\n')) {
+          if (*p_ == '"')
+            throw InvalidArgument(where_ + ": line " + std::to_string(line_) + ": a quote inside an unquoted field");
+          ++p_;
+        }
+        field.assign(start, p_);
+      }
+      if (p_ < end_ && *p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < end_) {
+        p_ += *p_ == '\r' ? 2 : 1;
+        ++line_;
+      }
+      return true;
+    }
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+  std::string where_;
+  std::size_t line_ = 1;
+};
+
+bool parse_int(std::string_view s, std::int64_t& out) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+bool parse_float(std::string_view s, double& out) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+int parse_bool(std::string_view s) {  // 1 true, 0 false, -1 neither
+  if (s == "true" || s == "True" || s == "TRUE") return 1;
+  if (s == "false" || s == "False" || s == "FALSE") return 0;
+  return -1;
+}
+
+// One column's text as read, and the narrowest type every present value fits.
+struct RawColumn {
+  std::vector<std::string> values;
+  std::vector<bool> present;
+  bool can_int = true, can_float = true, can_bool = true;
+  std::size_t present_count = 0;
+
+  void add(std::string value) {
+    const bool here = !value.empty();
+    present.push_back(here);
+    if (here) {
+      ++present_count;
+      std::int64_t i;
+      double f;
+      if (can_int && !parse_int(value, i)) can_int = false;
+      if (can_float && !parse_float(value, f)) can_float = false;
+      if (can_bool && parse_bool(value) < 0) can_bool = false;
+    }
+    values.push_back(std::move(value));
+  }
+
+  Column build() const {
+    const bool nulls = present_count != present.size();
+    std::vector<bool> valid = nulls ? present : std::vector<bool>{};
+    const std::size_t n = values.size();
+    if (present_count > 0 && can_int) {
+      std::vector<std::int64_t> v(n, 0);
+      for (std::size_t i = 0; i < n; ++i)
+        if (present[i]) parse_int(values[i], v[i]);
+      return Column::of(v, std::move(valid));
+    }
+    if (present_count > 0 && can_float) {
+      std::vector<double> v(n, 0.0);
+      for (std::size_t i = 0; i < n; ++i)
+        if (present[i]) parse_float(values[i], v[i]);
+      return Column::of(v, std::move(valid));
+    }
+    if (present_count > 0 && can_bool) {
+      std::vector<bool> v(n, false);
+      for (std::size_t i = 0; i < n; ++i) v[i] = present[i] && parse_bool(values[i]) == 1;
+      return Column::numbers(Tensor::from_values<bool>({static_cast<std::int64_t>(n)}, v), std::move(valid));
+    }
+    return Column::of(values, std::move(valid));
+  }
+};
+
+bool needs_quotes(std::string_view s) {
+  return s.empty() || s.find_first_of(",\"\r\n") != std::string_view::npos || s.front() == ' ' || s.back() == ' ';
+}
+
+void put_field(std::string& out, std::string_view s) {
+  if (!needs_quotes(s)) {
+    out += s;
+    return;
+  }
+  out += '"';
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+}
+
+template <class T>
+void put_number(std::string& out, T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v)) return void(out += "nan");
+    if (std::isinf(v)) return void(out += v > 0 ? "inf" : "-inf");
+  }
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest form that reads back exactly
+  out.append(buf, ptr);
+  // A float written as "2" would read back as an integer column.
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::string_view(buf, static_cast<std::size_t>(ptr - buf)).find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+// 2023-11-14T22:13:20.000000123Z
+void put_timestamp(std::string& out, std::int64_t ns) {
+  std::int64_t secs = ns / 1'000'000'000, frac = ns % 1'000'000'000;
+  if (frac < 0) frac += 1'000'000'000, --secs;
+  std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
+  out += buf;
+}
+
+void put_value(std::string& out, const Column& c, std::size_t i) {
+  if (c.is_null(i)) return;
+  if (c.type() == ColumnType::string) return put_field(out, c.string(i));
+  const std::byte* p = c.values().data();
+  auto at = [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  switch (c.type()) {
+    case ColumnType::int8: return put_number(out, static_cast<int>(at(std::int8_t{})));
+    case ColumnType::int16: return put_number(out, at(std::int16_t{}));
+    case ColumnType::int32: return put_number(out, at(std::int32_t{}));
+    case ColumnType::int64: return put_number(out, at(std::int64_t{}));
+    case ColumnType::uint8: return put_number(out, static_cast<unsigned>(at(std::uint8_t{})));
+    case ColumnType::uint16: return put_number(out, at(std::uint16_t{}));
+    case ColumnType::uint32: return put_number(out, at(std::uint32_t{}));
+    case ColumnType::uint64: return put_number(out, at(std::uint64_t{}));
+    case ColumnType::float32: return put_number(out, at(float{}));
+    case ColumnType::float64: return put_number(out, at(double{}));
+    case ColumnType::boolean: return void(out += at(std::uint8_t{}) ? "True" : "False");
+    case ColumnType::timestamp: return put_timestamp(out, at(std::int64_t{}));
+    case ColumnType::string: return;
+  }
+}
+
+}  // namespace
+
+Table read_csv(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  auto bytes = Buffer::read_file(file);
+  CsvParser parser(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), name);
+  std::vector<std::string> fields;
+  std::size_t line = 0;
+  if (!parser.next(fields, line)) throw InvalidArgument(name + " is empty: a CSV file starts with a header row");
+  const std::vector<std::string> header = fields;
+  for (std::size_t k = 0; k < header.size(); ++k)
+    if (!is_valid_utf8(header[k])) throw InvalidArgument(name + ": line " + std::to_string(line) + ": column name " + std::to_string(k + 1) + " is not valid UTF-8");
+  std::vector<RawColumn> columns(header.size());
+  while (parser.next(fields, line)) {
+    if (fields.size() != header.size())
+      throw InvalidArgument(name + ": line " + std::to_string(line) + " has " + std::to_string(fields.size()) +
+                            " fields, the header has " + std::to_string(header.size()));
+    for (std::size_t k = 0; k < fields.size(); ++k) {
+      if (!is_valid_utf8(fields[k]))
+        throw InvalidArgument(name + ": line " + std::to_string(line) + ", column '" + header[k] + "': not valid UTF-8");
+      columns[k].add(std::move(fields[k]));
+    }
+  }
+  std::vector<std::pair<std::string, Column>> named;
+  for (std::size_t k = 0; k < header.size(); ++k) {
+    std::string column_name = header[k].empty() ? "column " + std::to_string(k + 1) : header[k];
+    named.emplace_back(std::move(column_name), columns[k].build());
+  }
+  try {
+    return Table::make(std::move(named));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(name + ": " + e.what());
+  }
+}
+
+void write_csv(const Table& table, const std::filesystem::path& file) {
+  std::string out;
+  for (std::size_t k = 0; k < table.num_columns(); ++k) {
+    if (k) out += ',';
+    put_field(out, table.names()[k]);
+  }
+  out += '\n';
+  for (std::size_t i = 0; i < table.rows(); ++i) {
+    for (std::size_t k = 0; k < table.num_columns(); ++k) {
+      if (k) out += ',';
+      put_value(out, table.column(k), i);
+    }
+    out += '\n';
+  }
+  ConstBytes data = std::as_bytes(std::span<const char>(out));
+  write_file_atomically(file, std::span<const ConstBytes>(&data, 1));
+}
+
+}  // namespace amphora
