@@ -1,7 +1,7 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding}/*
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv}/*
 
 #include "lz4_frames.hpp"
 
@@ -157,6 +157,11 @@ void encoding_seeds(const fs::path& dir) {
   }
 }
 
+void csv_seeds(const fs::path& dir) {
+  put(dir, "typed.csv", "id,price,ok,name\n1,1.5,true,\"a,b\"\n-2,,False,\"say \"\"hi\"\"\"\n3,nan,TRUE,\"two\nlines\"\n");
+  put(dir, "crlf.csv", "\xEF\xBB\xBFa,b\r\n\r\n1,\xE6\x9D\xB1\r\n,x\r\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,5 +176,6 @@ int main(int argc, char** argv) {
   payload_seeds(out / "payloads");
   npz_seeds(out / "npz");
   encoding_seeds(out / "array_encoding");
+  csv_seeds(out / "csv");
   return 0;
 }

@@ -298,7 +298,26 @@ std::vector<std::uint8_t> pack_bits(const Buffer& valid, std::size_t rows) {
   return bits;
 }
 
-void save_column(const Column& c, std::size_t k, ArtifactWriter& out, nlohmann::json& meta) {
+// The column with every null row's slot zeroed (or emptied): what a null
+// row held is not part of the value, so it must not reach the digest.
+Column without_hidden_values(const Column& c) {
+  if (c.null_count() == 0) return c;
+  if (c.type() == ColumnType::string) {
+    std::vector<std::string_view> values(c.size());
+    for (std::size_t i = 0; i < c.size(); ++i) values[i] = c.is_null(i) ? std::string_view() : c.string(i);
+    Column built = make_strings(std::span<const std::string_view>(values), {});
+    return ColumnAccess::make(c.type(), c.size(), ColumnAccess::raw_values(built), ColumnAccess::bytes(built),
+                              ColumnAccess::valid(c));
+  }
+  Tensor values = ColumnAccess::raw_values(c).copy();
+  const std::size_t width = dtype_size(values.dtype());
+  for (std::size_t i = 0; i < c.size(); ++i)
+    if (c.is_null(i)) std::memset(values.mutable_data() + i * width, 0, width);
+  return ColumnAccess::make(c.type(), c.size(), std::move(values), nullptr, ColumnAccess::valid(c));
+}
+
+void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohmann::json& meta) {
+  const Column c = without_hidden_values(given);
   const std::string path = column_path(k);
   meta["type"] = to_string(c.type());
   meta["nullable"] = c.nullable();
@@ -469,7 +488,9 @@ Table load_table(const ArtifactReader& in, const TableSelection& selection) {
       picked.push_back(static_cast<std::size_t>(it - s.names.begin()));
     }
   }
-  auto [begin, end] = selection.rows.value_or(std::pair<std::size_t, std::size_t>{0, s.rows});
+  // Plain variables, not a structured binding: lambdas capture them (clang 14 cannot capture bindings).
+  const auto range = selection.rows.value_or(std::pair<std::size_t, std::size_t>{0, s.rows});
+  const std::size_t begin = range.first, end = range.second;
   check_rows(begin, end, s.rows, in.label() + ": ");
   std::vector<Column> columns(picked.size());
   std::vector<std::exception_ptr> failures(picked.size());
