@@ -159,7 +159,7 @@ void encoding_seeds(const fs::path& dir) {
 
 void csv_seeds(const fs::path& dir) {
   put(dir, "typed.csv", "id,price,ok,name\n1,1.5,true,\"a,b\"\n-2,,False,\"say \"\"hi\"\"\"\n3,nan,TRUE,\"two\nlines\"\n");
-  put(dir, "crlf.csv", "\xEF\xBB\xBFa,b\r\n\r\n1,\xE6\x9D\xB1\r\n,x\r\n");
+  put(dir, "crlf.csv", "\xEF\xBB\xBF" "a,b\r\n\r\n1,\xE6\x9D\xB1\r\n,x\r\n");
 }
 
 }  // namespace

@@ -150,7 +150,10 @@ struct RawColumn {
 };
 
 bool needs_quotes(std::string_view s) {
-  return s.empty() || s.find_first_of(",\"\r\n") != std::string_view::npos || s.front() == ' ' || s.back() == ' ';
+  // A leading byte order mark is quoted too: unquoted at the start of the
+  // file, a reader would take it for the file's own and drop it.
+  return s.empty() || s.find_first_of(",\"\r\n") != std::string_view::npos || s.front() == ' ' || s.back() == ' ' ||
+         s.starts_with("\xEF\xBB\xBF");
 }
 
 void put_field(std::string& out, std::string_view s) {
