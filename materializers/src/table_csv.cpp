@@ -103,11 +103,62 @@ int parse_bool(std::string_view s) {  // 1 true, 0 false, -1 neither
   return -1;
 }
 
+// Days from 1970-01-01 to the proleptic Gregorian date y-m-d (Howard Hinnant's algorithm).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+// An ISO 8601 UTC timestamp: YYYY-MM-DD, optionally followed by T or a space
+// and HH:MM:SS, an optional fraction of up to 9 digits, and an optional Z or
+// +00:00. Other offsets are not taken (the column stays text).
+bool parse_timestamp(std::string_view s, std::int64_t& ns) {
+  auto digits = [&](std::size_t at, std::size_t n, unsigned& out) {
+    if (at + n > s.size()) return false;
+    out = 0;
+    for (std::size_t i = at; i < at + n; ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      out = out * 10 + static_cast<unsigned>(s[i] - '0');
+    }
+    return true;
+  };
+  unsigned y, mo, d, h = 0, mi = 0, sec = 0;
+  if (!digits(0, 4, y) || s.size() < 10 || s[4] != '-' || !digits(5, 2, mo) || s[7] != '-' || !digits(8, 2, d))
+    return false;
+  static constexpr unsigned kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1]) return false;
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo == 2 && d == 29 && !leap) return false;
+  std::size_t at = 10;
+  std::int64_t frac = 0;
+  if (at < s.size() && (s[at] == 'T' || s[at] == ' ')) {
+    if (!digits(at + 1, 2, h) || at + 3 >= s.size() || s[at + 3] != ':' || !digits(at + 4, 2, mi) ||
+        at + 6 >= s.size() || s[at + 6] != ':' || !digits(at + 7, 2, sec) || h > 23 || mi > 59 || sec > 59)
+      return false;
+    at += 9;
+    if (at < s.size() && s[at] == '.') {
+      std::size_t n = 0;
+      ++at;
+      while (at < s.size() && s[at] >= '0' && s[at] <= '9' && n < 9) frac = frac * 10 + (s[at++] - '0'), ++n;
+      if (n == 0 || (at < s.size() && s[at] >= '0' && s[at] <= '9')) return false;
+      while (n++ < 9) frac *= 10;
+    }
+  }
+  const std::string_view zone = s.substr(at);
+  if (!zone.empty() && zone != "Z" && zone != "+00:00") return false;
+  ns = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * 1'000'000'000 + frac;
+  return true;
+}
+
 // One column's text as read, and the narrowest type every present value fits.
 struct RawColumn {
   std::vector<std::string> values;
   std::vector<bool> present;
-  bool can_int = true, can_float = true, can_bool = true;
+  bool can_int = true, can_float = true, can_bool = true, can_time = true;
   std::size_t present_count = 0;
 
   void add(std::string value) {
@@ -120,6 +171,8 @@ struct RawColumn {
       if (can_int && !parse_int(value, i)) can_int = false;
       if (can_float && !parse_float(value, f)) can_float = false;
       if (can_bool && parse_bool(value) < 0) can_bool = false;
+      std::int64_t t;
+      if (can_time && !parse_timestamp(value, t)) can_time = false;
     }
     values.push_back(std::move(value));
   }
@@ -144,6 +197,12 @@ struct RawColumn {
       std::vector<bool> v(n, false);
       for (std::size_t i = 0; i < n; ++i) v[i] = present[i] && parse_bool(values[i]) == 1;
       return Column::numbers(Tensor::from_values<bool>({static_cast<std::int64_t>(n)}, v), std::move(valid));
+    }
+    if (present_count > 0 && can_time) {
+      std::vector<std::int64_t> v(n, 0);
+      for (std::size_t i = 0; i < n; ++i)
+        if (present[i]) parse_timestamp(values[i], v[i]);
+      return Column::timestamps(Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(n)}, v), std::move(valid));
     }
     return Column::of(values, std::move(valid));
   }

@@ -35,6 +35,8 @@ def sample_frame(n=500):
         "count": count,
         "tiny": np.full(n, 5e-324),
         "whole": np.arange(n, dtype=np.float64),
+        "when": pd.to_datetime(1_700_000_000_000_000_000 + rng.integers(-10**15, 10**15, n)).where(
+            np.arange(n) % 9 != 4),
     })
 
 
@@ -51,13 +53,17 @@ class TableInteropTest(StoreTestCase):
         self.assertEqual(meta["rows"], len(df))
         types = {c["name"]: c["type"] for c in meta["columns"]}
         self.assertEqual(types, {"id": "int64", "price": "float64", "ok": "bool", "word": "string",
-                                 "count": "int64", "tiny": "float64", "whole": "float64"})
+                                 "count": "int64", "tiny": "float64", "whole": "float64", "when": "timestamp[ns]"})
         nulls = {c["name"]: c["null_count"] for c in meta["columns"]}
         self.assertEqual(nulls["price"], int(df["price"].isna().sum()))
         self.assertEqual(nulls["count"], int(df["count"].isna().sum()))
         out = self.path("out.csv")
         self.run_cli("export", "t", out, check=EXIT_OK)
-        pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(src), check_exact=True)
+        got, want = pd.read_csv(out, parse_dates=["when"]), pd.read_csv(src, parse_dates=["when"])
+        # The export marks timestamps as UTC (a trailing Z); pandas wrote them naive.
+        got["when"] = got["when"].dt.tz_convert(None)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        pd.testing.assert_series_equal(want["when"], df["when"], check_names=False)
 
     def test_a_large_dictionary_column(self):
         rng = np.random.default_rng(9)

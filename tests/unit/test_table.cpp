@@ -205,6 +205,27 @@ TEST_CASE("CSV files parse by RFC 4180 and columns get their types", "[table][cs
   CHECK(read_csv(dir / "bom.csv").names() == bom.names());
 }
 
+TEST_CASE("ISO 8601 timestamps in CSV become timestamp columns and round-trip", "[table][csv]") {
+  test::TempDir dir;
+  test::write_text(dir / "t.csv", "when,day,local\n"
+                                  "2023-11-14 22:13:20.000000123,2000-02-29,2023-01-01T00:00:00+01:00\n"
+                                  "1969-12-31T23:59:59.5Z,1970-01-01,2023-01-01T00:00:00+01:00\n"
+                                  ",2024-12-31,2023-01-01T00:00:00+01:00\n");
+  Table t = read_csv(dir / "t.csv");
+  REQUIRE(t.column("when").type() == ColumnType::timestamp);
+  auto when = t.column("when").values().values<std::int64_t>();
+  CHECK(when[0] == 1'700'000'000'000'000'123);
+  CHECK(when[1] == -500'000'000);
+  CHECK(t.column("when").is_null(2));
+  CHECK(t.column("day").type() == ColumnType::timestamp);
+  CHECK(t.column("day").values().values<std::int64_t>()[0] == 951'782'400'000'000'000);
+  CHECK(t.column("local").type() == ColumnType::string);  // offsets other than UTC stay text
+  write_csv(t, dir / "out.csv");
+  CHECK(read_csv(dir / "out.csv").equals(t));
+  test::write_text(dir / "bad.csv", "d\n2023-02-29\n");
+  CHECK(read_csv(dir / "bad.csv").column("d").type() == ColumnType::string);  // no such day
+}
+
 TEST_CASE("Bad CSV is refused with the line that is wrong", "[table][csv][bad-input]") {
   test::TempDir dir;
   auto fails = [&](const std::string& text, const std::string& message) {

@@ -137,7 +137,9 @@ Table load_table(const ArtifactReader& in, const TableSelection& selection = {})
 /// mark) into a table. Each column's type is inferred from its non-empty
 /// fields: int64 if all are integers, else float64 if all are numbers
 /// (including nan and inf), else bool if all are true/false (any of three
-/// spellings), else string. An empty field is null; blank lines are skipped.
+/// spellings), else timestamp if all are ISO 8601 dates or date-times in UTC
+/// (docs/FORMAT.md §9.3), else string. An empty field is null; blank lines
+/// are skipped.
 /// Throws InvalidArgument naming the file and line for a ragged row, invalid
 /// UTF-8, an unclosed quote or text after a closing quote; NotFound for a
 /// missing file.
