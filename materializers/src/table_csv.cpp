@@ -154,57 +154,54 @@ bool parse_timestamp(std::string_view s, std::int64_t& ns) {
   return true;
 }
 
-// One column's text as read, and the narrowest type every present value fits.
+// One column's text as read, and the narrowest type every present value
+// fits. Each field is parsed once: the values of every type still possible
+// are kept as they are parsed, and dropped when a field rules the type out.
 struct RawColumn {
   std::vector<std::string> values;
   std::vector<bool> present;
   bool can_int = true, can_float = true, can_bool = true, can_time = true;
+  std::vector<std::int64_t> ints, times;
+  std::vector<double> floats;
+  std::vector<bool> bools;
   std::size_t present_count = 0;
 
   void add(std::string value) {
     const bool here = !value.empty();
     present.push_back(here);
+    std::int64_t i = 0, t = 0;
+    double f = 0;
+    int b = 0;
     if (here) {
       ++present_count;
-      std::int64_t i;
-      double f;
-      if (can_int && !parse_int(value, i)) can_int = false;
-      if (can_float && !parse_float(value, f)) can_float = false;
-      if (can_bool && parse_bool(value) < 0) can_bool = false;
-      std::int64_t t;
-      if (can_time && !parse_timestamp(value, t)) can_time = false;
+      if (can_int && !parse_int(value, i)) can_int = false, drop(ints);
+      if (can_float && !parse_float(value, f)) can_float = false, drop(floats);
+      if (can_bool && (b = parse_bool(value)) < 0) can_bool = false, drop(bools);
+      if (can_time && !parse_timestamp(value, t)) can_time = false, drop(times);
     }
+    if (can_int) ints.push_back(i);
+    if (can_float) floats.push_back(f);
+    if (can_bool) bools.push_back(b == 1);
+    if (can_time) times.push_back(t);
     values.push_back(std::move(value));
   }
 
-  Column build() const {
+  Column build() {
     const bool nulls = present_count != present.size();
     std::vector<bool> valid = nulls ? present : std::vector<bool>{};
-    const std::size_t n = values.size();
-    if (present_count > 0 && can_int) {
-      std::vector<std::int64_t> v(n, 0);
-      for (std::size_t i = 0; i < n; ++i)
-        if (present[i]) parse_int(values[i], v[i]);
-      return Column::of(v, std::move(valid));
-    }
-    if (present_count > 0 && can_float) {
-      std::vector<double> v(n, 0.0);
-      for (std::size_t i = 0; i < n; ++i)
-        if (present[i]) parse_float(values[i], v[i]);
-      return Column::of(v, std::move(valid));
-    }
-    if (present_count > 0 && can_bool) {
-      std::vector<bool> v(n, false);
-      for (std::size_t i = 0; i < n; ++i) v[i] = present[i] && parse_bool(values[i]) == 1;
-      return Column::numbers(Tensor::from_values<bool>({static_cast<std::int64_t>(n)}, v), std::move(valid));
-    }
-    if (present_count > 0 && can_time) {
-      std::vector<std::int64_t> v(n, 0);
-      for (std::size_t i = 0; i < n; ++i)
-        if (present[i]) parse_timestamp(values[i], v[i]);
-      return Column::timestamps(Tensor::from_values<std::int64_t>({static_cast<std::int64_t>(n)}, v), std::move(valid));
-    }
+    const auto n = static_cast<std::int64_t>(values.size());
+    if (present_count > 0 && can_int) return Column::of(ints, std::move(valid));
+    if (present_count > 0 && can_float) return Column::of(floats, std::move(valid));
+    if (present_count > 0 && can_bool) return Column::numbers(Tensor::from_values<bool>({n}, bools), std::move(valid));
+    if (present_count > 0 && can_time)
+      return Column::timestamps(Tensor::from_values<std::int64_t>({n}, times), std::move(valid));
     return Column::of(values, std::move(valid));
+  }
+
+ private:
+  template <class V>
+  static void drop(V& v) {
+    V().swap(v);
   }
 };
 
