@@ -90,12 +90,26 @@ def _read_regular(path, limit, what):
     return data
 
 
+def _no_links(store, relative, what):
+    """Raises CorruptData when a component of `relative` below the store is a
+    symbolic link or not a directory: nothing inside a store may lead out of it."""
+    here = store
+    for part in relative.split(os.sep):
+        here = os.path.join(here, part)
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            raise NotFound(f"{what}: {here} does not exist")
+        if not stat.S_ISDIR(st.st_mode):
+            raise CorruptData(f"{what}: {here} is a symbolic link or not a directory")
+
+
 def _versions(store, name):
     d = os.path.join(store, "names", name)
-    try:
-        entries = os.listdir(d)
-    except FileNotFoundError:
+    if not os.path.lexists(d):
         return []
+    _no_links(store, os.path.join("names", name), f"name '{name}'")
+    entries = os.listdir(d)
     return sorted(int(e[:-5]) for e in entries if re.fullmatch(r"[1-9][0-9]*\.json", e))
 
 
@@ -173,6 +187,7 @@ class Artifact:
         self.store, self.digest, self.depth = store, digest, depth
         self.dir = _object_dir(store, digest[7:])
         self.label = label or f"artifact {digest[:19]}…"
+        _no_links(store, os.path.relpath(self.dir, store), self.label)
         raw = _read_regular(os.path.join(self.dir, "manifest.json"), MANIFEST_MAX, self.label)
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
             raise CorruptData(f"{self.label}: manifest.json does not hash to its digest")

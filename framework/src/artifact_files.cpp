@@ -39,8 +39,7 @@ void write_merged(ArtifactWriter& out, std::string_view path, std::span<const St
   std::string bytes;
   bytes.reserve(total);
   for (const auto& v : values) bytes.append(v.data(), v.size());
-  out.write_array<std::int64_t>(strings_offsets_path(path), offsets);
-  out.write_file(strings_bytes_path(path), std::as_bytes(std::span<const char>(bytes)));
+  out.write_strings(path, std::as_bytes(std::span<const char>(bytes)), offsets);
 }
 
 }  // namespace
@@ -84,6 +83,28 @@ void ArtifactWriter::write_strings(std::string_view path, std::span<const std::s
 
 void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string_view> values) {
   write_merged(*this, path, values);
+}
+
+void ArtifactWriter::write_strings(std::string_view path, ConstBytes bytes, std::span<const std::int64_t> offsets) {
+  const std::string where = "strings '" + std::string(path) + "'";
+  if (offsets.empty()) throw InvalidArgument(where + ": no offsets (there is one more than there are strings)");
+  if (offsets.front() < 0 || static_cast<std::uint64_t>(offsets.back()) > bytes.size())
+    throw InvalidArgument(where + ": offsets " + std::to_string(offsets.front()) + " to " + std::to_string(offsets.back()) +
+                          " lie outside the " + std::to_string(bytes.size()) + " bytes given");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw InvalidArgument(where + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
+                            ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
+  const std::int64_t first = offsets.front();
+  const ConstBytes used = bytes.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(offsets.back() - first));
+  if (first == 0) {
+    write_array<std::int64_t>(strings_offsets_path(path), offsets);
+  } else {  // a slice of a longer list: the file's offsets start at 0
+    std::vector<std::int64_t> rebased(offsets.begin(), offsets.end());
+    for (auto& o : rebased) o -= first;
+    write_array<std::int64_t>(strings_offsets_path(path), rebased);
+  }
+  write_file(strings_bytes_path(path), used);
 }
 
 void validate_offsets(std::span<const std::int64_t> offsets, std::uint64_t end, const std::string& where,

@@ -159,19 +159,17 @@ SparseMatrix read_archive(zip_t* archive, const std::string& name) {
 }  // namespace
 
 SparseMatrix read_npz(const std::filesystem::path& file) {
-  const std::string name = file.string();
-  std::error_code ec;
-  auto status = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(status)) throw NotFound(name + ": no such file");
-  if (!std::filesystem::is_regular_file(status)) throw InvalidArgument(name + " is not a regular file");
-  int code = 0;
-  ZipArchive zip(zip_open(file.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
-  if (!zip) throw CorruptData(name + " is not a readable .npz (zip) archive: " + open_error(code));
-  return read_archive(zip.get(), name);
+  // Read whole with the checks every import gets (a regular file, a FIFO
+  // refused at once, a file that shrinks meanwhile reported): libzip then
+  // reads from memory and never opens the path itself.
+  auto bytes = Buffer::read_file(file);
+  return read_npz(bytes->bytes(), file.string());
 }
 
 SparseMatrix read_npz(ConstBytes archive, std::string_view where) {
   const std::string name(where);
+  // libzip takes zero bytes for an empty archive; an empty file is no .npz.
+  if (archive.empty()) throw CorruptData(name + " is not a readable .npz (zip) archive: it is empty");
   zip_error_t error;
   zip_error_init(&error);
   zip_source_t* source = zip_source_buffer_create(archive.data(), archive.size(), 0, &error);

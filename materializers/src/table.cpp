@@ -329,25 +329,18 @@ void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohma
     add_stats(meta, c);
     return;
   }
-  // The offsets may start past 0 (a slice of a loaded column): the merged
-  // form is written from offsets rebased to 0 over the bytes they span.
+  // The offsets may start past 0 (a slice of a loaded column).
   const auto offsets = ColumnAccess::raw_values(c).values<std::int64_t>();
-  const std::int64_t first = offsets.front(), last = offsets.back();
-  const ConstBytes bytes = ColumnAccess::bytes(c)->bytes().subspan(static_cast<std::size_t>(first),
-                                                                   static_cast<std::size_t>(last - first));
-  DictionaryStrings dict = dictionary_encode(ColumnAccess::bytes(c)->bytes(), offsets);
+  const ConstBytes bytes = ColumnAccess::bytes(c)->bytes();
+  DictionaryStrings dict = dictionary_encode(bytes, offsets);
   meta["distinct"] = dict.dictionary.size();
-  if (dictionary_is_smaller(c.size(), bytes.size(), dict)) {
+  if (dictionary_is_smaller(c.size(), static_cast<std::uint64_t>(offsets.back() - offsets.front()), dict)) {
     meta["encoding"] = "dictionary";
     out.write_strings(path + ".dict", dict.dictionary);
     out.write_array<std::uint32_t>(path + ".codes.npy", dict.codes, {.squeeze = true});
   } else {
     meta["encoding"] = "plain";
-    std::vector<std::int64_t> rebased(offsets.begin(), offsets.end());
-    if (first != 0)
-      for (auto& o : rebased) o -= first;
-    out.write_array<std::int64_t>(path + ".offsets.npy", rebased);
-    out.write_file(path + ".bytes", bytes);
+    out.write_strings(path, bytes, offsets);
   }
 }
 

@@ -216,6 +216,33 @@ class ReaderTest(StoreTestCase):
         with self.assertRaisesRegex(reader.CorruptData, "values/0"):
             reader.load(self.store, "map_children", verify=True)
 
+    def test_links_and_special_files_in_the_store_are_refused(self):
+        outside = self.path("outside.npy")
+        np.save(outside, EXPECTED["tensor_f32"])
+        art = reader.open_artifact(self.store, "tensor_f32")
+        os.chmod(art.dir, 0o755)
+        payload = os.path.join(art.dir, "tensor.npy")
+        os.rename(payload, payload + ".moved")
+        os.symlink(outside, payload)  # a payload that leads out of the store
+        with self.assertRaisesRegex(reader.CorruptData, "symbolic link"):
+            reader.load(self.store, "tensor_f32")
+        os.unlink(payload)
+        os.mkfifo(payload)  # must be refused, not waited on
+        with self.assertRaisesRegex(reader.CorruptData, "not a regular file"):
+            reader.load(self.store, "tensor_f32")
+        # A fan-out directory that is a link to elsewhere.
+        fan = os.path.dirname(reader.open_artifact(self.store, "json").dir)
+        os.rename(fan, self.path("fan"))
+        os.symlink(self.path("fan"), fan)
+        with self.assertRaisesRegex(reader.CorruptData, "symbolic link"):
+            reader.load(self.store, "json")
+        # A name directory that is a link.
+        names = os.path.join(self.store, "names", "strings")
+        os.rename(names, self.path("names-strings"))
+        os.symlink(self.path("names-strings"), names)
+        with self.assertRaisesRegex(reader.CorruptData, "symbolic link"):
+            reader.load(self.store, "strings")
+
     def test_a_damaged_manifest_is_refused(self):
         self.damage("json", "manifest.json", 10)
         with self.assertRaisesRegex(reader.CorruptData, "does not hash to its digest"):

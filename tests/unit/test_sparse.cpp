@@ -6,6 +6,7 @@
 #include <amphora/sparse.hpp>
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <zip.h>
 
 #include <functional>
@@ -273,6 +274,8 @@ TEST_CASE(".npz files round-trip and damaged archives are refused", "[sparse][np
     CHECK_THROWS_WITH(read_npz(dir / "text.npz"), Catch::Contains("is not a readable .npz"));
     CHECK_THROWS_AS(read_npz(dir / "absent.npz"), NotFound);
     CHECK_THROWS_AS(read_npz(dir.path()), InvalidArgument);
+    REQUIRE(::mkfifo((dir / "fifo.npz").c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(read_npz(dir / "fifo.npz"), Catch::Contains("not a regular file"));  // refused, not waited on
     int code = 0;
     zip_t* z = zip_open((dir / "plain.npz").c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
     REQUIRE(z);

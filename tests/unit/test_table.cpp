@@ -243,3 +243,43 @@ TEST_CASE("Bad CSV is refused with the line that is wrong", "[table][csv][bad-in
   fails("a,a\n1,2\n", "two columns are named 'a'");
   CHECK_THROWS_AS(read_csv(dir / "absent.csv"), NotFound);
 }
+
+namespace {
+
+// Writes merged strings from bytes and offsets given by the test.
+struct LaidOut {
+  std::string bytes;
+  std::vector<std::int64_t> offsets;
+};
+
+}  // namespace
+
+template <>
+struct amphora::materializer<LaidOut> {
+  static constexpr std::string_view name = "test.laid_out";
+  static constexpr int version = 1;
+  static void save(const LaidOut& v, ArtifactWriter& out) {
+    out.write_strings("s", std::as_bytes(std::span<const char>(v.bytes)), v.offsets);
+  }
+  static LaidOut load(const ArtifactReader& in) {
+    auto s = in.read_strings("s");
+    LaidOut v;
+    for (std::size_t i = 0; i < s.size(); ++i) v.bytes += s[i], v.offsets.push_back(static_cast<std::int64_t>(i));
+    return v;
+  }
+};
+
+TEST_CASE("Strings laid out in bytes and offsets are written rebased, bad offsets refused", "[table][toolkit]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto in = store.open_artifact(store.save(LaidOut{"xxabcdeyy", {2, 4, 4, 7}}).digest);
+  CHECK(in.read_strings("s").to_vector() == std::vector<std::string>{"ab", "", "cde"});
+  CHECK(in.file_size("s.bytes") == 5);
+  CHECK_THROWS_WITH(store.save(LaidOut{"abc", {0, 2, 1}}), Catch::Contains("offset 2 (1) is below offset 1 (2)"));
+  CHECK_THROWS_WITH(store.save(LaidOut{"abc", {0, 4}}), Catch::Contains("lie outside the 3 bytes given"));
+  CHECK_THROWS_WITH(store.save(LaidOut{"abc", {}}), Catch::Contains("no offsets"));
+  // A slice of a loaded table saves and loads back as the slice.
+  const Table t = sample(300);
+  const Table loaded = store.load<Table>(store.save(t).digest);
+  CHECK(store.load<Table>(store.save(loaded.slice(100, 250)).digest).equals(t.slice(100, 250)));
+}

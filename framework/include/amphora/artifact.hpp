@@ -193,6 +193,11 @@ class ArtifactWriter {
   /// content is kept exactly.
   void write_strings(std::string_view path, std::span<const std::string> values);
   void write_strings(std::string_view path, std::span<const std::string_view> values);
+  /// The same for strings already laid out back to back: string i is bytes
+  /// [offsets[i], offsets[i+1]) of `bytes`. The offsets may start past 0 (a
+  /// slice of a longer list) and are written rebased. Throws InvalidArgument
+  /// for offsets that decrease or lie outside `bytes`.
+  void write_strings(std::string_view path, ConstBytes bytes, std::span<const std::int64_t> offsets);
 
   /// Saves `value` as a child artifact playing `role` (a safe relative path
   /// such as "weights" or "items/3") with materializer<T>, and returns its

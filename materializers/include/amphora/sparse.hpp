@@ -102,8 +102,10 @@ struct materializer<SparseMatrix> {
 };
 
 /// Reads a .npz written by scipy.sparse.save_npz (compressed or not; CSR,
-/// CSC or COO). Index arrays of two integer dtypes are widened to int64, as
-/// SciPy does. Throws NotFound for a missing file, CorruptData naming the
+/// CSC or COO), read into memory whole first. Index arrays of two integer
+/// dtypes are widened to int64, as SciPy does. Throws NotFound for a missing
+/// file, InvalidArgument for one that is not a regular file (a FIFO is
+/// refused at once), CorruptData naming the
 /// file and member for a damaged archive, a member whose size disagrees with
 /// its header, or one that inflates far beyond what deflate can produce (a
 /// zip bomb), InvalidArgument for an archive that is no sparse matrix,
