@@ -1,7 +1,7 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv}/*
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl}/*
 
 #include "lz4_frames.hpp"
 
@@ -162,6 +162,13 @@ void csv_seeds(const fs::path& dir) {
   put(dir, "crlf.csv", "\xEF\xBB\xBF" "a,b\r\n\r\n1,\xE6\x9D\xB1\r\n,x\r\n");
 }
 
+void jsonl_seeds(const fs::path& dir) {
+  put(dir, "coco.jsonl",
+      "{\"filepath\":\"a.jpg\",\"width\":640,\"bboxes\":[[1.5,2.25,3,4]],\"labels\":[\"cat\"],\"iscrowd\":false}\n"
+      "{\"width\":480,\"filepath\":\"b.jpg\",\"bboxes\":[],\"labels\":[],\"extra\":{\"k\":null}}\n");
+  put(dir, "mixed.jsonl", "1\n\"s\"\n[1,\"two\",null,{\"x\":1e-300}]\n\r\n{\"a\":18446744073709551615,\"b\":-1}\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,5 +184,6 @@ int main(int argc, char** argv) {
   npz_seeds(out / "npz");
   encoding_seeds(out / "array_encoding");
   csv_seeds(out / "csv");
+  jsonl_seeds(out / "jsonl");
   return 0;
 }

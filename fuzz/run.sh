@@ -14,9 +14,9 @@ bin="$build/bin"
 "$bin/amphora_fuzz_seeds" "$build/fuzz-seeds" || exit 1
 mkdir -p "$build/fuzz-crashes"
 
-declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192 [csv]=4096)
+declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192 [csv]=4096 [jsonl]=4096)
 failed=()
-for t in npy manifest lz4_frame payloads npz array_encoding csv; do
+for t in npy manifest lz4_frame payloads npz array_encoding csv jsonl; do
   corpus="$build/fuzz-corpus/$t"
   mkdir -p "$corpus"
   args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"

@@ -3,6 +3,7 @@
 #include <amphora/parallel.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -126,7 +127,45 @@ DType recipe_dtype(const nlohmann::json& recipe, const char* key, std::string_vi
   }
 }
 
+// 10^k for k in [0, 15], each exact in a double.
+constexpr double kPowersOfTen[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+constexpr int kMaxDecimalDigits = 15;
+constexpr double kDecimalLimit = 9007199254740992.0;  // 2^53: larger integers are not all exact doubles
+
+// Whether v is exactly round(v · 10^k) / 10^k, that integer below 2^53 in
+// magnitude; it is stored in `d`. Division of two exact doubles rounds
+// correctly, so the quotient is the double nearest the decimal, as a parser
+// of the decimal's text would give.
+// v · 10^k is itself rounded, and for integers near 2^53 may land one off
+// the integer sought, so its neighbours are tried too.
+inline bool decimal_at(double v, int k, std::int64_t& d) {
+  if (v == 0 && std::signbit(v)) return false;  // the integer 0 decodes to +0.0
+  const double scaled = std::nearbyint(v * kPowersOfTen[k]);
+  if (!(std::fabs(scaled) < kDecimalLimit)) return false;  // NaN too
+  for (double candidate : {scaled, scaled - 1, scaled + 1}) {
+    if (!(std::fabs(candidate) < kDecimalLimit)) continue;
+    const double back = candidate / kPowersOfTen[k];
+    if (std::memcmp(&back, &v, sizeof v) != 0) continue;
+    d = static_cast<std::int64_t>(candidate);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+int decimal_digits(std::span<const double> values) {
+  // The digits only grow: a value exact at k is exact at any larger k (the
+  // same rational number), so one scan raising k as needed, then one check.
+  int k = 0;
+  std::int64_t d = 0;
+  for (double v : values)
+    while (!decimal_at(v, k, d))
+      if (++k > kMaxDecimalDigits) return -1;
+  for (double v : values)
+    if (!decimal_at(v, k, d)) return -1;
+  return k;
+}
 
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
   const std::size_t width = dtype_size(dtype);
@@ -134,9 +173,12 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     throw InvalidArgument("encode_array: " + std::to_string(data.size()) + " bytes are not a whole number of " +
                           std::string(dtype_name(dtype)) + " elements");
   const std::size_t count = data.size() / width;
-  if ((encoding.delta || encoding.squeeze) && !is_integer(dtype))
+  if (encoding.decimal && dtype != DType::float64)
+    throw InvalidArgument("decimal coding needs float64, not " + std::string(dtype_name(dtype)));
+  if ((encoding.delta || encoding.squeeze) && !is_integer(dtype) && !encoding.decimal)
     throw InvalidArgument(std::string(encoding.delta ? "delta coding" : "squeezing") + " needs an integer dtype, not " +
                           std::string(dtype_name(dtype)));
+  if (encoding.decimal && encoding.delta) throw InvalidArgument("decimal and delta coding do not combine");
   EncodedArray out;
   out.recipe = {{"dtype", dtype_name(dtype)}, {"count", count}, {"transforms", nlohmann::json::array()}};
   out.stored_dtype = dtype;
@@ -149,6 +191,20 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     return v;
   };
 
+  if (encoding.decimal) {
+    const auto values = load_values<double>(data);
+    const int k = decimal_digits(values);
+    if (k < 0)
+      throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
+                            " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
+    std::vector<std::int64_t> digits(count);
+    for (std::size_t i = 0; i < count; ++i) decimal_at(values[i], k, digits[i]);
+    out.bytes = bytes_of(digits);
+    current = ConstBytes(out.bytes.data(), out.bytes.size());
+    out.stored_dtype = DType::int64;
+    out.recipe["decimal_digits"] = k;
+    out.recipe["transforms"].push_back("decimal");
+  }
   if (encoding.delta) {
     visit_integer(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -223,18 +279,33 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
                       std::to_string(count) + " " + std::string(dtype_name(stored_dtype)) + " elements");
   auto t = recipe.find("transforms");
   if (t == recipe.end() || !t->is_array()) bad_recipe(where, "'transforms' is not a list");
-  bool delta = false, squeeze = false, shuffled = false;
+  bool decimal = false, delta = false, squeeze = false, shuffled = false;
   int last = -1;
   for (const auto& name : *t) {
-    const int rank = !name.is_string() ? -1 : name == "delta" ? 0 : name == "squeeze" ? 1 : name == "shuffle" ? 2 : -1;
+    const int rank = !name.is_string()      ? -1
+                     : name == "decimal" ? 0
+                     : name == "delta"   ? 1
+                     : name == "squeeze" ? 2
+                     : name == "shuffle" ? 3
+                                         : -1;
     if (rank < 0) bad_recipe(where, "unknown transform " + name.dump());
-    if (rank <= last) bad_recipe(where, "transforms repeated or out of order (delta, squeeze, shuffle)");
+    if (rank <= last) bad_recipe(where, "transforms repeated or out of order (decimal, delta, squeeze, shuffle)");
     last = rank;
-    (rank == 0 ? delta : rank == 1 ? squeeze : shuffled) = true;
+    (rank == 0 ? decimal : rank == 1 ? delta : rank == 2 ? squeeze : shuffled) = true;
   }
-  if ((delta || squeeze) && !is_integer(dtype))
+  if (decimal && (dtype != DType::float64 || delta))
+    bad_recipe(where, "decimal applies to float64 without delta, not to " + std::string(dtype_name(dtype)));
+  if ((delta || squeeze) && !is_integer(dtype) && !decimal)
     bad_recipe(where, "delta and squeeze apply to integers, not " + std::string(dtype_name(dtype)));
-  const DType before_squeeze = delta ? unsigned_of(dtype) : dtype;
+  int digits = 0;
+  if (decimal) {
+    auto k = recipe.find("decimal_digits");
+    if (k == recipe.end() || !k->is_number_integer() || k->get<std::int64_t>() < 0 ||
+        k->get<std::int64_t>() > kMaxDecimalDigits)
+      bad_recipe(where, "'decimal_digits' is not an integer in [0, " + std::to_string(kMaxDecimalDigits) + "]");
+    digits = k->get<int>();
+  }
+  const DType before_squeeze = decimal ? DType::int64 : delta ? unsigned_of(dtype) : dtype;
   if (squeeze ? !is_integer(stored_dtype) || dtype_size(stored_dtype) > dtype_size(before_squeeze)
               : stored_dtype != before_squeeze)
     bad_recipe(where, "stored dtype " + std::string(dtype_name(stored_dtype)) + " does not follow from " +
@@ -267,6 +338,17 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
       }
       bytes = bytes_of(out);
     });
+  if (decimal) {
+    const auto d = load_values<std::int64_t>(bytes);
+    std::vector<double> out(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (!(static_cast<double>(d[i]) < kDecimalLimit && static_cast<double>(d[i]) > -kDecimalLimit))
+        throw CorruptData(std::string(where) + ": decimal element " + std::to_string(i) + " (" + std::to_string(d[i]) +
+                          ") is not below 2^53 in magnitude");
+      out[i] = static_cast<double>(d[i]) / kPowersOfTen[digits];
+    }
+    bytes = bytes_of(out);
+  }
   return bytes;
 }
 

@@ -124,24 +124,6 @@ class CanonicalWalk {
     }
   }
 
- private:
-  std::string where(const JsonPath* at) const { return std::string(what_) + (at ? " at " + at->str() : ""); }
-
-  void put(char c) {
-    if (out_) out_->put(c);
-  }
-  void put(std::string_view s) {
-    if (out_) out_->put(s);
-  }
-
-  template <class Integer>
-  void integer(Integer n) {
-    if (!out_) return;
-    char buf[24];
-    auto end = std::to_chars(buf, buf + sizeof buf, n).ptr;
-    out_->put(buf, static_cast<std::size_t>(end - buf));
-  }
-
   void number(double x, const JsonPath* at) {
     if (!std::isfinite(x))
       throw InvalidArgument(where(at) + " holds " + (std::isnan(x) ? "NaN" : "an infinity") +
@@ -157,7 +139,7 @@ class CanonicalWalk {
   // Escapes as nlohmann's dump does without ensure_ascii: the two-character
   // forms for \b \t \n \f \r " and \, \u00xx for other control characters,
   // every other byte as it is.
-  void string(const std::string& s, const JsonPath* at, const char* invalid) {
+  void string(std::string_view s, const JsonPath* at, const char* invalid) {
     bool ascii = true;
     put('"');
     std::size_t run = 0;  // start of the bytes not yet copied
@@ -190,6 +172,24 @@ class CanonicalWalk {
     if (!ascii && !is_valid_utf8(s)) throw InvalidArgument(where(at) + " " + invalid);
     if (out_) out_->put(s.data() + run, s.size() - run);
     put('"');
+  }
+
+ private:
+  std::string where(const JsonPath* at) const { return std::string(what_) + (at ? " at " + at->str() : ""); }
+
+  void put(char c) {
+    if (out_) out_->put(c);
+  }
+  void put(std::string_view s) {
+    if (out_) out_->put(s);
+  }
+
+  template <class Integer>
+  void integer(Integer n) {
+    if (!out_) return;
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof buf, n).ptr;
+    out_->put(buf, static_cast<std::size_t>(end - buf));
   }
 
   Appender* out_;
@@ -236,6 +236,16 @@ std::string canonical_json(const nlohmann::json& value) {
 }
 
 Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canonical_json(value))); }
+
+void append_json_string(std::string& out, std::string_view text) {
+  Appender a(out);
+  CanonicalWalk(&a, "a JSON string", 0).string(text, nullptr, "is not valid UTF-8");
+}
+
+void append_json_number(std::string& out, double x) {
+  Appender a(out);
+  CanonicalWalk(&a, "a JSON number", 0).number(x, nullptr);
+}
 
 void detail::append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
                                    bool limit_depth) {

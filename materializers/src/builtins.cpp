@@ -1,6 +1,7 @@
 #include <amphora/builtins.hpp>
 #include <amphora/everyday.hpp>
 #include <amphora/npy.hpp>
+#include <amphora/record_collection.hpp>
 #include <amphora/records.hpp>
 #include <amphora/sparse.hpp>
 #include <amphora/table.hpp>
@@ -66,6 +67,11 @@ void register_builtins(Registry& registry) {
   registry.add_file_format<Table>(
       ".csv", "CSV table (RFC 4180, header row)", [](const std::filesystem::path& file) { return read_csv(file); },
       [](const Table& table, const std::filesystem::path& file) { write_csv(table, file); });
+  registry.add<RecordCollection>("built-in");
+  registry.add_file_format<RecordCollection>(
+      ".jsonl", "JSON lines (one JSON value per line)",
+      [](const std::filesystem::path& file) { return RecordCollection::read_jsonl(file); },
+      [](const RecordCollection& records, const std::filesystem::path& file) { records.write_jsonl(file); });
   registry.add<std::string>("built-in");
   registry.add_file_format<std::string>(
       ".txt", "text (any bytes)", [](const std::filesystem::path& file) { return read_whole_file(file); },

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <random>
+#include <string>
 
 using namespace amphora;
 
@@ -138,6 +140,53 @@ TEST_CASE("A damaged recipe or stored array is reported, never misread", "[encod
                            {"first", 300}};
   std::vector<std::uint8_t> zero = {0};
   fails(first8, bytes(zero), "does not fit int8");
+}
+
+TEST_CASE("Short decimals are stored as scaled integers, bit for bit", "[encoding]") {
+  // Values a decimal parser gives for text with up to k digits after the point.
+  std::mt19937_64 rng(7);
+  for (int k = 0; k <= 15; ++k) {
+    std::vector<double> v;
+    const std::int64_t limit = 9007199254740991;
+    for (int i = 0; i < 200; ++i) {
+      const auto m = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(limit)) - limit / 2;
+      v.push_back(std::stod(std::to_string(m) + "e-" + std::to_string(k)));
+    }
+    CAPTURE(k);
+    const int digits = decimal_digits(v);
+    REQUIRE(digits >= 0);
+    CHECK(digits <= k);
+    const auto enc = round_trip(v, {.decimal = true, .squeeze = true});
+    CHECK(enc.recipe["decimal_digits"] == digits);
+  }
+  // Coordinates with two decimals fit 2 bytes each; integral values need no digits.
+  const std::vector<double> coords = {0.0, 473.07, 12.5, 639.99, 100.0};
+  const auto enc = round_trip(coords, {.decimal = true, .squeeze = true});
+  CHECK(enc.stored_dtype == DType::uint16);
+  CHECK(enc.recipe["decimal_digits"] == 2);
+  CHECK(decimal_digits(std::vector<double>{1.0, -3.0, 1e15}) == 0);
+  CHECK(decimal_digits(std::vector<double>{}) == 0);
+  round_trip(std::vector<double>{}, {.decimal = true});
+  // What no decimal of 15 digits gives is refused, and not misencoded.
+  for (double bad : {0.1 + 0.2, -0.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                     1e300, 5e-324, 9007199254740993.0 * 2, 1.0 / 3})
+    CHECK(decimal_digits(std::vector<double>{1.5, bad}) == -1);
+  std::vector<double> third = {1.0 / 3};
+  CHECK_THROWS_WITH(encode_array(DType::float64, bytes(third), {.decimal = true}), Catch::Contains("decimal coding needs"));
+  std::vector<float> f = {1.5f};
+  CHECK_THROWS_WITH(encode_array(DType::float32, bytes(f), {.decimal = true}), Catch::Contains("needs float64, not float32"));
+  // A damaged decimal recipe or element is reported.
+  const ConstBytes stored(enc.bytes.data(), enc.bytes.size());
+  auto r = enc.recipe;
+  r["decimal_digits"] = 16;
+  CHECK_THROWS_WITH(decode_array(r, stored, "x.npy"), Catch::Contains("'decimal_digits' is not an integer in [0, 15]"));
+  r = enc.recipe;
+  r["dtype"] = "float32";
+  CHECK_THROWS_WITH(decode_array(r, stored, "x.npy"), Catch::Contains("decimal applies to float64"));
+  nlohmann::json wide = {{"dtype", "float64"}, {"stored_dtype", "int64"}, {"count", 1}, {"transforms", {"decimal"}},
+                         {"decimal_digits", 0}};
+  std::vector<std::int64_t> huge = {std::int64_t{1} << 60};
+  CHECK_THROWS_WITH(decode_array(wide, bytes(huge), "x.npy"), Catch::Contains("is not below 2^53"));
 }
 
 TEST_CASE("Dictionary encoding keeps first appearance order and knows when it pays", "[encoding]") {

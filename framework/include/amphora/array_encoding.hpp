@@ -19,9 +19,15 @@
 
 namespace amphora {
 
-/// Which transforms to apply, in this order: delta, squeeze, shuffle. All
-/// off leaves the bytes as they are.
+/// Which transforms to apply, in this order: decimal, delta, squeeze,
+/// shuffle. All off leaves the bytes as they are.
 struct ArrayEncoding {
+  /// float64 values that are all short decimals: stored as the int64 `d` with
+  /// v == d / 10^k (correctly rounded, so bit for bit) for the smallest k ≤ 15
+  /// that works for every value, |d| < 2^53. 473.07 becomes 47307 with k = 2,
+  /// which squeeze then stores in 2 bytes. Refused (InvalidArgument) when no
+  /// such k exists; decimal_digits() says beforehand.
+  bool decimal = false;
   /// Integers that never decrease: the first value goes into the recipe and
   /// each element is stored as its difference from the one before (as an
   /// unsigned integer of the same width, so no difference overflows).
@@ -49,6 +55,11 @@ struct EncodedArray {
 /// or squeeze of a non-integer dtype, delta of values that decrease (naming
 /// the first index where they do), data not a whole number of elements.
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding);
+
+/// The smallest k for which every value is d / 10^k as `decimal` requires,
+/// or -1 when there is none (a value with more digits, -0.0, NaN, infinity or
+/// |d| ≥ 2^53).
+int decimal_digits(std::span<const double> values);
 
 /// The original bytes of an encoded array. `stored` holds what encode_array
 /// returned as `bytes`. Throws CorruptData starting with `where` when the

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace amphora {
 
@@ -20,5 +21,14 @@ std::string canonical_json(const nlohmann::json& value);
 
 /// `sha256:` of canonical_json(value). Throws as canonical_json.
 Digest json_digest(const nlohmann::json& value);
+
+/// Appends `text` to `out` as a JSON string literal in the canonical form's
+/// escaping. Throws InvalidArgument when `text` is not valid UTF-8 (`out`
+/// then holds a partial literal).
+void append_json_string(std::string& out, std::string_view text);
+/// Appends `x` to `out` as the canonical form writes a float: the shortest
+/// digits that read back to the same double, with ".0" on integral values.
+/// Throws InvalidArgument for NaN or an infinity.
+void append_json_number(std::string& out, double x);
 
 }  // namespace amphora

@@ -1,0 +1,345 @@
+// Saving and loading record collections (docs/FORMAT.md §10.2): one set of
+// files per place of the schema, written in parallel, checked on load.
+
+#include "record_node.hpp"
+
+#include <amphora/array_encoding.hpp>
+#include <amphora/error.hpp>
+#include <amphora/manifest.hpp>
+#include <amphora/parallel.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace amphora {
+
+namespace {
+
+using detail::RecordKind;
+using detail::RecordNode;
+
+constexpr std::string_view kRootPath = "records";
+// More slots than any file could back: refused before any size arithmetic.
+constexpr std::size_t kMaxSlots = std::size_t{1} << 48;
+
+// Every node with its path, parents before children.
+void flatten(const RecordNode& n, const std::string& path, std::vector<std::pair<const RecordNode*, std::string>>& out) {
+  out.emplace_back(&n, path);
+  if (n.kind == RecordKind::list) flatten(n.children[0], path + "/items", out);
+  if (n.kind == RecordKind::object)
+    for (std::size_t k = 0; k < n.children.size(); ++k) flatten(n.children[k], path + "/" + std::to_string(k), out);
+}
+
+template <class T>
+std::span<const T> as_span(const Buffer& b) {
+  return {reinterpret_cast<const T*>(b.data()), b.size() / sizeof(T)};
+}
+
+std::vector<std::string_view> texts_of(const RecordNode& n) {
+  std::vector<std::string_view> views(n.slots);
+  for (std::size_t i = 0; i < n.slots; ++i) views[i] = detail::text_at(n, i);
+  return views;
+}
+
+// Writes one node's own files; returns the string encoding chosen (strings only).
+std::string save_node(const RecordNode& n, const std::string& path, ArtifactWriter& out) {
+  if (n.valid) out.write_array<std::uint8_t>(path + ".valid.npy", as_span<std::uint8_t>(*n.valid));
+  if (n.missing) out.write_array<std::uint8_t>(path + ".missing.npy", as_span<std::uint8_t>(*n.missing));
+  const std::int64_t slots = static_cast<std::int64_t>(n.slots);
+  const std::span<const std::int64_t> shape(&slots, 1);
+  switch (n.kind) {
+    case RecordKind::null: break;
+    case RecordKind::boolean: out.write_array(path + ".npy", DType::bool_, shape, n.values->bytes()); break;
+    case RecordKind::integer:
+      out.write_array(path + ".npy", n.is_unsigned ? DType::uint64 : DType::int64, shape, n.values->bytes(),
+                      {.squeeze = true});
+      break;
+    case RecordKind::floating: {
+      const bool decimal = decimal_digits(as_span<double>(*n.values)) >= 0;
+      out.write_array(path + ".npy", DType::float64, shape, n.values->bytes(),
+                      decimal ? ArrayEncoding{.decimal = true, .squeeze = true} : ArrayEncoding{});
+      break;
+    }
+    case RecordKind::string: {
+      const auto views = texts_of(n);
+      DictionaryStrings dict = dictionary_encode(views);
+      if (dictionary_is_smaller(views, dict)) {
+        out.write_strings(path + ".dict", dict.dictionary);
+        out.write_array<std::uint32_t>(path + ".codes.npy", dict.codes, {.squeeze = true});
+        return "dictionary";
+      }
+      if (n.codes)
+        out.write_strings(path, views);
+      else
+        out.write_strings(path, n.bytes->bytes(), as_span<std::int64_t>(*n.values));
+      return "plain";
+    }
+    case RecordKind::json: out.write_strings(path, n.bytes->bytes(), as_span<std::int64_t>(*n.values)); break;
+    case RecordKind::list:
+      out.write_array<std::int64_t>(path + ".offsets.npy", as_span<std::int64_t>(*n.values),
+                                    {.delta = true, .squeeze = true});
+      break;
+    case RecordKind::object:
+      if (n.order_codes) {
+        out.write_array<std::uint32_t>(path + ".order.npy", as_span<std::uint32_t>(*n.order_codes), {.squeeze = true});
+        std::vector<std::string> orders;
+        for (const auto& o : n.orders) {
+          std::string bytes(o.size() * 4, '\0');
+          for (std::size_t j = 0; j < o.size(); ++j)
+            for (int b = 0; b < 4; ++b) bytes[j * 4 + b] = static_cast<char>((o[j] >> (8 * b)) & 0xffu);  // little-endian
+          orders.push_back(std::move(bytes));
+        }
+        out.write_strings(path + ".orders", orders);
+      }
+      break;
+  }
+  return {};
+}
+
+// The schema with each string node's encoding, nodes visited in flatten's order.
+nlohmann::json schema_with_encodings(const RecordNode& n, const std::vector<std::string>& encodings, std::size_t& next) {
+  nlohmann::json s = detail::schema_of(n);
+  const std::size_t mine = next++;
+  if (n.kind == RecordKind::string) s["encoding"] = encodings[mine];
+  if (n.kind == RecordKind::list) s["items"] = schema_with_encodings(n.children[0], encodings, next);
+  if (n.kind == RecordKind::object)
+    for (std::size_t k = 0; k < n.children.size(); ++k) {
+      nlohmann::json f = schema_with_encodings(n.children[k], encodings, next);
+      f["name"] = n.names[k];
+      s["fields"][k] = std::move(f);
+    }
+  return s;
+}
+
+}  // namespace
+
+void materializer<RecordCollection>::save(const RecordCollection& records, ArtifactWriter& out) {
+  const RecordNode& root = detail::RecordAccess::root(records);
+  std::vector<std::pair<const RecordNode*, std::string>> nodes;
+  flatten(root, std::string(kRootPath), nodes);
+  std::vector<std::string> encodings(nodes.size());
+  std::vector<std::exception_ptr> failures(nodes.size());
+  parallel_for(nodes.size(), [&](std::size_t i) {
+    try {
+      encodings[i] = save_node(*nodes[i].first, nodes[i].second, out);
+    } catch (...) {
+      failures[i] = std::current_exception();
+    }
+  });
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
+  std::size_t next = 0;
+  out.meta()["count"] = records.size();
+  out.meta()["schema"] = schema_with_encodings(root, encodings, next);
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+namespace {
+
+class Loader {
+ public:
+  explicit Loader(const ArtifactReader& in) : in_(in) {}
+
+  RecordNode node(const nlohmann::json& s, const std::string& path, std::size_t slots, bool may_be_missing) {
+    const std::string where = in_.label() + ": records column '" + path + "'";
+    auto bad = [&](const std::string& why) { throw CorruptData(where + " " + why); };
+    if (!s.is_object() || !s.contains("kind") || !s["kind"].is_string() || !s.contains("nullable") ||
+        !s["nullable"].is_boolean() || !s.contains("optional") || !s["optional"].is_boolean())
+      bad("has a schema entry without a kind, nullable or optional flag");
+    RecordNode n;
+    n.slots = slots;
+    const std::string kind = s["kind"].get<std::string>();
+    static constexpr RecordKind kKinds[] = {RecordKind::null,   RecordKind::boolean, RecordKind::integer,
+                                            RecordKind::floating, RecordKind::string, RecordKind::list,
+                                            RecordKind::object, RecordKind::json};
+    auto it = std::find_if(std::begin(kKinds), std::end(kKinds), [&](RecordKind k) { return detail::kind_name(k) == kind; });
+    if (it == std::end(kKinds)) throw Unsupported(where + " has unknown kind '" + kind + "'");
+    n.kind = *it;
+    if (s["optional"].get<bool>() && !may_be_missing) bad("is marked optional, but only an object's fields can be missing");
+    if (slots > kMaxSlots) bad("claims " + std::to_string(slots) + " slots");
+    const bool unconfirmed =
+        n.kind == RecordKind::null || (n.kind == RecordKind::object && s.contains("fields") && s["fields"].empty());
+    if (unconfirmed && !s["nullable"].get<bool>()) bad("lacks the validity bitmap its kind requires");
+    if (s["nullable"].get<bool>()) n.valid = bitmap(path + ".valid.npy", slots, where);
+    if (s["optional"].get<bool>()) n.missing = bitmap(path + ".missing.npy", slots, where);
+
+    auto array = [&](const std::string& file, DType dtype, std::size_t count) {
+      require(file, where);
+      ArrayView a = in_.read_array(file, dtype, 1);
+      if (a.size() != count)
+        bad("holds " + std::to_string(a.size()) + " values in '" + file + "' where the schema has " +
+            std::to_string(count));
+      return a;
+    };
+    switch (n.kind) {
+      case RecordKind::null: break;
+      case RecordKind::boolean: n.values = array(path + ".npy", DType::bool_, slots).buffer(); break;
+      case RecordKind::integer: {
+        const std::string dtype = s.value("dtype", std::string());
+        if (dtype != "int64" && dtype != "uint64") bad("has integer dtype '" + dtype + "' (int64 or uint64)");
+        n.is_unsigned = dtype == "uint64";
+        n.values = array(path + ".npy", n.is_unsigned ? DType::uint64 : DType::int64, slots).buffer();
+        break;
+      }
+      case RecordKind::floating: n.values = array(path + ".npy", DType::float64, slots).buffer(); break;
+      case RecordKind::string: {
+        const std::string encoding = s.value("encoding", std::string());
+        if (encoding == "plain") {
+          strings(n, path, slots, where);
+        } else if (encoding == "dictionary") {
+          StringsView dict = strings(n, path + ".dict", std::nullopt, where);
+          ArrayView codes = array(path + ".codes.npy", DType::uint32, slots);
+          auto c = codes.values<std::uint32_t>();
+          for (std::size_t i = 0; i < c.size(); ++i)
+            if (c[i] >= dict.size())
+              bad("row " + std::to_string(i) + " has code " + std::to_string(c[i]) + ", but the dictionary holds " +
+                  std::to_string(dict.size()) + " strings");
+          n.codes = codes.buffer();
+        } else {
+          throw Unsupported(where + " has unknown string encoding '" + encoding + "'");
+        }
+        break;
+      }
+      case RecordKind::json: {
+        strings(n, path, slots, where);
+        check_json(n, where);
+        break;
+      }
+      case RecordKind::list: {
+        ArrayView offsets = array(path + ".offsets.npy", DType::int64, slots + 1);
+        auto o = offsets.values<std::int64_t>();
+        validate_offsets(o, static_cast<std::uint64_t>(std::max<std::int64_t>(o.back(), 0)), where,
+                         "its items number " + std::to_string(o.back()));
+        n.values = offsets.buffer();
+        if (!s.contains("items")) bad("is a list without 'items'");
+        n.children.push_back(node(s["items"], path + "/items", static_cast<std::size_t>(o.back()), false));
+        break;
+      }
+      case RecordKind::object: {
+        if (!s.contains("fields") || !s["fields"].is_array()) bad("is an object without 'fields'");
+        std::set<std::string, std::less<>> seen;
+        for (std::size_t k = 0; k < s["fields"].size(); ++k) {
+          const auto& f = s["fields"][k];
+          if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) bad("has field " + std::to_string(k) + " without a name");
+          const std::string name = f["name"].get<std::string>();
+          if (!is_valid_utf8(name) || !seen.insert(name).second) bad("has a repeated or non-UTF-8 field name");
+          n.names.push_back(name);
+          n.children.push_back(node(f, path + "/" + std::to_string(k), slots, true));
+        }
+        const std::string order = s.value("key_order", std::string("schema"));
+        if (order == "per_record") {
+          key_orders(n, path, where);
+        } else if (order != "schema") {
+          throw Unsupported(where + " has unknown key_order '" + order + "'");
+        }
+        break;
+      }
+    }
+    return n;
+  }
+
+ private:
+  // The schema decides which files exist: one it names but the manifest
+  // lacks is damage, not a lookup miss.
+  void require(const std::string& file, const std::string& where) const {
+    if (!in_.has_file(file)) throw CorruptData(where + " lacks its file '" + file + "'");
+  }
+
+  std::shared_ptr<const Buffer> bitmap(const std::string& file, std::size_t slots, const std::string& where) {
+    require(file, where);
+    ArrayView bits = in_.read_array(file, DType::uint8, 1);
+    if (bits.size() != (slots + 7) / 8)
+      throw CorruptData(where + ": '" + file + "' holds " + std::to_string(bits.size()) + " bytes for " +
+                        std::to_string(slots) + " slots");
+    return bits.buffer();
+  }
+
+  StringsView strings(RecordNode& n, const std::string& path, std::optional<std::size_t> count, const std::string& where) {
+    require(path + ".offsets.npy", where);
+    require(path + ".bytes", where);
+    StringsView v = in_.read_strings(path);
+    if (count && v.size() != *count)
+      throw CorruptData(where + " holds " + std::to_string(v.size()) + " strings where the schema has " +
+                        std::to_string(*count));
+    n.values = v.offsets().buffer();
+    n.bytes = v.bytes_buffer();
+    return v;
+  }
+
+  // Every JSON text is one JSON value, so export writes only JSON.
+  void check_json(const RecordNode& n, const std::string& where) {
+    std::size_t longest = 0;
+    for (std::size_t i = 0; i < n.slots; ++i) longest = std::max(longest, detail::text_at(n, i).size());
+    simdjson::dom::parser parser;
+    if (parser.allocate(std::max<std::size_t>(longest, 64), 257) != simdjson::SUCCESS)
+      throw OutOfResources(where + ": cannot allocate a JSON parser");
+    std::vector<char> padded;
+    for (std::size_t i = 0; i < n.slots; ++i) {
+      if (detail::state_at(n, i) != detail::SlotState::value) continue;
+      const std::string_view text = detail::text_at(n, i);
+      padded.assign(text.size() + simdjson::SIMDJSON_PADDING, '\0');
+      std::memcpy(padded.data(), text.data(), text.size());
+      simdjson::dom::element e;
+      if (auto err = parser.parse(padded.data(), text.size(), false).get(e))
+        throw CorruptData(where + ": slot " + std::to_string(i) + " is not JSON (" + simdjson::error_message(err) + ")");
+    }
+  }
+
+  void key_orders(RecordNode& n, const std::string& path, const std::string& where) {
+    require(path + ".order.npy", where);
+    require(path + ".orders.offsets.npy", where);
+    require(path + ".orders.bytes", where);
+    ArrayView codes = in_.read_array(path + ".order.npy", DType::uint32, 1);
+    if (codes.size() != n.slots)
+      throw CorruptData(where + " holds " + std::to_string(codes.size()) + " key orders for " + std::to_string(n.slots) + " slots");
+    StringsView orders = in_.read_strings(path + ".orders");
+    for (std::size_t j = 0; j < orders.size(); ++j) {
+      const std::string_view o = orders[j];
+      if (o.size() % 4 != 0) throw CorruptData(where + ": key order " + std::to_string(j) + " is not whole uint32s");
+      std::vector<std::uint32_t> order(o.size() / 4);
+      std::vector<bool> used(n.children.size(), false);
+      for (std::size_t m = 0; m < order.size(); ++m) {
+        std::uint32_t k = 0;
+        for (int b = 0; b < 4; ++b) k |= static_cast<std::uint32_t>(static_cast<unsigned char>(o[m * 4 + b])) << (8 * b);
+        if (k >= n.children.size() || used[k])
+          throw CorruptData(where + ": key order " + std::to_string(j) + " names field " + std::to_string(k) +
+                            " twice or of " + std::to_string(n.children.size()));
+        used[k] = true;
+        order[m] = k;
+      }
+      n.orders.push_back(std::move(order));
+    }
+    auto c = codes.values<std::uint32_t>();
+    for (std::size_t i = 0; i < c.size(); ++i)
+      if (c[i] >= n.orders.size())
+        throw CorruptData(where + ": slot " + std::to_string(i) + " has key order " + std::to_string(c[i]) + " of " +
+                          std::to_string(n.orders.size()));
+    n.order_codes = codes.buffer();
+  }
+
+  const ArtifactReader& in_;
+};
+
+}  // namespace
+
+RecordCollection load_records(const ArtifactReader& in) {
+  in.require_materializer(materializer<RecordCollection>::name, materializer<RecordCollection>::version,
+                          "a record collection");
+  const auto count = in.meta<std::size_t>("count");
+  const auto schema = in.meta<nlohmann::json>("schema");
+  RecordNode root = Loader(in).node(schema, std::string(kRootPath), count, false);
+  root.label = in.label();
+  return detail::RecordAccess::make(std::make_shared<const RecordNode>(std::move(root)), count);
+}
+
+void materializer<RecordCollection>::validate(const ArtifactReader& in) {
+  const RecordCollection records = load_records(in);
+  for (std::size_t i = 0; i < records.size(); ++i) (void)records.record_json(i);
+}
+
+}  // namespace amphora
