@@ -8,6 +8,7 @@
 //   pass       open + full sum of a float32 tensor vs numpy.load + sum
 //   sparse     a 200,000 x 200,000 CSR matrix (10M values) vs scipy.sparse save_npz / load_npz
 //   table      5,000,000 rows (int64, float64, bool, Zipf words) vs pandas to_pickle / read_pickle
+//   jsonl      200,000 COCO-style JSON records (amphora.records) vs JSON lines (json) and pickle
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
 //
@@ -329,10 +330,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -390,6 +391,7 @@ int main(int argc, char** argv) {
   if (o.runs("pass")) run_pass(o, verdict);
   if (o.runs("sparse")) run_sparse(o, verdict);
   if (o.runs("table")) run_table(o, verdict);
+  if (o.runs("jsonl")) run_jsonl(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().

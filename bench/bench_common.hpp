@@ -135,6 +135,30 @@ struct Verdicts {
   }
 };
 
+/// What time_saves measured: seconds per save, the peak RSS each save added
+/// over what the process held before it, and the digest saved.
+struct SaveTimings {
+  std::vector<double> seconds, rss_over;
+  amphora::Digest digest;
+};
+
+/// Saves `value` under `name` `o.repeats` times, each into a fresh store at `dir`.
+template <class T>
+SaveTimings time_saves(const Options& o, const fs::path& dir, const T& value, const std::string& name) {
+  SaveTimings t;
+  for (int r = 0; r < o.repeats; ++r) {
+    auto store = fresh_store(dir);
+    touch_scratch();
+    const double before = static_cast<double>(status_kib("VmRSS:")) * 1024;
+    reset_peak_rss();
+    auto t0 = Clock::now();
+    t.digest = store.save(value, {.name = name}).digest;
+    t.seconds.push_back(seconds_since(t0));
+    t.rss_over.push_back(static_cast<double>(status_kib("VmHWM:")) * 1024 - before);
+  }
+  return t;
+}
+
 // Sections other than the tensor figures; each prints its own table.
 void run_composite(const Options& o, Verdicts& verdict);
 void run_records(const Options& o, Verdicts& verdict);
@@ -142,5 +166,6 @@ void run_tiny(const Options& o, Verdicts& verdict);
 void run_pass(const Options& o, Verdicts& verdict);
 void run_sparse(const Options& o, Verdicts& verdict);
 void run_table(const Options& o, Verdicts& verdict);
+void run_jsonl(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench

@@ -96,18 +96,10 @@ void run_table(const Options& o, Verdicts& verdict) {
   std::printf("  pandas: the same DataFrame (word an object column), to_pickle / read_pickle\n");
 
   const fs::path dir = o.dir / "store-table";
-  std::vector<double> saves, overheads;
-  amphora::Digest digest;
-  for (int r = 0; r < o.repeats; ++r) {
-    auto store = fresh_store(dir);
-    touch_scratch();
-    const double before = static_cast<double>(status_kib("VmRSS:")) * 1024;
-    reset_peak_rss();
-    auto t0 = Clock::now();
-    digest = store.save(data.table, {.name = "table"}).digest;
-    saves.push_back(seconds_since(t0));
-    overheads.push_back(static_cast<double>(status_kib("VmHWM:")) * 1024 - before);
-  }
+  const SaveTimings timed = time_saves(o, dir, data.table, "table");
+  const std::vector<double>& saves = timed.seconds;
+  const std::vector<double>& overheads = timed.rss_over;
+  const amphora::Digest digest = timed.digest;
   auto store = amphora::Store::open(dir);
   const std::uint64_t payload = store.open_artifact(digest).manifest().payload_bytes();
 

@@ -199,8 +199,10 @@ int cmd_import(const Args& a) {
   amphora::validate_name(options.name);
   amphora::TensorOptions tensor{.compression = amphora::parse_compression(a.compress)};
   for (const auto& transform : a.encode) {
-    (transform == "delta" ? tensor.encoding.delta : transform == "squeeze" ? tensor.encoding.squeeze
-                                                                           : tensor.encoding.shuffle) = true;
+    (transform == "decimal" ? tensor.encoding.decimal
+     : transform == "delta" ? tensor.encoding.delta
+     : transform == "squeeze" ? tensor.encoding.squeeze
+                              : tensor.encoding.shuffle) = true;
   }
   options.options = tensor;
   Store store = open_store(a);

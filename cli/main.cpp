@@ -88,7 +88,7 @@ class Parser {
     show->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     show->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
 
-    auto* import = add("import", "Store a file (.npy, .csv, .npz, .json, .txt) as the next version of NAME.",
+    auto* import = add("import", "Store a file (.npy, .csv, .npz, .jsonl, .json, .txt) as the next version of NAME.",
                        amphora::cli::cmd_import,
                        "The file's extension picks the materializer: .npy a tensor, .csv a table (header\n"
                        "row; column types inferred; empty fields are nulls), .npz (written by\n"
@@ -111,13 +111,14 @@ class Parser {
         ->check(CLI::IsMember({"none", "lz4", "auto"}))
         ->type_name("MODE");
     import->add_option("--encode", args_.encode,
-                       "tensors' lossless transforms before compression, comma-separated: delta (sorted\n"
-                       "integers), squeeze (integers into the narrowest width), shuffle (byte planes)")
+                       "tensors' lossless transforms before compression, comma-separated: decimal (float64\n"
+                       "short decimals as scaled integers), delta (sorted integers), squeeze (integers into\n"
+                       "the narrowest width), shuffle (byte planes)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"delta", "squeeze", "shuffle"}))
+        ->check(CLI::IsMember({"decimal", "delta", "squeeze", "shuffle"}))
         ->type_name("LIST");
 
-    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .csv, .npz, .json, .txt) or directory.",
+    auto* exp = add("export", "Verify an artifact, then write it to a file (.npy, .csv, .npz, .jsonl, .json, .txt) or directory.",
                     amphora::cli::cmd_export,
                     "The file is written atomically (a temporary file renamed into place). An\n"
                     "existing regular file is replaced; a symbolic link only with --force; a FIFO,\n"

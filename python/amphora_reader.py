@@ -28,6 +28,8 @@ sha256:HEX, a hex prefix of 8 or more digits) and returns:
   amphora.map            dict
   amphora.optional       the value, or None
   amphora.tensor_list    list of numpy.ndarray
+  amphora.records        list of the records (dicts, or any JSON value), keys
+                         in each record's order, ints as int, floats as float
   amphora.record_list    list of dicts, one per record
   a declared struct      dict of its members (AMPHORA_MATERIALIZE types)
 
@@ -450,16 +452,22 @@ def _decode(art, what, recipe, stored):
     count, transforms = recipe.get("count"), recipe.get("transforms")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CorruptData(f"{where}: the recipe's count is invalid")
-    order = ["delta", "squeeze", "shuffle"]
+    order = ["decimal", "delta", "squeeze", "shuffle"]
     if not isinstance(transforms, list) or any(t not in order for t in transforms) or \
             [order.index(t) for t in transforms] != sorted({order.index(t) for t in transforms}):
         raise CorruptData(f"{where}: the recipe's transforms are unknown, repeated or out of order")
     if stored.dtype != kept or stored.shape != (count,):
         raise CorruptData(f"{where}: stored {stored.dtype} {stored.shape}, the recipe says {kept} ({count},)")
     integer = dtype.kind in "iu"
-    if ("delta" in transforms or "squeeze" in transforms) and not integer:
+    decimal = "decimal" in transforms
+    if decimal:
+        digits = recipe.get("decimal_digits")
+        if dtype != np.dtype("<f8") or "delta" in transforms or not isinstance(digits, int) or \
+                isinstance(digits, bool) or not 0 <= digits <= 15:
+            raise CorruptData(f"{where}: decimal needs float64 without delta and decimal_digits in [0, 15]")
+    if ("delta" in transforms or "squeeze" in transforms) and not integer and not decimal:
         raise CorruptData(f"{where}: delta and squeeze apply to integers, not {dtype}")
-    before = np.dtype(f"<u{dtype.itemsize}") if "delta" in transforms else dtype
+    before = np.dtype("<i8") if decimal else np.dtype(f"<u{dtype.itemsize}") if "delta" in transforms else dtype
     if "squeeze" in transforms:
         if kept.kind not in "iu" or kept.itemsize > before.itemsize:
             raise CorruptData(f"{where}: stored dtype {kept} cannot be squeezed from {before}")
@@ -480,6 +488,10 @@ def _decode(art, what, recipe, stored):
             raise CorruptData(f"{where}: the recipe's first value is missing or outside {dtype}")
         with np.errstate(over="ignore"):
             a = (np.cumsum(a, dtype=before) + before.type(first % (1 << (8 * dtype.itemsize)))).view(dtype)
+    if decimal:  # d / 10^k, correctly rounded: the double the decimal's text parses to
+        if count and int(np.abs(a).max()) >= 1 << 53:
+            raise CorruptData(f"{where}: a decimal element is not below 2^53 in magnitude")
+        a = a.astype(np.float64) / 10.0 ** digits
     return a
 
 
@@ -617,6 +629,141 @@ def _table(art, mmap):
 
 
 # ---------------------------------------------------------------------------
+# record collections (§10)
+
+_MISSING = object()
+_RECORD_KINDS = ("null", "bool", "int", "float", "string", "list", "object", "json")
+
+
+def _bitmap(art, name, slots, where):
+    bits = art.array(name, False, "|u1", 1)
+    if len(bits) != (slots + 7) // 8:
+        raise CorruptData(f"{where}: '{name}' holds {len(bits)} bytes for {slots} slots")
+    return np.unpackbits(bits, bitorder="little")[:slots].astype(bool).tolist()
+
+
+def _record_column(art, node, path, slots, may_be_missing, depth):
+    """Every slot of one place of the schema, as Python values (_MISSING for a missing key)."""
+    where = f"{art.label}: records column '{path}'"
+    if depth > MAX_DEPTH:
+        raise CorruptData(f"{where} nests too deep")
+    if not isinstance(node, dict) or not isinstance(node.get("kind"), str) or \
+            not isinstance(node.get("nullable"), bool) or not isinstance(node.get("optional"), bool):
+        raise CorruptData(f"{where} has a schema entry without a kind, nullable or optional flag")
+    kind = node["kind"]
+    if kind not in _RECORD_KINDS:
+        raise Unsupported(f"{where} has unknown kind '{kind}'")
+    if slots > (1 << 48):
+        raise CorruptData(f"{where} claims {slots} slots")
+    if node["optional"] and not may_be_missing:
+        raise CorruptData(f"{where} is marked optional, but only an object's fields can be missing")
+    fields = node.get("fields") if kind == "object" else None
+    if kind == "object" and not isinstance(fields, list):
+        raise CorruptData(f"{where} is an object without 'fields'")
+    if (kind == "null" or (kind == "object" and not fields)) and not node["nullable"]:
+        raise CorruptData(f"{where} lacks the validity bitmap its kind requires")
+    valid = _bitmap(art, path + ".valid.npy", slots, where) if node["nullable"] else None
+    missing = _bitmap(art, path + ".missing.npy", slots, where) if node["optional"] else None
+
+    def sized(values, what):
+        if len(values) != slots:
+            raise CorruptData(f"{where} holds {len(values)} {what} where the schema has {slots}")
+        return values
+
+    if kind == "null":
+        values = [None] * slots
+    elif kind in ("bool", "int", "float"):
+        dtype = {"bool": "|b1", "float": "<f8"}.get(kind)
+        if kind == "int":
+            dtype = {"int64": "<i8", "uint64": "<u8"}.get(node.get("dtype"))
+            if dtype is None:
+                raise CorruptData(f"{where} has integer dtype {node.get('dtype')!r}")
+        values = sized(art.array(path + ".npy", False, dtype, 1), "values").tolist()
+    elif kind == "string":
+        encoding = node.get("encoding")
+        if encoding == "plain":
+            values = sized(art.strings(path), "strings")
+        elif encoding == "dictionary":
+            words = art.strings(path + ".dict")
+            codes = sized(art.array(path + ".codes.npy", False, "<u4", 1), "codes")
+            if len(codes) and int(codes.max()) >= len(words):
+                raise CorruptData(f"{where}: a code lies past the dictionary of {len(words)} strings")
+            values = [words[c] for c in codes.tolist()]
+        else:
+            raise Unsupported(f"{where} has unknown string encoding {encoding!r}")
+        if any(isinstance(v, bytes) for v in values):
+            raise CorruptData(f"{where} holds a string that is not UTF-8")
+    elif kind == "json":
+        texts = sized(art.strings(path, decode=False), "texts")
+        values = []
+        for i, t in enumerate(texts):
+            hidden = (missing is not None and missing[i]) or (valid is not None and not valid[i])
+            try:
+                values.append(None if hidden else json.loads(t.decode("utf-8")))
+            except (ValueError, UnicodeDecodeError):
+                raise CorruptData(f"{where}: slot {i} is not JSON")
+    elif kind == "list":
+        offsets = art.array(path + ".offsets.npy", False, "<i8", 1)
+        if len(offsets) != slots + 1:
+            raise CorruptData(f"{where} holds {len(offsets)} offsets for {slots} slots")
+        if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+            raise CorruptData(f"{where}: the list offsets do not start at 0 and never decrease")
+        if "items" not in node:
+            raise CorruptData(f"{where} is a list without 'items'")
+        items = _record_column(art, node["items"], path + "/items", int(offsets[-1]), False, depth + 1)
+        o = offsets.tolist()
+        values = [items[o[i]:o[i + 1]] for i in range(slots)]
+    else:
+        names, columns = [], []
+        for k, f in enumerate(fields):
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str) or f["name"] in names:
+                raise CorruptData(f"{where}: field {k} has no name, or a repeated one")
+            names.append(f["name"])
+            columns.append(_record_column(art, f, f"{path}/{k}", slots, True, depth + 1))
+        key_order = node.get("key_order", "schema")
+        if key_order == "schema":
+            values = [{names[k]: columns[k][i] for k in range(len(names)) if columns[k][i] is not _MISSING}
+                      for i in range(slots)]
+        elif key_order == "per_record":
+            codes = sized(art.array(path + ".order.npy", False, "<u4", 1), "key orders").tolist()
+            orders = []
+            for j, text in enumerate(art.strings(path + ".orders", decode=False)):
+                if len(text) % 4:
+                    raise CorruptData(f"{where}: key order {j} is not whole uint32s")
+                order = np.frombuffer(text, "<u4").tolist()
+                if len(set(order)) != len(order) or any(k >= len(names) for k in order):
+                    raise CorruptData(f"{where}: key order {j} names a field twice or past the fields")
+                orders.append(order)
+            values = []
+            for i in range(slots):
+                if codes[i] >= len(orders):
+                    raise CorruptData(f"{where}: slot {i} has key order {codes[i]} of {len(orders)}")
+                order = orders[codes[i]]
+                present = [k for k in range(len(names)) if columns[k][i] is not _MISSING]
+                if sorted(order) != present:
+                    raise CorruptData(f"{where}: the key order of slot {i} disagrees with its fields")
+                values.append({names[k]: columns[k][i] for k in order})
+        else:
+            raise Unsupported(f"{where} has unknown key_order {key_order!r}")
+    out = values
+    if valid is not None or missing is not None or kind == "null":
+        out = []
+        for i, v in enumerate(values):
+            if missing is not None and missing[i]:
+                out.append(_MISSING)
+            elif kind == "null" or (valid is not None and not valid[i]):
+                out.append(None)
+            else:
+                out.append(v)
+    return out
+
+
+def _records(art):
+    count = _count(art, art.meta_value("count", int))
+    return _record_column(art, art.meta.get("schema"), "records", count, False, 0)
+
+
+# ---------------------------------------------------------------------------
 # everyday materializers (§7)
 
 
@@ -727,6 +874,8 @@ def _load(art, mmap):
         return _sparse(art, mmap)
     if m == "amphora.table":
         return _table(art, mmap)
+    if m == "amphora.records":
+        return _records(art)
     if m == "amphora.string":
         data = art.read("string.bin")
         if art.meta_value("bytes", int) != len(data):

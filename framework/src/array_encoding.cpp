@@ -152,19 +152,40 @@ inline bool decimal_at(double v, int k, std::int64_t& d) {
   return false;
 }
 
+inline double double_at(ConstBytes data, std::size_t i) {
+  double v;
+  std::memcpy(&v, data.data() + i * sizeof v, sizeof v);
+  return v;
+}
+
+// The smallest digits k that hold every value, and the least and greatest
+// integer d at that k; digits -1 when there is none. One pass: a value exact
+// at k is exact at every larger k with d scaled by the same power of ten, so
+// raising k only rescales the bounds seen so far.
+struct DecimalScan {
+  int digits = 0;
+  std::int64_t lo = 0, hi = 0;
+};
+DecimalScan scan_decimals(ConstBytes data, std::size_t count) {
+  DecimalScan scan;
+  std::int64_t d = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = double_at(data, i);
+    while (!decimal_at(v, scan.digits, d)) {
+      if (++scan.digits > kMaxDecimalDigits) return {-1, 0, 0};
+      scan.lo *= 10, scan.hi *= 10;  // both below 2^53 before, so below 2^57 now: no overflow
+      if (scan.lo <= -(std::int64_t{1} << 53) || scan.hi >= (std::int64_t{1} << 53)) return {-1, 0, 0};
+    }
+    if (i == 0 || d < scan.lo) scan.lo = d;
+    if (i == 0 || d > scan.hi) scan.hi = d;
+  }
+  return scan;
+}
+
 }  // namespace
 
 int decimal_digits(std::span<const double> values) {
-  // The digits only grow: a value exact at k is exact at any larger k (the
-  // same rational number), so one scan raising k as needed, then one check.
-  int k = 0;
-  std::int64_t d = 0;
-  for (double v : values)
-    while (!decimal_at(v, k, d))
-      if (++k > kMaxDecimalDigits) return -1;
-  for (double v : values)
-    if (!decimal_at(v, k, d)) return -1;
-  return k;
+  return scan_decimals(std::as_bytes(values), values.size()).digits;
 }
 
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
@@ -192,18 +213,32 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
   };
 
   if (encoding.decimal) {
-    const auto values = load_values<double>(data);
-    const int k = decimal_digits(values);
-    if (k < 0)
+    // Straight into the squeezed width: the int64 digits of a large float
+    // array are never held whole, so saving stays within payload + a little.
+    const DecimalScan scan = scan_decimals(data, count);
+    if (scan.digits < 0)
       throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
                             " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
-    std::vector<std::int64_t> digits(count);
-    for (std::size_t i = 0; i < count; ++i) decimal_at(values[i], k, digits[i]);
-    out.bytes = bytes_of(digits);
+    const DType narrow = encoding.squeeze && count ? narrowest<std::int64_t>(scan.lo, scan.hi)
+                         : encoding.squeeze        ? DType::uint8
+                                                   : DType::int64;
+    out.bytes = visit_integer(narrow, [&](auto to) {
+      using To = typename decltype(to)::type;
+      std::vector<std::byte> stored(count * sizeof(To));
+      std::int64_t d = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!decimal_at(double_at(data, i), scan.digits, d))
+          throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
+        const To v = static_cast<To>(d);
+        std::memcpy(stored.data() + i * sizeof(To), &v, sizeof(To));
+      }
+      return stored;
+    });
     current = ConstBytes(out.bytes.data(), out.bytes.size());
-    out.stored_dtype = DType::int64;
-    out.recipe["decimal_digits"] = k;
+    out.stored_dtype = narrow;
+    out.recipe["decimal_digits"] = scan.digits;
     out.recipe["transforms"].push_back("decimal");
+    if (encoding.squeeze) out.recipe["transforms"].push_back("squeeze");
   }
   if (encoding.delta) {
     visit_integer(dtype, [&](auto tag) {
@@ -228,7 +263,7 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     out.stored_dtype = unsigned_of(dtype);
     out.recipe["transforms"].push_back("delta");
   }
-  if (encoding.squeeze) {
+  if (encoding.squeeze && !encoding.decimal) {
     visit_integer(out.stored_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T lo{0}, hi{0};

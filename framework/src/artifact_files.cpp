@@ -64,7 +64,7 @@ void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<c
                             std::to_string(static_cast<unsigned>(*bad)) + " at element " +
                             std::to_string(bad - data.begin()) + "; a bool is 0 or 1");
   }
-  if (!encoding.delta && !encoding.squeeze && !encoding.shuffle) {
+  if (!encoding.decimal && !encoding.delta && !encoding.squeeze && !encoding.shuffle) {
     std::string header = make_npy_header(dtype, shape, kArrayAlignment);
     write_file(path, {std::as_bytes(std::span<const char>(header)), data});
     return;

@@ -58,9 +58,13 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
                       {.squeeze = true});
       break;
     case RecordKind::floating: {
-      const bool decimal = decimal_digits(as_span<double>(*n.values)) >= 0;
-      out.write_array(path + ".npy", DType::float64, shape, n.values->bytes(),
-                      decimal ? ArrayEncoding{.decimal = true, .squeeze = true} : ArrayEncoding{});
+      // Short decimals as scaled integers when every value is one (tried
+      // directly: the check is the encoding's own first pass).
+      try {
+        out.write_array(path + ".npy", DType::float64, shape, n.values->bytes(), {.decimal = true, .squeeze = true});
+      } catch (const InvalidArgument&) {
+        out.write_array(path + ".npy", DType::float64, shape, n.values->bytes());
+      }
       break;
     }
     case RecordKind::string: {

@@ -517,7 +517,7 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   meta["shape"] = t.shape();
   const TensorOptions options = out.options().options.get<TensorOptions>();
   const ArrayEncoding& encoding = options.encoding;
-  if (encoding.delta || encoding.squeeze || encoding.shuffle) {
+  if (encoding.decimal || encoding.delta || encoding.squeeze || encoding.shuffle) {
     EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
     auto owner = std::make_shared<std::vector<std::byte>>(std::move(encoded.bytes));
     const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
