@@ -489,7 +489,7 @@ def _decode(art, what, recipe, stored):
         with np.errstate(over="ignore"):
             a = (np.cumsum(a, dtype=before) + before.type(first % (1 << (8 * dtype.itemsize)))).view(dtype)
     if decimal:  # d / 10^k, correctly rounded: the double the decimal's text parses to
-        if count and int(np.abs(a).max()) >= 1 << 53:
+        if count and (int(a.min()) <= -(1 << 53) or int(a.max()) >= 1 << 53):
             raise CorruptData(f"{where}: a decimal element is not below 2^53 in magnitude")
         a = a.astype(np.float64) / 10.0 ** digits
     return a

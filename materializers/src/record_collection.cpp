@@ -736,7 +736,9 @@ nlohmann::json schema_of(const RecordNode& n) {
 
 }  // namespace detail
 
-RecordCollection::RecordCollection() : root_(std::make_shared<RecordNode>()) {}
+// The empty collection as from_json builds it (a null root with its empty
+// bitmap), so that it saves and loads like any other.
+RecordCollection::RecordCollection() { *this = from_json(std::span<const nlohmann::json>{}); }
 
 RecordCollection::RecordCollection(std::shared_ptr<const RecordNode> root, std::size_t size)
     : root_(std::move(root)), size_(size) {}
