@@ -155,6 +155,14 @@ void encoding_seeds(const fs::path& dir) {
         enc.recipe.dump() + std::string(1, '\0') +
             std::string(reinterpret_cast<const char*>(enc.bytes.data()), enc.bytes.size()));
   }
+  std::vector<double> decimals = {473.07, 0.5, -12.25, 100.0};
+  const amphora::ConstBytes fraw(reinterpret_cast<const std::byte*>(decimals.data()), decimals.size() * 8);
+  for (bool shuffle : {false, true}) {
+    auto enc = amphora::encode_array(amphora::DType::float64, fraw, {.decimal = true, .squeeze = true, .shuffle = shuffle});
+    put(dir, "recipe-" + std::to_string(n++),
+        enc.recipe.dump() + std::string(1, '\0') +
+            std::string(reinterpret_cast<const char*>(enc.bytes.data()), enc.bytes.size()));
+  }
 }
 
 void csv_seeds(const fs::path& dir) {

@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -44,8 +45,66 @@ std::vector<std::string_view> texts_of(const RecordNode& n) {
   return views;
 }
 
+// Informative statistics of a node, for `amphora show`: nulls and missing
+// keys, and over the slots holding a value the range of numbers, the lengths
+// of lists.
+nlohmann::json stats_of(const RecordNode& n) {
+  nlohmann::json st = nlohmann::json::object();
+  std::size_t nulls = 0, missing = 0;
+  bool any = false;
+  auto widen = [&](auto lo, auto hi, auto v) {
+    if (!any || v < lo) lo = v;
+    if (!any || v > hi) hi = v;
+    any = true;
+    return std::pair{lo, hi};
+  };
+  std::pair<std::int64_t, std::int64_t> irange{0, 0};
+  std::pair<std::uint64_t, std::uint64_t> urange{0, 0};
+  std::pair<double, double> frange{0, 0};
+  for (std::size_t i = 0; i < n.slots; ++i) {
+    const auto state = detail::state_at(n, i);
+    nulls += state == detail::SlotState::null;
+    missing += state == detail::SlotState::missing;
+    if (state != detail::SlotState::value) continue;
+    std::uint64_t w = 0;
+    if (n.kind == RecordKind::integer || n.kind == RecordKind::floating) std::memcpy(&w, n.values->data() + i * 8, 8);
+    if (n.kind == RecordKind::integer && n.is_unsigned) {
+      urange = widen(urange.first, urange.second, w);
+    } else if (n.kind == RecordKind::integer) {
+      irange = widen(irange.first, irange.second, static_cast<std::int64_t>(w));
+    } else if (n.kind == RecordKind::floating) {
+      double x;
+      std::memcpy(&x, &w, 8);
+      frange = widen(frange.first, frange.second, x);
+    } else if (n.kind == RecordKind::list) {
+      const auto* o = reinterpret_cast<const std::int64_t*>(n.values->data());
+      irange = widen(irange.first, irange.second, o[i + 1] - o[i]);
+    }
+  }
+  st["null_count"] = nulls;
+  if (n.missing) st["missing_count"] = missing;
+  // JSON has no infinities or NaN: a bound that is not finite (only a
+  // hand-made artifact holds one) is null, as is the range of no values.
+  auto bounds = [&](const char* lo_key, const char* hi_key, const auto& range) {
+    using T = std::decay_t<decltype(range.first)>;
+    auto shown = [&](T v) {
+      if constexpr (std::is_floating_point_v<T>)
+        if (!std::isfinite(v)) return nlohmann::json();
+      return any ? nlohmann::json(v) : nlohmann::json();
+    };
+    st[lo_key] = shown(range.first);
+    st[hi_key] = shown(range.second);
+  };
+  if (n.kind == RecordKind::integer && n.is_unsigned) bounds("min", "max", urange);
+  if (n.kind == RecordKind::integer && !n.is_unsigned) bounds("min", "max", irange);
+  if (n.kind == RecordKind::floating) bounds("min", "max", frange);
+  if (n.kind == RecordKind::list) bounds("min_length", "max_length", irange);
+  return st;
+}
+
 // Writes one node's own files; returns the string encoding chosen (strings only).
-std::string save_node(const RecordNode& n, const std::string& path, ArtifactWriter& out) {
+std::string save_node(const RecordNode& n, const std::string& path, ArtifactWriter& out, nlohmann::json& stats) {
+  stats = stats_of(n);
   if (n.valid) out.write_array<std::uint8_t>(path + ".valid.npy", as_span<std::uint8_t>(*n.valid));
   if (n.missing) out.write_array<std::uint8_t>(path + ".missing.npy", as_span<std::uint8_t>(*n.missing));
   const std::int64_t slots = static_cast<std::int64_t>(n.slots);
@@ -70,6 +129,11 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
     case RecordKind::string: {
       const auto views = texts_of(n);
       DictionaryStrings dict = dictionary_encode(views);
+      // Distinct among the values: a null or missing slot's empty text is none.
+      std::vector<bool> used(dict.dictionary.size(), false);
+      for (std::size_t i = 0; i < n.slots; ++i)
+        if (detail::state_at(n, i) == detail::SlotState::value) used[dict.codes[i]] = true;
+      stats["distinct"] = std::count(used.begin(), used.end(), true);
       if (dictionary_is_smaller(views, dict)) {
         out.write_strings(path + ".dict", dict.dictionary);
         out.write_array<std::uint32_t>(path + ".codes.npy", dict.codes, {.squeeze = true});
@@ -104,14 +168,16 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
 }
 
 // The schema with each string node's encoding, nodes visited in flatten's order.
-nlohmann::json schema_with_encodings(const RecordNode& n, const std::vector<std::string>& encodings, std::size_t& next) {
+nlohmann::json schema_with_encodings(const RecordNode& n, const std::vector<std::string>& encodings,
+                                     const std::vector<nlohmann::json>& stats, std::size_t& next) {
   nlohmann::json s = detail::schema_of(n);
   const std::size_t mine = next++;
   if (n.kind == RecordKind::string) s["encoding"] = encodings[mine];
-  if (n.kind == RecordKind::list) s["items"] = schema_with_encodings(n.children[0], encodings, next);
+  s.update(stats[mine]);
+  if (n.kind == RecordKind::list) s["items"] = schema_with_encodings(n.children[0], encodings, stats, next);
   if (n.kind == RecordKind::object)
     for (std::size_t k = 0; k < n.children.size(); ++k) {
-      nlohmann::json f = schema_with_encodings(n.children[k], encodings, next);
+      nlohmann::json f = schema_with_encodings(n.children[k], encodings, stats, next);
       f["name"] = n.names[k];
       s["fields"][k] = std::move(f);
     }
@@ -125,10 +191,11 @@ void materializer<RecordCollection>::save(const RecordCollection& records, Artif
   std::vector<std::pair<const RecordNode*, std::string>> nodes;
   flatten(root, std::string(kRootPath), nodes);
   std::vector<std::string> encodings(nodes.size());
+  std::vector<nlohmann::json> stats(nodes.size());
   std::vector<std::exception_ptr> failures(nodes.size());
   parallel_for(nodes.size(), [&](std::size_t i) {
     try {
-      encodings[i] = save_node(*nodes[i].first, nodes[i].second, out);
+      encodings[i] = save_node(*nodes[i].first, nodes[i].second, out, stats[i]);
     } catch (...) {
       failures[i] = std::current_exception();
     }
@@ -137,7 +204,7 @@ void materializer<RecordCollection>::save(const RecordCollection& records, Artif
     if (f) std::rethrow_exception(f);
   std::size_t next = 0;
   out.meta()["count"] = records.size();
-  out.meta()["schema"] = schema_with_encodings(root, encodings, next);
+  out.meta()["schema"] = schema_with_encodings(root, encodings, stats, next);
 }
 
 // ---------------------------------------------------------------------------

@@ -107,6 +107,27 @@ TEST_CASE("The schema is inferred per field, falling back to JSON for one field 
   CHECK((*field(schema, "extra"))["optional"] == true);
   CHECK((*field(schema, "width"))["optional"] == false);
 
+  // Saved, the schema also carries statistics for `amphora show`.
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const auto saved = store.open_artifact(store.save(RecordCollection::from_json(detections(50))).digest).meta()["schema"];
+  CHECK((*field(saved, "width"))["min"] == 640);
+  CHECK((*field(saved, "width"))["max"] == 642);
+  CHECK((*field(saved, "note"))["null_count"] == 17);
+  CHECK((*field(saved, "note"))["missing_count"] == 33);
+  CHECK((*field(saved, "bboxes"))["min_length"] == 0);
+  CHECK((*field(saved, "bboxes"))["max_length"] == 3);
+  CHECK((*field(saved, "bboxes"))["items"]["items"]["min"] == 6.625);
+  CHECK((*field(saved, "bboxes"))["items"]["items"]["max"] == 598.0);
+  CHECK((*field(saved, "labels"))["items"]["distinct"] == 4);
+  CHECK((*field(saved, "extra"))["missing_count"] == 37);
+  // Distinct counts only values: not the empty text of a missing key.
+  const auto sparse = RecordCollection::from_json(std::vector<ojson>{{{"s", "x"}}, ojson::object(), {{"s", nullptr}}});
+  const auto sparse_schema = store.open_artifact(store.save(sparse).digest).meta()["schema"];
+  CHECK((*field(sparse_schema, "s"))["distinct"] == 1);
+  CHECK((*field(sparse_schema, "s"))["null_count"] == 1);
+  CHECK((*field(sparse_schema, "s"))["missing_count"] == 1);
+
   const auto odd = RecordCollection::from_json(awkward()).schema();
   CHECK(odd["nullable"] == true);  // one record is null
   CHECK((*field(odd, "mixed"))["kind"] == "json");
