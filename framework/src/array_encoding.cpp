@@ -493,7 +493,7 @@ template <class Get>
 DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
   DictionaryStrings out;
   out.codes.resize(count);
-  const std::size_t ranges = count < (1u << 16) ? 1 : std::min<std::size_t>(64, 4 * parallel_threads());
+  const std::size_t ranges = count < (1u << 16) ? 1 : std::min<std::size_t>(64, parallel_threads());
   std::vector<LocalDictionary> local(ranges);
   parallel_for(ranges, [&](std::size_t r) {
     const std::size_t begin = count * r / ranges, end = count * (r + 1) / ranges;
@@ -510,9 +510,10 @@ DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
       for (std::size_t j = 0; j < n; ++j) out.codes[b + j] = local[r].code_of(get(b + j), keys[j]);
     }
   });
-  LocalDictionary global;
+  // The first range's dictionary is the start of the global one as it stands.
+  LocalDictionary global = std::move(local[0]);
   std::vector<std::vector<std::uint32_t>> remap(ranges);
-  for (std::size_t r = 0; r < ranges; ++r) {
+  for (std::size_t r = 1; r < ranges; ++r) {
     remap[r].reserve(local[r].words.size());
     for (std::string_view w : local[r].words) remap[r].push_back(global.code_of(w));
   }

@@ -350,7 +350,14 @@ void materializer<Table>::save(const Table& table, ArtifactWriter& out) {
   std::vector<nlohmann::json> columns(table.num_columns(), nlohmann::json::object());
   // Each column is its own files: written, hashed and summarised in parallel.
   std::vector<std::exception_ptr> failures(table.num_columns());
-  parallel_for(table.num_columns(), [&](std::size_t k) {
+  // String columns first: their dictionary encoding is the longest task, so
+  // it starts at once and the fixed-width columns fill the other cores.
+  std::vector<std::size_t> order(table.num_columns());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_partition(order.begin(), order.end(),
+                        [&](std::size_t k) { return table.column(k).type() == ColumnType::string; });
+  parallel_for(order.size(), [&](std::size_t i) {
+    const std::size_t k = order[i];
     try {
       columns[k]["name"] = table.names()[k];
       save_column(table.column(k), k, out, columns[k]);
