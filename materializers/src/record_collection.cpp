@@ -564,6 +564,7 @@ void each_line(const std::filesystem::path& file, const std::function<void(std::
       ++line_no;
       std::string_view line(buf.data() + start, end - start);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a byte order mark
       if (line.find_first_not_of(" \t\r") != std::string_view::npos) f(line, line_no);
       start = nl ? end + 1 : have;
       if (!nl) break;

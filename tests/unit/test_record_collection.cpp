@@ -201,6 +201,9 @@ TEST_CASE("JSON lines import and export", "[records][jsonl]") {
   const auto again = RecordCollection::read_jsonl(out);
   CHECK(again.equals(c));
   CHECK(test::read_text(out) == c.record_json(0) + "\n" + c.record_json(1) + "\n7\n\"s\"\n" + c.record_json(4) + "\n");
+  // A byte order mark before the first line is skipped, as editors write one.
+  test::write_text(dir / "bom.jsonl", "\xEF\xBB\xBF{\"a\":1}\n{\"a\":2}\n");
+  CHECK(RecordCollection::read_jsonl(dir / "bom.jsonl").record_json(0) == R"({"a":1})");
   // Progress counts both passes.
   std::uint64_t last = 0;
   (void)RecordCollection::read_jsonl(file, [&](std::uint64_t done) { last = done; });

@@ -45,8 +45,8 @@ class RecordCollection {
   static RecordCollection from_json(std::span<const nlohmann::ordered_json> records);
   static RecordCollection from_json(std::span<const nlohmann::json> records);
 
-  /// Reads JSON lines: one JSON value per line, UTF-8; blank lines are
-  /// skipped. Parsed with simdjson, twice (the first pass infers the schema,
+  /// Reads JSON lines: one JSON value per line, UTF-8 (a byte order mark
+  /// before the first line is skipped); blank lines are skipped. Parsed with simdjson, twice (the first pass infers the schema,
   /// the second fills the columns), never as a document tree per line.
   /// `progress`, when set, is called with the bytes read so far (both passes
   /// count, so the total is twice the file's size). Throws InvalidArgument
