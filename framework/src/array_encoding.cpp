@@ -53,20 +53,6 @@ DType unsigned_of(DType d) {
   }
 }
 
-template <class T>
-std::vector<T> load_values(ConstBytes data) {
-  std::vector<T> v(data.size() / sizeof(T));
-  if (!v.empty()) std::memcpy(v.data(), data.data(), v.size() * sizeof(T));
-  return v;
-}
-
-template <class T>
-std::vector<std::byte> bytes_of(const std::vector<T>& v) {
-  std::vector<std::byte> out(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
 // The narrowest integer dtype holding every value in [lo, hi].
 template <class T>
 DType narrowest(T lo, T hi) {
@@ -89,15 +75,18 @@ DType narrowest(T lo, T hi) {
 // The same when decoding: a value that does not fit To is damage.
 template <class From, class To>
 std::vector<std::byte> widen_checked(ConstBytes data, std::string_view where) {
-  const auto in = load_values<From>(data);
-  std::vector<To> out(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (!std::in_range<To>(in[i]))
-      throw CorruptData(std::string(where) + ": squeezed element " + std::to_string(i) + " (" +
-                        std::to_string(in[i]) + ") does not fit the dtype it widens to");
-    out[i] = static_cast<To>(in[i]);
+  const std::size_t n = data.size() / sizeof(From);
+  std::vector<std::byte> out(n * sizeof(To));
+  for (std::size_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, data.data() + i * sizeof(From), sizeof v);
+    if (!std::in_range<To>(v))
+      throw CorruptData(std::string(where) + ": squeezed element " + std::to_string(i) + " (" + std::to_string(v) +
+                        ") does not fit the dtype it widens to");
+    const To w = static_cast<To>(v);
+    std::memcpy(out.data() + i * sizeof(To), &w, sizeof w);
   }
-  return bytes_of(out);
+  return out;
 }
 
 // Element bytes to byte planes (shuffle) or back: byte b of element i sits
@@ -346,14 +335,24 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
     bad_recipe(where, "stored dtype " + std::string(dtype_name(stored_dtype)) + " does not follow from " +
                           std::string(dtype_name(dtype)) + " and the transforms");
 
-  std::vector<std::byte> bytes =
-      shuffled ? transpose_bytes(stored, dtype_size(stored_dtype), false) : std::vector<std::byte>(stored.begin(), stored.end());
+  // Each step reads what the one before left and writes a buffer at most
+  // once; delta and decimal rewrite the buffer already owned in place.
+  std::vector<std::byte> owned;
+  ConstBytes current = stored;
+  auto take = [&](std::vector<std::byte>&& bytes) {
+    owned = std::move(bytes);
+    current = ConstBytes(owned.data(), owned.size());
+  };
+  auto own = [&] {
+    if (current.data() != owned.data() || current.size() != owned.size()) take({current.begin(), current.end()});
+  };
+  if (shuffled) take(transpose_bytes(stored, dtype_size(stored_dtype), false));
   if (squeeze && stored_dtype != before_squeeze)
-    bytes = visit_integer(stored_dtype, [&](auto from) {
+    take(visit_integer(stored_dtype, [&](auto from) {
       return visit_integer(before_squeeze, [&](auto to) {
-        return widen_checked<typename decltype(from)::type, typename decltype(to)::type>(bytes, where);
+        return widen_checked<typename decltype(from)::type, typename decltype(to)::type>(current, where);
       });
-    });
+    }));
   if (delta)
     visit_integer(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -363,28 +362,33 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
       const bool fits = first->is_number_unsigned() ? std::in_range<T>(first->get<std::uint64_t>())
                                                     : std::in_range<T>(first->get<std::int64_t>());
       if (!fits) bad_recipe(where, "'first' " + first->dump() + " does not fit " + std::string(dtype_name(dtype)));
-      auto diff = load_values<U>(bytes);
-      std::vector<T> out(diff.size());
+      own();
       U acc = first->is_number_unsigned() ? static_cast<U>(first->get<std::uint64_t>())
                                           : static_cast<U>(first->get<std::int64_t>());
-      for (std::size_t i = 0; i < diff.size(); ++i) {
-        acc = static_cast<U>(acc + diff[i]);
-        out[i] = static_cast<T>(acc);
+      std::byte* p = owned.data();
+      for (std::size_t i = 0; i < owned.size() / sizeof(U); ++i) {
+        U d;
+        std::memcpy(&d, p + i * sizeof(U), sizeof d);
+        acc = static_cast<U>(acc + d);
+        const T v = static_cast<T>(acc);
+        std::memcpy(p + i * sizeof(T), &v, sizeof v);
       }
-      bytes = bytes_of(out);
     });
   if (decimal) {
-    const auto d = load_values<std::int64_t>(bytes);
-    std::vector<double> out(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      if (!(static_cast<double>(d[i]) < kDecimalLimit && static_cast<double>(d[i]) > -kDecimalLimit))
-        throw CorruptData(std::string(where) + ": decimal element " + std::to_string(i) + " (" + std::to_string(d[i]) +
+    own();
+    std::byte* p = owned.data();
+    for (std::size_t i = 0; i < owned.size() / 8; ++i) {
+      std::int64_t d;
+      std::memcpy(&d, p + i * 8, 8);
+      if (!(static_cast<double>(d) < kDecimalLimit && static_cast<double>(d) > -kDecimalLimit))
+        throw CorruptData(std::string(where) + ": decimal element " + std::to_string(i) + " (" + std::to_string(d) +
                           ") is not below 2^53 in magnitude");
-      out[i] = static_cast<double>(d[i]) / kPowersOfTen[digits];
+      const double v = static_cast<double>(d) / kPowersOfTen[digits];
+      std::memcpy(p + i * 8, &v, 8);
     }
-    bytes = bytes_of(out);
   }
-  return bytes;
+  own();
+  return owned;
 }
 
 namespace {
