@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace amphora {
 
@@ -75,6 +76,65 @@ void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<c
   std::string header = make_npy_header(encoded.stored_dtype, std::span<const std::int64_t>(&stored_count, 1), kArrayAlignment);
   write_file(path, {std::as_bytes(std::span<const char>(header)), ConstBytes(encoded.bytes.data(), encoded.bytes.size())});
   detail::ArtifactAccess::record_encoding(*this, path, std::move(encoded.recipe));
+}
+
+ArrayStream::ArrayStream(FileStream file, std::string path, DType dtype, std::uint64_t count, nlohmann::json recipe,
+                         ArtifactWriter* writer)
+    : file_(std::move(file)), path_(std::move(path)), dtype_(dtype), count_(count), recipe_(std::move(recipe)),
+      writer_(writer) {}
+
+void ArrayStream::append(ConstBytes elements) {
+  const std::size_t width = dtype_size(dtype_);
+  if (elements.size() % width != 0)
+    throw InvalidArgument("array stream '" + path_ + "': " + std::to_string(elements.size()) +
+                          " bytes are not whole " + std::string(dtype_name(dtype_)) + " elements");
+  const std::uint64_t n = elements.size() / width;
+  if (n > count_ - written_)
+    throw InvalidArgument("array stream '" + path_ + "' was opened for " + std::to_string(count_) + " elements; " +
+                          std::to_string(written_ + n) + " would be more");
+  if (dtype_ == DType::bool_)
+    if (auto bad = std::find_if(elements.begin(), elements.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+        bad != elements.end())
+      throw InvalidArgument("bool array stream '" + path_ + "' got byte " + std::to_string(static_cast<unsigned>(*bad)) +
+                            "; a bool is 0 or 1");
+  file_.append(elements);
+  written_ += n;
+}
+
+void ArrayStream::close() {
+  if (written_ != count_)
+    throw InvalidArgument("array stream '" + path_ + "' was opened for " + std::to_string(count_) + " elements but got " +
+                          std::to_string(written_));
+  file_.close();
+  if (!recipe_.is_null()) detail::ArtifactAccess::record_encoding(*writer_, path_, std::move(recipe_));
+}
+
+ArrayStream ArtifactWriter::open_array(std::string_view path, DType dtype, std::uint64_t count) {
+  const std::int64_t n = static_cast<std::int64_t>(count);
+  if (count > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / dtype_size(dtype))
+    throw InvalidArgument("array stream '" + std::string(path) + "': " + std::to_string(count) + " elements are too many");
+  const std::string header = make_npy_header(dtype, std::span<const std::int64_t>(&n, 1), kArrayAlignment);
+  FileStream file = open_stream(path, header.size() + count * dtype_size(dtype));
+  file.append(std::as_bytes(std::span<const char>(header)));
+  return ArrayStream(std::move(file), std::string(path), dtype, count, nullptr, this);
+}
+
+ArrayStream ArtifactWriter::open_encoded_array(std::string_view path, nlohmann::json recipe) {
+  const std::string where = "encoded array stream '" + std::string(path) + "'";
+  if (!recipe.is_object() || !recipe.contains("stored_dtype") || !recipe["stored_dtype"].is_string() ||
+      !recipe.contains("count") || !recipe["count"].is_number_unsigned())
+    throw InvalidArgument(where + ": the recipe lacks a stored_dtype or a count");
+  DType stored;
+  try {
+    stored = dtype_from_name(recipe["stored_dtype"].get<std::string>());
+  } catch (const Unsupported& e) {
+    throw InvalidArgument(where + ": " + e.what());
+  }
+  const auto count = recipe["count"].get<std::uint64_t>();
+  recipe["shape"] = std::vector<std::uint64_t>{count};
+  ArrayStream stream = open_array(path, stored, count);
+  stream.recipe_ = std::move(recipe);
+  return stream;
 }
 
 void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string> values) {

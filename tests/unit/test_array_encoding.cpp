@@ -321,3 +321,76 @@ TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not
   CHECK_THROWS_WITH(store.save(Tensor::from_values<std::int32_t>({3}, down), {.options = TensorOptions{.encoding = {.delta = true}}}),
                     Catch::Contains("element 1 (2) is less than element 0 (3)"));
 }
+
+TEST_CASE("Arrays written in pieces read back as one write_array wrote them", "[encoding][toolkit]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::vector<std::int64_t> ids(10000);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * i % 977) - 300;
+  const auto enc = encode_array(DType::int64, bytes(ids), {.squeeze = true, .shuffle = true});
+  int nothing = 0;
+  auto save = [&](std::function<void(ArtifactWriter&)> body) {
+    MaterializerEntry e;
+    e.name = "test.streamed";
+    e.version = 1;
+    e.save = [body](const void*, ArtifactWriter& out) { body(out); };
+    e.load = [](const ArtifactReader&) { return std::shared_ptr<void>(); };
+    return store.save_erased(e, &nothing, {}).digest;
+  };
+  const auto d = save([&](ArtifactWriter& out) {
+    ArrayStream plain = out.open_array("plain.npy", DType::int64, ids.size());
+    for (std::size_t at = 0; at < ids.size(); at += 777)
+      plain.append(std::span<const std::int64_t>(ids).subspan(at, std::min<std::size_t>(777, ids.size() - at)));
+    CHECK(plain.written() == ids.size());
+    plain.close();
+    ArrayStream packed = out.open_encoded_array("packed.npy", enc.recipe);
+    const std::size_t half = enc.bytes.size() / 2;
+    packed.append(ConstBytes(enc.bytes.data(), half));
+    packed.append(ConstBytes(enc.bytes.data() + half, enc.bytes.size() - half));
+    packed.close();
+    out.write_array<std::int64_t>("whole.npy", ids, {.squeeze = true, .shuffle = true});
+  });
+  const auto in = store.open_artifact(d);
+  for (const char* path : {"plain.npy", "packed.npy", "whole.npy"}) {
+    INFO(path);
+    const ArrayView a = in.read_array(path, DType::int64, 1);
+    CHECK(std::vector<std::int64_t>(a.values<std::int64_t>().begin(), a.values<std::int64_t>().end()) == ids);
+  }
+  // The streamed encoded file is byte for byte the one write_array writes.
+  const auto obj = test::object_dir(dir / "store", d);
+  CHECK(test::read_text(obj / "packed.npy") == test::read_text(obj / "whole.npy"));
+  CHECK(in.meta()["encodings"]["packed.npy"] == in.meta()["encodings"]["whole.npy"]);
+  CHECK(store.verify(d.str()).ok());
+
+  // Too many, too few, partial elements, a bool that is not 0/1, a wrong type.
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) {
+                      ArrayStream s = out.open_array("a.npy", DType::int32, 2);
+                      s.append(std::span<const std::int32_t>(std::vector<std::int32_t>{1, 2, 3}));
+                    }),
+                    Catch::Contains("opened for 2 elements; 3 would be more"));
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) {
+                      ArrayStream s = out.open_array("a.npy", DType::int32, 2);
+                      s.append(std::span<const std::int32_t>(std::vector<std::int32_t>{1}));
+                      s.close();
+                    }),
+                    Catch::Contains("opened for 2 elements but got 1"));
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) {
+                      ArrayStream s = out.open_array("a.npy", DType::int32, 2);
+                      std::vector<std::byte> three(3);
+                      s.append(ConstBytes(three.data(), three.size()));
+                    }),
+                    Catch::Contains("3 bytes are not whole int32 elements"));
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) {
+                      ArrayStream s = out.open_array("a.npy", DType::bool_, 1);
+                      std::vector<std::byte> two = {std::byte{2}};
+                      s.append(ConstBytes(two.data(), two.size()));
+                    }),
+                    Catch::Contains("got byte 2"));
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) {
+                      ArrayStream s = out.open_array("a.npy", DType::int32, 1);
+                      s.append(std::span<const double>(std::vector<double>{1.0}));
+                    }),
+                    Catch::Contains("holds int32, not float64"));
+  CHECK_THROWS_WITH(save([](ArtifactWriter& out) { (void)out.open_encoded_array("a.npy", {{"count", 1}}); }),
+                    Catch::Contains("lacks a stored_dtype or a count"));
+}

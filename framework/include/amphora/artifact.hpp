@@ -132,6 +132,44 @@ class FileStream {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A 1-d `.npy` array (docs/FORMAT.md §6.2) written in pieces, for arrays
+/// built as they are read and too large to hold at once: the header for the
+/// declared number of elements goes first, then each piece is hashed and
+/// written as it is appended. Opened by ArtifactWriter::open_array; the
+/// rules of FileStream apply (close it before the materializer returns; one
+/// thread at a time).
+class ArrayStream {
+ public:
+  /// Appends whole elements of the stored dtype. Throws InvalidArgument for
+  /// a partial element, for more elements than declared, or for a bool byte
+  /// other than 0 or 1.
+  void append(ConstBytes elements);
+  template <class T>
+  void append(std::span<const T> values) {
+    if (dtype_of<T>::value != dtype_)
+      throw InvalidArgument("array stream '" + path_ + "' holds " + std::string(dtype_name(dtype_)) + ", not " +
+                            std::string(dtype_name(dtype_of<T>::value)));
+    append(std::as_bytes(values));
+  }
+  /// Elements appended so far.
+  std::uint64_t written() const { return written_; }
+  /// Finishes the file and, for an encoded array, records its recipe. Throws
+  /// InvalidArgument when fewer elements than declared were appended, and
+  /// as FileStream::close.
+  void close();
+
+ private:
+  friend class ArtifactWriter;
+  ArrayStream(FileStream file, std::string path, DType dtype, std::uint64_t count, nlohmann::json recipe,
+              ArtifactWriter* writer);
+  FileStream file_;
+  std::string path_;
+  DType dtype_;
+  std::uint64_t count_ = 0, written_ = 0;
+  nlohmann::json recipe_;  // null unless encoded
+  ArtifactWriter* writer_;
+};
+
 /// Collects the payload files, child artifacts and metadata of one new
 /// artifact. Created by Store for each save (and for each child it saves).
 /// write_file(), open_stream() and save_child() may be called from several
@@ -187,6 +225,15 @@ class ArtifactWriter {
     const std::int64_t n = static_cast<std::int64_t>(values.size());
     write_array(path, dtype_of<T>::value, std::span<const std::int64_t>(&n, 1), std::as_bytes(values), encoding);
   }
+  /// Opens a 1-d array of `count` elements of `dtype` to be written in
+  /// pieces; it reads back with read_array like one write_array wrote.
+  ArrayStream open_array(std::string_view path, DType dtype, std::uint64_t count);
+  /// The same for elements encoded piece by piece by the caller: `recipe` is
+  /// what encode_array would give for the whole array (docs/FORMAT.md §6.4),
+  /// the pieces appended are elements of its stored_dtype, its count of them
+  /// in all, and read_array decodes the file. Throws InvalidArgument for a
+  /// recipe without a known stored_dtype or a count.
+  ArrayStream open_encoded_array(std::string_view path, nlohmann::json recipe);
   /// Writes a list of strings merged into two files: `PATH.offsets.npy`
   /// (int64, one more than there are strings, from 0 to the total length)
   /// and `PATH.bytes` (the strings back to back). Strings are bytes: any
