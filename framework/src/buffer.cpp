@@ -11,6 +11,9 @@
 #include <new>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <utility>
 
 namespace amphora {
 
@@ -61,7 +64,7 @@ std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path
   return detail::map_fd(fd.get(), path);
 }
 
-std::shared_ptr<Buffer> Buffer::read_file(const std::filesystem::path& path) {
+InputFile InputFile::open(const std::filesystem::path& path) {
   // Without O_NONBLOCK, opening a FIFO waits until some program opens it for
   // writing, possibly forever; with it the open returns and fstat refuses it.
   detail::Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
@@ -73,13 +76,43 @@ std::shared_ptr<Buffer> Buffer::read_file(const std::filesystem::path& path) {
   if (::fstat(fd.get(), &st) != 0) detail::throw_errno("cannot stat", path);
   if (!S_ISREG(st.st_mode))
     throw InvalidArgument(path.string() + " is not a regular file (" + detail::describe_file_type(st.st_mode) + ")");
-  const auto size = static_cast<std::size_t>(st.st_size);
+  return InputFile(fd.release(), static_cast<std::uint64_t>(st.st_size), path);
+}
+
+InputFile::InputFile(InputFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), size_(other.size_), path_(std::move(other.path_)) {}
+
+InputFile& InputFile::operator=(InputFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = other.size_;
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::size_t InputFile::read(MutableBytes dst) {
+  while (true) {
+    const ssize_t n = ::read(fd_, dst.data(), dst.size());
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR) detail::throw_errno("cannot read", path_);
+  }
+}
+
+std::shared_ptr<Buffer> Buffer::read_file(const std::filesystem::path& path) {
+  const InputFile file = InputFile::open(path);
+  const auto size = static_cast<std::size_t>(file.size());
   auto buffer = allocate(size);
   std::byte* dst = buffer->mutable_data();
   constexpr std::size_t kBlock = 4u << 20;
   parallel_for((size + kBlock - 1) / kBlock, [&](std::size_t b) {
     std::size_t at = b * kBlock;
-    detail::pread_exact(fd.get(), dst + at, std::min(kBlock, size - at), at, path);
+    detail::pread_exact(file.fd_, dst + at, std::min(kBlock, size - at), at, path);
   });
   return buffer;
 }

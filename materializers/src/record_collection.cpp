@@ -16,7 +16,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -530,32 +529,34 @@ RecordNode finish(Builder&& b) {
 // ---------------------------------------------------------------------------
 // JSON lines, read in blocks.
 
+// A line longer than this is refused rather than held: no record needs it,
+// and the buffer holding it is what bounds an import's memory.
+constexpr std::size_t kMaxLineBytes = std::size_t{256} << 20;
+
 // Calls f(line, line number) for each non-blank line of `file`, read in
 // blocks so that memory stays bounded by the longest line plus a block.
+// Returns the bytes read.
 template <class F>
-void each_line(const std::filesystem::path& file, const std::function<void(std::uint64_t)>& progress,
-               std::uint64_t& done, F&& f) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(status)) throw NotFound(file.string() + ": no such file");
-  if (!std::filesystem::is_regular_file(status)) throw InvalidArgument(file.string() + " is not a regular file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open for reading");
+std::uint64_t each_line(const std::filesystem::path& file, const std::function<void(std::uint64_t)>& progress,
+                        std::uint64_t& done, F&& f) {
+  InputFile in = InputFile::open(file);
   constexpr std::size_t kBlock = std::size_t{8} << 20;
   std::vector<char> buf;
   std::size_t have = 0, line_no = 0;
+  std::uint64_t total = 0;
   bool eof = false;
-  while (!eof || have > 0) {
-    if (!eof) {
-      if (buf.size() < have + kBlock) buf.resize(have + kBlock);
-      in.read(buf.data() + have, static_cast<std::streamsize>(kBlock));
-      const auto got = static_cast<std::size_t>(in.gcount());
-      if (in.bad()) throw IoError(file.string() + ": read failed");
-      eof = got < kBlock;
-      have += got;
-      done += got;
-      if (progress) progress(done);
+  while (!eof) {
+    // Fill one block (a read may return less than asked before the end).
+    if (buf.size() < have + kBlock) buf.resize(have + kBlock);
+    for (std::size_t filled = 0; filled < kBlock;) {
+      const std::size_t got = in.read(MutableBytes(reinterpret_cast<std::byte*>(buf.data() + have), kBlock - filled));
+      if (got == 0) {
+        eof = true;
+        break;
+      }
+      have += got, filled += got, total += got, done += got;
     }
+    if (progress) progress(done);
     std::size_t start = 0;
     while (true) {
       const char* nl = static_cast<const char*>(std::memchr(buf.data() + start, '\n', have - start));
@@ -571,8 +572,11 @@ void each_line(const std::filesystem::path& file, const std::function<void(std::
     }
     std::memmove(buf.data(), buf.data() + start, have - start);
     have -= start;
-    if (eof) break;
+    if (have > kMaxLineBytes)
+      throw InvalidArgument(file.string() + ":" + std::to_string(line_no + 1) + ": the line is longer than " +
+                            std::to_string(kMaxLineBytes >> 20) + " MiB");
   }
+  return total;
 }
 
 // Parses one line as "[line]" so that any JSON value, scalars included, is
@@ -757,19 +761,19 @@ RecordCollection RecordCollection::read_jsonl(const std::filesystem::path& file,
   LineParser parser;
   std::uint64_t done = 0;
   std::size_t count = 0;
-  each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
+  const std::uint64_t first = each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
     const Origin at{&file, line_no};
     parser.parse(line, at, [&](SimdjsonSource::Value v) { infer<SimdjsonSource>(shape, v, at, 0); });
     ++count;
   });
   Builder b(shape);
   std::size_t filled = 0;
-  each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
+  const std::uint64_t second = each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
     const Origin at{&file, line_no};
     if (++filled > count) changed(at);
     parser.parse(line, at, [&](SimdjsonSource::Value v) { fill<SimdjsonSource>(b, v, at); });
   });
-  if (filled != count) changed(Origin{&file, filled});
+  if (filled != count || first != second) changed(Origin{&file, filled});
   return make_collection(finish(std::move(b)), count);
 }
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <sys/stat.h>
 #include <limits>
 
 using namespace amphora;
@@ -237,6 +238,18 @@ TEST_CASE("Bad JSON lines are refused naming the line", "[records][jsonl][bad-in
   refused("{\"a\":NaN}\n", ":1: is not valid JSON");
   refused(std::string(300, '[') + std::string(300, ']') + "\n", "nests deeper than 256 levels");
   CHECK_THROWS_AS(RecordCollection::read_jsonl(dir / "absent.jsonl"), NotFound);
+  // Only regular files: a FIFO is refused at once, not waited on (also behind
+  // a link), and so is a directory.
+  REQUIRE(::mkfifo((dir / "fifo.jsonl").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(RecordCollection::read_jsonl(dir / "fifo.jsonl"), Catch::Contains("is not a regular file (a FIFO)"));
+  test::fs::create_symlink(dir / "fifo.jsonl", dir / "link.jsonl");
+  CHECK_THROWS_AS(RecordCollection::read_jsonl(dir / "link.jsonl"), InvalidArgument);
+  test::fs::create_directory(dir / "d.jsonl");
+  CHECK_THROWS_AS(RecordCollection::read_jsonl(dir / "d.jsonl"), InvalidArgument);
+  // A line longer than 256 MiB (a sparse file of zeros) is refused before it is parsed.
+  test::write_text(file, "{\"a\":1}\n");
+  test::fs::resize_file(file, (std::uint64_t{256} << 20) + (std::uint64_t{9} << 20));
+  CHECK_THROWS_WITH(RecordCollection::read_jsonl(file), Catch::Contains(":2: the line is longer than 256 MiB"));
   test::write_text(file, "");
   CHECK(RecordCollection::read_jsonl(file).size() == 0);
 

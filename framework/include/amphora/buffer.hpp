@@ -63,6 +63,35 @@ class Buffer {
   std::shared_ptr<const void> owner_;
 };
 
+/// A file a user names (an import's input), read front to back in blocks,
+/// for inputs too large to hold at once. Opened as Buffer::read_file opens
+/// its files: a FIFO or anything else but a regular file is refused at once
+/// rather than waited on. Move-only; one thread at a time.
+class InputFile {
+ public:
+  /// Throws NotFound if missing, InvalidArgument ("PATH is not a regular
+  /// file (a FIFO)") for anything but a regular file, IoError otherwise.
+  static InputFile open(const std::filesystem::path& path);
+  InputFile(InputFile&& other) noexcept;
+  InputFile& operator=(InputFile&& other) noexcept;
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  ~InputFile();
+
+  /// The size the file had when opened.
+  std::uint64_t size() const { return size_; }
+  /// Reads up to `dst.size()` bytes from the current position; returns how
+  /// many were read, 0 at the end. Throws IoError naming the file.
+  std::size_t read(MutableBytes dst);
+
+ private:
+  friend class Buffer;
+  InputFile(int fd, std::uint64_t size, std::filesystem::path path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::filesystem::path path_;
+};
+
 /// Writes the concatenation of `parts` to `path` atomically: into a temporary
 /// file beside it, renamed into place, so `path` ends up complete or untouched.
 /// Throws IoError naming the file.

@@ -51,8 +51,10 @@ class RecordCollection {
   /// `progress`, when set, is called with the bytes read so far (both passes
   /// count, so the total is twice the file's size). Throws InvalidArgument
   /// naming the file and line for a line that is not one JSON value, invalid
-  /// UTF-8, a duplicated key, a number out of range or nesting deeper than
-  /// 256 levels; NotFound for a missing file.
+  /// UTF-8, a duplicated key, a number out of range, nesting deeper than 256
+  /// levels or a line longer than 256 MiB, or when the file changes between
+  /// the passes; NotFound for a missing file; InvalidArgument for anything
+  /// but a regular file (a FIFO is refused at once, not waited on).
   static RecordCollection read_jsonl(const std::filesystem::path& file,
                                      const std::function<void(std::uint64_t)>& progress = {});
 
