@@ -2,6 +2,7 @@
 // or JSON lines), record access, and the "amphora.records" materializer.
 // docs/FORMAT.md §10 is the layout.
 
+#include "column_files.hpp"
 #include "record_node.hpp"
 
 #include <amphora/array_encoding.hpp>
@@ -479,11 +480,8 @@ std::shared_ptr<const Buffer> adopt(std::vector<T>&& v) {
   return Buffer::wrap(owner->data(), owner->size() * sizeof(T), owner);
 }
 
-std::shared_ptr<const Buffer> bitmap_where(const std::vector<std::uint8_t>& states, SlotState wanted, bool set_when) {
-  std::vector<std::uint8_t> bits((states.size() + 7) / 8, 0);
-  for (std::size_t i = 0; i < states.size(); ++i)
-    if ((states[i] == static_cast<std::uint8_t>(wanted)) == set_when) bits[i / 8] |= static_cast<std::uint8_t>(1u << (i % 8));
-  return adopt(std::move(bits));
+std::shared_ptr<const Buffer> bitmap_where(const std::vector<std::uint8_t>& states, SlotState wanted) {
+  return adopt(detail::pack_bits(states.size(), [&](std::size_t i) { return states[i] == static_cast<std::uint8_t>(wanted); }));
 }
 
 RecordNode finish(Builder&& b) {
@@ -499,8 +497,8 @@ RecordNode finish(Builder&& b) {
   // A null column, or an object without fields, has no other file whose
   // length confirms its slot count: it keeps its bitmap even when full.
   const bool unconfirmed = n.kind == RecordKind::null || (n.kind == RecordKind::object && b.children.empty());
-  if (any_null || unconfirmed) n.valid = bitmap_where(b.states, SlotState::value, true);
-  if (any_missing) n.missing = bitmap_where(b.states, SlotState::missing, true);
+  if (any_null || unconfirmed) n.valid = bitmap_where(b.states, SlotState::value);
+  if (any_missing) n.missing = bitmap_where(b.states, SlotState::missing);
   switch (n.kind) {
     case RecordKind::null: break;
     case RecordKind::boolean: n.values = adopt(std::move(b.bools)); break;

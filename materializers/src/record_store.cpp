@@ -1,6 +1,7 @@
 // Saving and loading record collections (docs/FORMAT.md §10.2): one set of
 // files per place of the schema, written in parallel, checked on load.
 
+#include "column_files.hpp"
 #include "record_node.hpp"
 
 #include <amphora/array_encoding.hpp>
@@ -127,23 +128,16 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
       break;
     }
     case RecordKind::string: {
-      const auto views = texts_of(n);
-      DictionaryStrings dict = dictionary_encode(views);
+      // A loaded column may be in dictionary form; a built one is merged text.
+      const detail::StringColumn strings =
+          n.codes ? detail::write_string_column(out, path, texts_of(n))
+                  : detail::write_string_column(out, path, n.bytes->bytes(), as_span<std::int64_t>(*n.values));
       // Distinct among the values: a null or missing slot's empty text is none.
-      std::vector<bool> used(dict.dictionary.size(), false);
+      std::vector<bool> used(strings.dict.dictionary.size(), false);
       for (std::size_t i = 0; i < n.slots; ++i)
-        if (detail::state_at(n, i) == detail::SlotState::value) used[dict.codes[i]] = true;
+        if (detail::state_at(n, i) == detail::SlotState::value) used[strings.dict.codes[i]] = true;
       stats["distinct"] = std::count(used.begin(), used.end(), true);
-      if (dictionary_is_smaller(views, dict)) {
-        out.write_strings(path + ".dict", dict.dictionary);
-        out.write_array<std::uint32_t>(path + ".codes.npy", dict.codes, {.squeeze = true});
-        return "dictionary";
-      }
-      if (n.codes)
-        out.write_strings(path, views);
-      else
-        out.write_strings(path, n.bytes->bytes(), as_span<std::int64_t>(*n.values));
-      return "plain";
+      return strings.dictionary ? "dictionary" : "plain";
     }
     case RecordKind::json: out.write_strings(path, n.bytes->bytes(), as_span<std::int64_t>(*n.values)); break;
     case RecordKind::list:
@@ -263,14 +257,10 @@ class Loader {
         if (encoding == "plain") {
           strings(n, path, slots, where);
         } else if (encoding == "dictionary") {
-          StringsView dict = strings(n, path + ".dict", std::nullopt, where);
-          ArrayView codes = array(path + ".codes.npy", DType::uint32, slots);
-          auto c = codes.values<std::uint32_t>();
-          for (std::size_t i = 0; i < c.size(); ++i)
-            if (c[i] >= dict.size())
-              bad("row " + std::to_string(i) + " has code " + std::to_string(c[i]) + ", but the dictionary holds " +
-                  std::to_string(dict.size()) + " strings");
-          n.codes = codes.buffer();
+          const detail::DictionaryColumn dict = detail::read_dictionary_column(in_, path, slots, 0, slots, where);
+          n.values = dict.words.offsets().buffer();
+          n.bytes = dict.words.bytes_buffer();
+          n.codes = dict.codes.buffer();
         } else {
           throw Unsupported(where + " has unknown string encoding '" + encoding + "'");
         }
@@ -315,32 +305,23 @@ class Loader {
   }
 
  private:
-  // The schema decides which files exist: one it names but the manifest
-  // lacks is damage, not a lookup miss.
-  void require(const std::string& file, const std::string& where) const {
-    if (!in_.has_file(file)) throw CorruptData(where + " lacks its file '" + file + "'");
-  }
+  void require(const std::string& file, const std::string& where) const { detail::require_file(in_, file, where); }
 
   std::shared_ptr<const Buffer> bitmap(const std::string& file, std::size_t slots, const std::string& where) {
-    require(file, where);
-    ArrayView bits = in_.read_array(file, DType::uint8, 1);
-    if (bits.size() != (slots + 7) / 8)
-      throw CorruptData(where + ": '" + file + "' holds " + std::to_string(bits.size()) + " bytes for " +
-                        std::to_string(slots) + " slots");
-    return bits.buffer();
+    return detail::read_bitmap(in_, file, slots, where).buffer();
   }
 
-  StringsView strings(RecordNode& n, const std::string& path, std::optional<std::size_t> count, const std::string& where) {
+  void strings(RecordNode& n, const std::string& path, std::size_t count, const std::string& where) {
     require(path + ".offsets.npy", where);
     require(path + ".bytes", where);
     StringsView v = in_.read_strings(path);
-    if (count && v.size() != *count)
+    if (v.size() != count)
       throw CorruptData(where + " holds " + std::to_string(v.size()) + " strings where the schema has " +
-                        std::to_string(*count));
+                        std::to_string(count));
     n.values = v.offsets().buffer();
     n.bytes = v.bytes_buffer();
-    return v;
   }
+
 
   // Every JSON text is one JSON value, so export writes only JSON.
   void check_json(const RecordNode& n, const std::string& where) {

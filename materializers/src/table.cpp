@@ -1,6 +1,8 @@
 #include <amphora/parallel.hpp>
 #include <amphora/table.hpp>
 
+#include "column_files.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -289,15 +291,6 @@ void add_stats(nlohmann::json& meta, const Column& c) {
   }
 }
 
-// The validity bytes as a bitmap, least significant bit first (row i is bit
-// i % 8 of byte i / 8), as Arrow lays it out.
-std::vector<std::uint8_t> pack_bits(const Buffer& valid, std::size_t rows) {
-  std::vector<std::uint8_t> bits((rows + 7) / 8, 0);
-  for (std::size_t i = 0; i < rows; ++i)
-    if (valid.data()[i] != std::byte{0}) bits[i / 8] = static_cast<std::uint8_t>(bits[i / 8] | (1u << (i % 8)));
-  return bits;
-}
-
 // The column with every null row's slot zeroed (or emptied): what a null
 // row held is not part of the value, so it must not reach the digest.
 Column without_hidden_values(const Column& c) {
@@ -322,26 +315,21 @@ void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohma
   meta["type"] = to_string(c.type());
   meta["nullable"] = c.nullable();
   meta["null_count"] = c.null_count();
-  if (c.nullable()) out.write_array<std::uint8_t>(path + ".valid.npy", pack_bits(*ColumnAccess::valid(c), c.size()));
+  if (c.nullable()) {
+    const std::byte* valid = ColumnAccess::valid(c)->data();
+    out.write_array<std::uint8_t>(path + ".valid.npy",
+                                  detail::pack_bits(c.size(), [&](std::size_t i) { return valid[i] != std::byte{0}; }));
+  }
   if (c.type() != ColumnType::string) {
     const Tensor& v = ColumnAccess::raw_values(c);
     out.write_array(path + ".npy", v.dtype(), v.shape(), ConstBytes(v.data(), v.nbytes()));
     add_stats(meta, c);
     return;
   }
-  // The offsets may start past 0 (a slice of a loaded column).
-  const auto offsets = ColumnAccess::raw_values(c).values<std::int64_t>();
-  const ConstBytes bytes = ColumnAccess::bytes(c)->bytes();
-  DictionaryStrings dict = dictionary_encode(bytes, offsets);
-  meta["distinct"] = dict.dictionary.size();
-  if (dictionary_is_smaller(c.size(), static_cast<std::uint64_t>(offsets.back() - offsets.front()), dict)) {
-    meta["encoding"] = "dictionary";
-    out.write_strings(path + ".dict", dict.dictionary);
-    out.write_array<std::uint32_t>(path + ".codes.npy", dict.codes, {.squeeze = true});
-  } else {
-    meta["encoding"] = "plain";
-    out.write_strings(path, bytes, offsets);
-  }
+  const detail::StringColumn strings = detail::write_string_column(
+      out, path, ColumnAccess::bytes(c)->bytes(), ColumnAccess::raw_values(c).values<std::int64_t>());
+  meta["distinct"] = strings.dict.dictionary.size();
+  meta["encoding"] = strings.dictionary ? "dictionary" : "plain";
 }
 
 }  // namespace
@@ -420,11 +408,8 @@ Schema read_schema(const ArtifactReader& in) {
 }
 
 std::shared_ptr<const Buffer> read_validity(const ArtifactReader& in, const std::string& path, std::size_t rows,
-                                            std::size_t begin, std::size_t end, const std::string& name) {
-  ArrayView bits = in.read_array(path + ".valid.npy", DType::uint8, 1);
-  if (bits.size() != (rows + 7) / 8)
-    throw CorruptData(in.label() + ": column '" + name + "': the validity bitmap holds " + std::to_string(bits.size()) +
-                      " bytes for " + std::to_string(rows) + " rows");
+                                            std::size_t begin, std::size_t end, const std::string& where) {
+  const ArrayView bits = detail::read_bitmap(in, path + ".valid.npy", rows, where);
   auto out = Buffer::allocate(end - begin);
   auto b = bits.values<std::uint8_t>();
   for (std::size_t i = begin; i < end; ++i)
@@ -435,7 +420,7 @@ std::shared_ptr<const Buffer> read_validity(const ArtifactReader& in, const std:
 Column load_column(const ArtifactReader& in, const Schema& s, std::size_t k, std::size_t begin, std::size_t end) {
   const std::string path = column_path(k), &name = s.names[k];
   const std::string where = in.label() + ": column '" + name + "'";
-  auto valid = s.nullable[k] ? read_validity(in, path, s.rows, begin, end, name) : nullptr;
+  auto valid = s.nullable[k] ? read_validity(in, path, s.rows, begin, end, where) : nullptr;
   const ColumnType type = s.types[k];
   if (type != ColumnType::string) {
     ArrayView a = in.read_array(path + ".npy", dtype_of_column(type), 1);
@@ -457,18 +442,10 @@ Column load_column(const ArtifactReader& in, const Schema& s, std::size_t k, std
     return ColumnAccess::make(type, end - begin, std::move(o), strings.bytes_buffer(), std::move(valid));
   }
   // Dictionary: the strings of the rows asked for, gathered from the dictionary.
-  StringsView dict = in.read_strings(path + ".dict");
-  ArrayView codes = in.read_array(path + ".codes.npy", DType::uint32, 1);
-  if (codes.size() != s.rows)
-    throw CorruptData(where + " holds " + std::to_string(codes.size()) + " codes for " + std::to_string(s.rows) + " rows");
-  auto c = codes.values<std::uint32_t>();
+  const detail::DictionaryColumn dict = detail::read_dictionary_column(in, path, s.rows, begin, end, where);
+  auto c = dict.codes.values<std::uint32_t>();
   std::vector<std::string_view> values(end - begin);
-  for (std::size_t i = begin; i < end; ++i) {
-    if (c[i] >= dict.size())
-      throw CorruptData(where + ": row " + std::to_string(i) + " has code " + std::to_string(c[i]) + ", but the dictionary holds " +
-                        std::to_string(dict.size()) + " strings");
-    values[i - begin] = dict[c[i]];
-  }
+  for (std::size_t i = begin; i < end; ++i) values[i - begin] = dict.words[c[i]];
   Column built = make_strings(std::span<const std::string_view>(values), {});
   return ColumnAccess::make(type, end - begin, ColumnAccess::raw_values(built), ColumnAccess::bytes(built),
                             std::move(valid));

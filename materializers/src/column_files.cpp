@@ -1,0 +1,70 @@
+#include "column_files.hpp"
+
+#include <amphora/error.hpp>
+
+namespace amphora::detail {
+
+void require_file(const ArtifactReader& in, const std::string& file, const std::string& where) {
+  if (!in.has_file(file)) throw CorruptData(where + " lacks its file '" + file + "'");
+}
+
+ArrayView read_bitmap(const ArtifactReader& in, const std::string& file, std::size_t slots, const std::string& where) {
+  require_file(in, file, where);
+  ArrayView bits = in.read_array(file, DType::uint8, 1);
+  if (bits.size() != (slots + 7) / 8)
+    throw CorruptData(where + ": '" + file + "' holds " + std::to_string(bits.size()) + " bytes for " +
+                      std::to_string(slots) + " slots");
+  return bits;
+}
+
+namespace {
+
+// Writes the dictionary form when it is smaller, else calls write_plain.
+template <class WritePlain>
+StringColumn write_smaller(ArtifactWriter& out, const std::string& path, std::size_t count, std::uint64_t total_bytes,
+                           DictionaryStrings dict, const WritePlain& write_plain) {
+  StringColumn column{dictionary_is_smaller(count, total_bytes, dict), std::move(dict)};
+  if (column.dictionary) {
+    out.write_strings(path + ".dict", column.dict.dictionary);
+    out.write_array<std::uint32_t>(path + ".codes.npy", column.dict.codes, {.squeeze = true});
+  } else {
+    write_plain();
+  }
+  return column;
+}
+
+}  // namespace
+
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
+                                 std::span<const std::int64_t> offsets) {
+  // The offsets may start past 0 (a slice of a loaded column).
+  const std::size_t count = offsets.empty() ? 0 : offsets.size() - 1;
+  const auto total = offsets.empty() ? 0 : static_cast<std::uint64_t>(offsets.back() - offsets.front());
+  return write_smaller(out, path, count, total, dictionary_encode(bytes, offsets),
+                       [&] { out.write_strings(path, bytes, offsets); });
+}
+
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, std::span<const std::string_view> values) {
+  std::uint64_t total = 0;
+  for (std::string_view v : values) total += v.size();
+  return write_smaller(out, path, values.size(), total, dictionary_encode(values),
+                       [&] { out.write_strings(path, values); });
+}
+
+DictionaryColumn read_dictionary_column(const ArtifactReader& in, const std::string& path, std::size_t rows,
+                                        std::size_t begin, std::size_t end, const std::string& where) {
+  for (const auto& file : {path + ".dict.offsets.npy", path + ".dict.bytes", path + ".codes.npy"})
+    require_file(in, file, where);
+  DictionaryColumn column{in.read_strings(path + ".dict"), in.read_array(path + ".codes.npy", DType::uint32, 1)};
+  if (column.codes.size() != rows)
+    throw CorruptData(where + " holds " + std::to_string(column.codes.size()) + " codes for " + std::to_string(rows) +
+                      " rows");
+  const auto codes = column.codes.values<std::uint32_t>();
+  for (std::size_t i = begin; i < end; ++i)
+    if (codes[i] >= column.words.size())
+      throw CorruptData(where + ": row " + std::to_string(i) + " has code " + std::to_string(codes[i]) +
+                        ", but the dictionary holds " + std::to_string(column.words.size()) + " strings");
+  return column;
+}
+
+}  // namespace amphora::detail

@@ -1,0 +1,62 @@
+#pragma once
+// The column files tables and record collections share (docs/FORMAT.md §9.2,
+// §10.2): validity bitmaps, and string columns stored merged or, when
+// smaller, as a dictionary plus squeezed codes. Internal to the materializers.
+
+#include <amphora/array_encoding.hpp>
+#include <amphora/artifact.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace amphora::detail {
+
+/// `n` bits least significant first (bit i is bit i % 8 of byte i / 8, as
+/// Arrow lays them out), bit i set when has(i).
+template <class Has>
+std::vector<std::uint8_t> pack_bits(std::size_t n, const Has& has) {
+  std::vector<std::uint8_t> bits((n + 7) / 8, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (has(i)) bits[i / 8] = static_cast<std::uint8_t>(bits[i / 8] | (1u << (i % 8)));
+  return bits;
+}
+
+/// Throws CorruptData starting with `where` unless the manifest lists `file`:
+/// the metadata says which files exist, so one missing is damage.
+void require_file(const ArtifactReader& in, const std::string& file, const std::string& where);
+
+/// The bitmap `file` of `slots` bits, checked to be exactly ceil(slots / 8)
+/// bytes. Throws CorruptData starting with `where`.
+ArrayView read_bitmap(const ArtifactReader& in, const std::string& file, std::size_t slots, const std::string& where);
+
+/// How write_string_column stored a column, and its dictionary (which the
+/// caller may use for statistics).
+struct StringColumn {
+  bool dictionary = false;  ///< PATH.dict + PATH.codes.npy rather than merged strings under PATH
+  DictionaryStrings dict;
+};
+
+/// Writes string i = bytes [offsets[i], offsets[i+1]) under `path`: merged
+/// (§6.3), or as a dictionary and squeezed codes where that is smaller.
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
+                                 std::span<const std::int64_t> offsets);
+/// The same for strings held as views.
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, std::span<const std::string_view> values);
+
+/// A dictionary-encoded string column as stored: the distinct strings and a
+/// code per row, every code checked to be within the dictionary.
+struct DictionaryColumn {
+  StringsView words;
+  ArrayView codes;  ///< uint32, `rows` of them
+};
+/// Reads PATH.dict and PATH.codes.npy, checking the codes of rows [begin,
+/// end) (the ones a caller will use). Throws CorruptData starting with
+/// `where` for a missing file, a code count other than `rows`, or a code
+/// past the dictionary.
+DictionaryColumn read_dictionary_column(const ArtifactReader& in, const std::string& path, std::size_t rows,
+                                        std::size_t begin, std::size_t end, const std::string& where);
+
+}  // namespace amphora::detail
