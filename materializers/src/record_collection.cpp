@@ -81,6 +81,7 @@ enum class ValueType { null, boolean, integer, uint, floating, string, array, ob
 template <class J>
 struct NlohmannSource {
   using Value = const J&;  // how a value is passed
+  static constexpr bool kValidatedUtf8 = false;  // a std::string holds any bytes
   static ValueType type(Value v, const Origin& at) {
     switch (v.type()) {
       case J::value_t::null: return ValueType::null;
@@ -103,17 +104,17 @@ struct NlohmannSource {
     }
     refuse(at, "holds a discarded value");
   }
-  static bool boolean(Value v) { return v.template get<bool>(); }
-  static std::int64_t integer(Value v) { return v.template get<std::int64_t>(); }
-  static std::uint64_t uint(Value v) { return v.template get<std::uint64_t>(); }
-  static double floating(Value v) { return v.template get<double>(); }
-  static std::string_view string(Value v) { return v.template get_ref<const std::string&>(); }
+  static bool boolean(Value v, const Origin&) { return v.template get<bool>(); }
+  static std::int64_t integer(Value v, const Origin&) { return v.template get<std::int64_t>(); }
+  static std::uint64_t uint(Value v, const Origin&) { return v.template get<std::uint64_t>(); }
+  static double floating(Value v, const Origin&) { return v.template get<double>(); }
+  static std::string_view string(Value v, const Origin&) { return v.template get_ref<const std::string&>(); }
   template <class F>
-  static void each_item(Value v, F&& f) {
+  static void each_item(Value v, const Origin&, F&& f) {
     for (const auto& item : v) f(item);
   }
   template <class F>
-  static void each_field(Value v, F&& f) {
+  static void each_field(Value v, const Origin&, F&& f) {
     for (auto it = v.begin(); it != v.end(); ++it) f(std::string_view(it.key()), it.value());
   }
 };
@@ -121,6 +122,7 @@ struct NlohmannSource {
 // One line of JSON lines, parsed on demand by simdjson.
 struct SimdjsonSource {
   using Value = simdjson::ondemand::value&;  // how a value is passed
+  static constexpr bool kValidatedUtf8 = true;  // the parser checks the whole line, keys and strings included
   template <class T>
   static T take(simdjson::simdjson_result<T>&& r, const Origin& at) {
     T out{};
@@ -171,27 +173,6 @@ struct SimdjsonSource {
   }
 };
 
-// Uniform calls over both sources (simdjson's take the origin for errors).
-template <class S>
-struct Read;
-template <class J>
-struct Read<NlohmannSource<J>> {
-  using S = NlohmannSource<J>;
-  using Value = typename S::Value;
-  static ValueType type(Value v, const Origin& at) { return S::type(v, at); }
-  static bool boolean(Value v, const Origin&) { return S::boolean(v); }
-  static std::int64_t integer(Value v, const Origin&) { return S::integer(v); }
-  static std::uint64_t uint(Value v, const Origin&) { return S::uint(v); }
-  static double floating(Value v, const Origin&) { return S::floating(v); }
-  static std::string_view string(Value v, const Origin&) { return S::string(v); }
-  template <class F>
-  static void each_item(Value v, const Origin&, F&& f) { S::each_item(v, f); }
-  template <class F>
-  static void each_field(Value v, const Origin&, F&& f) { S::each_field(v, f); }
-};
-template <>
-struct Read<SimdjsonSource> : SimdjsonSource {};
-
 // ---------------------------------------------------------------------------
 // Pass 1: the shape of every value at each place in the records.
 
@@ -223,22 +204,22 @@ struct Shape {
 };
 
 template <class S>
-void infer(Shape& s, typename Read<S>::Value v, const Origin& at, int depth) {
+void infer(Shape& s, typename S::Value v, const Origin& at, int depth) {
   if (depth > kMaxRecordDepth) refuse(at, "nests deeper than " + std::to_string(kMaxRecordDepth) + " levels");
   ++s.slots;
-  const ValueType t = Read<S>::type(v, at);
+  const ValueType t = S::type(v, at);
   s.types |= bit(t);
   switch (t) {
     case ValueType::null: return;
-    case ValueType::boolean: (void)Read<S>::boolean(v, at); return;
-    case ValueType::integer: s.negative |= Read<S>::integer(v, at) < 0; return;
-    case ValueType::uint: (void)Read<S>::uint(v, at); return;
-    case ValueType::floating: (void)Read<S>::floating(v, at); return;
-    case ValueType::string: (void)Read<S>::string(v, at); return;
+    case ValueType::boolean: (void)S::boolean(v, at); return;
+    case ValueType::integer: s.negative |= S::integer(v, at) < 0; return;
+    case ValueType::uint: (void)S::uint(v, at); return;
+    case ValueType::floating: (void)S::floating(v, at); return;
+    case ValueType::string: (void)S::string(v, at); return;
     case ValueType::array:
       if (depth >= kMaxColumnDepth) s.too_deep = true;
       if (!s.items) s.items = std::make_unique<Shape>();
-      Read<S>::each_item(v, at, [&](auto&& item) { infer<S>(*s.items, item, at, depth + 1); });
+      S::each_item(v, at, [&](auto&& item) { infer<S>(*s.items, item, at, depth + 1); });
       return;
     case ValueType::object: {
       if (depth >= kMaxColumnDepth) s.too_deep = true;
@@ -246,7 +227,7 @@ void infer(Shape& s, typename Read<S>::Value v, const Origin& at, int depth) {
       std::size_t next = 0;
       bool first = true;
       std::size_t previous = 0;
-      Read<S>::each_field(v, at, [&](std::string_view key, auto&& member) {
+      S::each_field(v, at, [&](std::string_view key, auto&& member) {
         const std::size_t k = s.find_or_add(key, next);
         if (s.last_seen[k] == object) refuse(at, "repeats the key \"" + std::string(key) + "\"");
         s.last_seen[k] = object;
@@ -285,36 +266,43 @@ RecordKind decide(const Shape& s, bool& is_unsigned) {
 // ---------------------------------------------------------------------------
 // Pass 2: the columns.
 
-// Compact JSON text of a source value, keys in the source's order.
+// Text that the source has not already checked to be UTF-8 is checked here.
 template <class S>
-void write_text(std::string& out, typename Read<S>::Value v, const Origin& at) {
-  switch (Read<S>::type(v, at)) {
+void require_utf8(std::string_view text, const Origin& at, const char* what) {
+  if constexpr (!S::kValidatedUtf8)
+    if (!is_valid_utf8(text)) refuse(at, what);
+}
+
+// Compact JSON text of a source value of type `t`, keys in the source's order.
+template <class S>
+void write_text(std::string& out, typename S::Value v, ValueType t, const Origin& at) {
+  switch (t) {
     case ValueType::null: out += "null"; return;
-    case ValueType::boolean: out += Read<S>::boolean(v, at) ? "true" : "false"; return;
+    case ValueType::boolean: out += S::boolean(v, at) ? "true" : "false"; return;
     case ValueType::integer: {
       char buf[24];
-      out.append(buf, std::to_chars(buf, buf + sizeof buf, Read<S>::integer(v, at)).ptr);
+      out.append(buf, std::to_chars(buf, buf + sizeof buf, S::integer(v, at)).ptr);
       return;
     }
     case ValueType::uint: {
       char buf[24];
-      out.append(buf, std::to_chars(buf, buf + sizeof buf, Read<S>::uint(v, at)).ptr);
+      out.append(buf, std::to_chars(buf, buf + sizeof buf, S::uint(v, at)).ptr);
       return;
     }
-    case ValueType::floating: append_json_number(out, Read<S>::floating(v, at)); return;
+    case ValueType::floating: append_json_number(out, S::floating(v, at)); return;
     case ValueType::string: {
-      const auto s = Read<S>::string(v, at);
-      if (!is_valid_utf8(s)) refuse(at, "holds a string that is not valid UTF-8");
+      const auto s = S::string(v, at);
+      require_utf8<S>(s, at, "holds a string that is not valid UTF-8");
       append_json_string(out, s);
       return;
     }
     case ValueType::array: {
       out += '[';
       bool first = true;
-      Read<S>::each_item(v, at, [&](auto&& item) {
+      S::each_item(v, at, [&](auto&& item) {
         if (!first) out += ',';
         first = false;
-        write_text<S>(out, item, at);
+        write_text<S>(out, item, S::type(item, at), at);
       });
       out += ']';
       return;
@@ -322,13 +310,13 @@ void write_text(std::string& out, typename Read<S>::Value v, const Origin& at) {
     case ValueType::object: {
       out += '{';
       bool first = true;
-      Read<S>::each_field(v, at, [&](std::string_view key, auto&& member) {
+      S::each_field(v, at, [&](std::string_view key, auto&& member) {
         if (!first) out += ',';
         first = false;
-        if (!is_valid_utf8(key)) refuse(at, "has a key that is not valid UTF-8");
+        require_utf8<S>(key, at, "has a key that is not valid UTF-8");
         append_json_string(out, key);
         out += ':';
-        write_text<S>(out, member, at);
+        write_text<S>(out, member, S::type(member, at), at);
       });
       out += '}';
       return;
@@ -397,36 +385,33 @@ struct Builder {
 }
 
 template <class S>
-void fill(Builder& b, typename Read<S>::Value v, const Origin& at) {
-  if (b.kind == RecordKind::json) {
-    // Null stays a null slot, so a mostly-null JSON column costs a bit per slot.
-    const ValueType t = Read<S>::type(v, at);
-    if (t == ValueType::null) return b.absent(SlotState::null);
+void fill(Builder& b, typename S::Value v, const Origin& at) {
+  const ValueType t = S::type(v, at);
+  if (t == ValueType::null) return b.absent(SlotState::null);
+  if (b.kind == RecordKind::json) {  // a null stays a null slot, so a mostly-null JSON column costs a bit per slot
     b.states.push_back(static_cast<std::uint8_t>(SlotState::value));
-    write_text<S>(b.text, v, at);
+    write_text<S>(b.text, v, t, at);
     b.offsets.push_back(static_cast<std::int64_t>(b.text.size()));
     return;
   }
-  const ValueType t = Read<S>::type(v, at);
-  if (t == ValueType::null) return b.absent(SlotState::null);
   switch (b.kind) {
     case RecordKind::null: changed(at);
     case RecordKind::boolean:
       if (t != ValueType::boolean) changed(at);
-      b.bools.push_back(Read<S>::boolean(v, at) ? 1 : 0);
+      b.bools.push_back(S::boolean(v, at) ? 1 : 0);
       break;
     case RecordKind::integer:
       if (t == ValueType::integer)
-        b.words.push_back(static_cast<std::uint64_t>(Read<S>::integer(v, at)));
+        b.words.push_back(static_cast<std::uint64_t>(S::integer(v, at)));
       else if (t == ValueType::uint)
-        b.words.push_back(Read<S>::uint(v, at));
+        b.words.push_back(S::uint(v, at));
       else
         changed(at);
       if (t == ValueType::integer && b.is_unsigned && static_cast<std::int64_t>(b.words.back()) < 0) changed(at);
       break;
     case RecordKind::floating: {
       if (t != ValueType::floating) changed(at);
-      const double x = Read<S>::floating(v, at);
+      const double x = S::floating(v, at);
       std::uint64_t w;
       std::memcpy(&w, &x, sizeof w);
       b.words.push_back(w);
@@ -434,8 +419,8 @@ void fill(Builder& b, typename Read<S>::Value v, const Origin& at) {
     }
     case RecordKind::string: {
       if (t != ValueType::string) changed(at);
-      const auto s = Read<S>::string(v, at);
-      if (!is_valid_utf8(s)) refuse(at, "holds a string that is not valid UTF-8");
+      const auto s = S::string(v, at);
+      require_utf8<S>(s, at, "holds a string that is not valid UTF-8");
       b.text.append(s);
       b.offsets.push_back(static_cast<std::int64_t>(b.text.size()));
       break;
@@ -443,7 +428,7 @@ void fill(Builder& b, typename Read<S>::Value v, const Origin& at) {
     case RecordKind::list: {
       if (t != ValueType::array) changed(at);
       Builder& items = b.children[0];
-      Read<S>::each_item(v, at, [&](auto&& item) { fill<S>(items, item, at); });
+      S::each_item(v, at, [&](auto&& item) { fill<S>(items, item, at); });
       b.offsets.push_back(static_cast<std::int64_t>(items.slots()));
       break;
     }
@@ -451,8 +436,8 @@ void fill(Builder& b, typename Read<S>::Value v, const Origin& at) {
       if (t != ValueType::object) changed(at);
       const std::size_t slot = b.slots() + 1;
       b.sequence.clear();
-      Read<S>::each_field(v, at, [&](std::string_view key, auto&& member) {
-        if (!is_valid_utf8(key)) refuse(at, "has a key that is not valid UTF-8");
+      S::each_field(v, at, [&](std::string_view key, auto&& member) {
+        require_utf8<S>(key, at, "has a key that is not valid UTF-8");
         auto it = b.index.find(key);
         if (it == b.index.end()) changed(at);
         const std::size_t k = it->second;
