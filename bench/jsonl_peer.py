@@ -14,10 +14,9 @@ collector on and off). Each load is followed by one pass over every value
 import json
 import os
 import sys
-import time
 
-from pickle_peer import dump, load, time_dumps, time_loads
-from scratch import retire, touch_scratch
+import pickle_peer
+from scratch import retire, time_repeats, time_saves
 
 
 def one_pass(records):
@@ -39,31 +38,26 @@ def main():
     out = {"section": "jsonl"}
 
     path = os.path.join(workdir, "peer-records.jsonl")
-    save_s, load_s = [], []
-    for _ in range(repeats):
-        retire(path, workdir)
-        touch_scratch()
-        t = time.perf_counter()
-        with open(path, "w", encoding="utf-8") as f:
+
+    def write_lines(p):
+        with open(p, "w", encoding="utf-8") as f:
             for r in records:
                 f.write(json.dumps(r, ensure_ascii=False))
                 f.write("\n")
-        save_s.append(time.perf_counter() - t)
-    for _ in range(repeats):
-        touch_scratch()
-        t = time.perf_counter()
+
+    def read_lines():
         with open(path, encoding="utf-8") as f:
-            back = [json.loads(line) for line in f]
-        checks = one_pass(back)
-        load_s.append(time.perf_counter() - t)
-        del back
+            return one_pass([json.loads(line) for line in f])
+
+    save_s = time_saves(write_lines, path, repeats, workdir)
+    load_s, checks = time_repeats(read_lines, repeats)
     out.update({"jsonl_save_s": save_s, "jsonl_load_s": load_s, "jsonl_bytes": os.path.getsize(path), **checks})
     retire(path, workdir)
 
     pkl = os.path.join(workdir, "peer-records.pkl")
-    out["pickle_save_s"] = time_dumps(records, pkl, repeats, workdir)
+    out["pickle_save_s"] = pickle_peer.time_dumps(records, pkl, repeats, workdir)
     del records
-    timings, _ = time_loads(pkl, repeats, one_pass)
+    timings, _ = pickle_peer.time_loads(pkl, repeats, one_pass)
     out.update({"pickle_load_s": timings["load_s"], "pickle_load_nogc_s": timings["load_nogc_s"],
                 "pickle_bytes": timings["bytes"]})
     retire(pkl, workdir)

@@ -15,12 +15,11 @@ over every column the C++ side makes. Prints one JSON object.
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 
-from scratch import retire, touch_scratch
+from scratch import retire, time_repeats, time_saves
 
 
 def one_pass(df):
@@ -29,21 +28,8 @@ def one_pass(df):
 
 
 def timed(save, load, path, repeats, workdir, df):
-    save_s, load_s = [], []
-    for _ in range(repeats):
-        retire(path, workdir)
-        touch_scratch()
-        t = time.perf_counter()
-        save(df, path)
-        save_s.append(time.perf_counter() - t)
-    checks = None
-    for _ in range(repeats):
-        touch_scratch()
-        t = time.perf_counter()
-        back = load(path)
-        checks = one_pass(back)
-        load_s.append(time.perf_counter() - t)
-        del back
+    save_s = time_saves(lambda p: save(df, p), path, repeats, workdir)
+    load_s, checks = time_repeats(lambda: one_pass(load(path)), repeats)
     size = os.path.getsize(path)
     retire(path, workdir)
     return {"save_s": save_s, "load_s": load_s, "bytes": size, **checks}

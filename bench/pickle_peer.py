@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from scratch import retire, touch_scratch
+from scratch import retire, time_saves, touch_scratch
 
 
 def dump(value, path):
@@ -36,14 +36,7 @@ def load(path):
 
 def time_dumps(value, path, repeats, workdir):
     """Seconds to pickle `value` to `path`, per repeat; the file is kept."""
-    save_s = []
-    for _ in range(repeats):
-        retire(path, workdir)
-        touch_scratch()
-        t = time.perf_counter()
-        dump(value, path)
-        save_s.append(time.perf_counter() - t)
-    return save_s
+    return time_saves(lambda p: dump(value, p), path, repeats, workdir)
 
 
 def time_loads(path, repeats, touch):

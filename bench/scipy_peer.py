@@ -13,34 +13,25 @@ with its own.
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from scratch import retire, touch_scratch
+from scratch import retire, time_repeats, time_saves
 
 
 def main():
     repeats, workdir, source = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     matrix = sp.load_npz(source)
     out = os.path.join(workdir, "sparse-peer.npz")
-    save_s = []
-    for _ in range(repeats):
-        retire(out, workdir)
-        touch_scratch()
-        t = time.perf_counter()
-        sp.save_npz(out, matrix, compressed=False)
-        save_s.append(time.perf_counter() - t)
+    save_s = time_saves(lambda p: sp.save_npz(p, matrix, compressed=False), out, repeats, workdir)
     del matrix
-    load_s = []
-    total = 0.0
-    for _ in range(repeats):
-        touch_scratch()
-        t = time.perf_counter()
+
+    def load_and_sum():
         back = sp.load_npz(out)
-        total = float(back.data.sum())
-        load_s.append(time.perf_counter() - t)
+        return back, float(back.data.sum())
+
+    load_s, (back, total) = time_repeats(load_and_sum, repeats)
     checks = {"nnz": int(back.nnz), "shape": list(back.shape), "format": back.format, "data_sum": total,
               "indices_sum": int(back.indices.sum(dtype=np.int64)), "index_dtype": back.indices.dtype.name}
     size = os.path.getsize(out)

@@ -9,6 +9,7 @@ C++ driver deletes when the whole benchmark ends.
 """
 import itertools
 import os
+import time
 
 import numpy as np
 
@@ -41,3 +42,28 @@ def retire(path, workdir):
     parked = os.path.join(workdir, "retired")
     os.makedirs(parked, exist_ok=True)
     os.rename(path, os.path.join(parked, "py-%d-%d-%s" % (os.getpid(), next(_count), os.path.basename(path))))
+
+
+def time_saves(save, path, repeats, workdir):
+    """Seconds per repeat of save(path), each into a fresh `path` (the one
+    before retired) on warm memory; the last file is kept."""
+    seconds = []
+    for _ in range(repeats):
+        retire(path, workdir)
+        touch_scratch()
+        t = time.perf_counter()
+        save(path)
+        seconds.append(time.perf_counter() - t)
+    return seconds
+
+
+def time_repeats(load, repeats):
+    """Seconds per repeat of load() on warm memory, and what its last call
+    returned (the checks of the pass it makes over what it loaded)."""
+    seconds, result = [], None
+    for _ in range(repeats):
+        touch_scratch()
+        t = time.perf_counter()
+        result = load()
+        seconds.append(time.perf_counter() - t)
+    return seconds, result

@@ -566,12 +566,7 @@ def _table(art, mmap):
         name, kind, path = c["name"], c["type"], f"columns/{k}"
         if name in columns:
             raise CorruptData(f"{art.label}: two columns are named '{name}'")
-        valid = None
-        if c["nullable"]:
-            bits = art.array(path + ".valid.npy", False, "|u1", 1)
-            if len(bits) != (rows + 7) // 8:
-                raise CorruptData(f"{art.label}: column '{name}': the validity bitmap has {len(bits)} bytes for {rows} rows")
-            valid = np.unpackbits(bits, bitorder="little")[:rows].astype(bool)
+        valid = _bitmap(art, path + ".valid.npy", rows, f"{art.label}: column '{name}'") if c["nullable"] else None
         if kind == "string":
             encoding = c.get("encoding")
             if encoding == "plain":
@@ -636,10 +631,11 @@ _RECORD_KINDS = ("null", "bool", "int", "float", "string", "list", "object", "js
 
 
 def _bitmap(art, name, slots, where):
+    """An LSB-first bitmap of `slots` bits (§9.2, §10.2) as a bool array, its size checked."""
     bits = art.array(name, False, "|u1", 1)
     if len(bits) != (slots + 7) // 8:
         raise CorruptData(f"{where}: '{name}' holds {len(bits)} bytes for {slots} slots")
-    return np.unpackbits(bits, bitorder="little")[:slots].astype(bool).tolist()
+    return np.unpackbits(bits, bitorder="little")[:slots].astype(bool)
 
 
 def _record_column(art, node, path, slots, may_be_missing, depth):
@@ -662,8 +658,8 @@ def _record_column(art, node, path, slots, may_be_missing, depth):
         raise CorruptData(f"{where} is an object without 'fields'")
     if (kind == "null" or (kind == "object" and not fields)) and not node["nullable"]:
         raise CorruptData(f"{where} lacks the validity bitmap its kind requires")
-    valid = _bitmap(art, path + ".valid.npy", slots, where) if node["nullable"] else None
-    missing = _bitmap(art, path + ".missing.npy", slots, where) if node["optional"] else None
+    valid = _bitmap(art, path + ".valid.npy", slots, where).tolist() if node["nullable"] else None
+    missing = _bitmap(art, path + ".missing.npy", slots, where).tolist() if node["optional"] else None
 
     def sized(values, what):
         if len(values) != slots:
