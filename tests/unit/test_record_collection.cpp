@@ -296,6 +296,31 @@ TEST_CASE("A damaged or lying record collection is corrupt, naming the column", 
   CHECK_THROWS_WITH(store.load<RecordCollection>(no_items), Catch::Contains("without 'items'"));
 }
 
+TEST_CASE("A stored collection whose files were cut short or swapped for links is refused", "[records][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(RecordCollection::from_json(detections(60)));
+  const auto obj = test::object_dir(dir / "store", saved.digest);
+  test::fs::permissions(obj / "records", test::fs::perms::owner_all, test::fs::perm_options::add);
+  SECTION("a column file truncated") {
+    const auto victim = obj / "records" / "0.offsets.npy";
+    test::fs::permissions(victim, test::fs::perms::owner_write, test::fs::perm_options::add);
+    test::fs::resize_file(victim, test::fs::file_size(victim) - 8);
+    CHECK_THROWS_AS(store.load<RecordCollection>(saved.digest), CorruptData);
+    CHECK_FALSE(store.verify(saved.digest.str()).ok());
+  }
+  SECTION("a column file replaced by a link out of the store") {
+    const auto victim = obj / "records" / "1.npy";
+    const auto outside = dir / "outside.npy";
+    test::fs::copy_file(victim, outside);
+    test::fs::remove(victim);
+    test::fs::create_symlink(outside, victim);
+    CHECK_THROWS_AS(store.load<RecordCollection>(saved.digest), CorruptData);
+    CHECK_THROWS_WITH(store.load<RecordCollection>(saved.digest), Catch::Contains("records/1.npy"));
+    CHECK_FALSE(store.verify(saved.digest.str()).ok());
+  }
+}
+
 TEST_CASE("Hand-made record columns that break the rules are corrupt", "[records][bad-input]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");

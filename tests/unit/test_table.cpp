@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <sys/stat.h>
 
 using namespace amphora;
 
@@ -166,6 +167,15 @@ TEST_CASE("A damaged table names the column", "[table][bad-input]") {
     // Other columns still load on their own.
     CHECK(load_table(store.open_artifact(saved.digest), {.columns = {"word"}}).rows() == 50);
   }
+}
+
+TEST_CASE("CSV import reads only regular files, and refuses a FIFO at once", "[table][csv][bad-input]") {
+  test::TempDir dir;
+  REQUIRE(::mkfifo((dir / "fifo.csv").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_csv(dir / "fifo.csv"), Catch::Contains("is not a regular file (a FIFO)"));
+  test::fs::create_directory(dir / "d.csv");
+  CHECK_THROWS_AS(read_csv(dir / "d.csv"), InvalidArgument);
+  CHECK_THROWS_AS(read_csv(dir / "absent.csv"), NotFound);
 }
 
 TEST_CASE("CSV files parse by RFC 4180 and columns get their types", "[table][csv]") {
