@@ -85,6 +85,8 @@ bench: build
 
 stress: build
 	AMPHORA_TEST_SCALE=$${AMPHORA_TEST_SCALE:-8} $(BUILD_DIR)/bin/amphora_tests "[processes]"
+	AMPHORA_IMPORT_TEST_MB=$${AMPHORA_IMPORT_TEST_MB:-2048} /usr/bin/python3 tests/python/test_import_memory.py \
+	  --cli $(BUILD_DIR)/bin/amphora
 
 install: build
 	cmake --install $(BUILD_DIR) $(if $(PREFIX),--prefix $(PREFIX),)

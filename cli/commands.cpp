@@ -207,20 +207,15 @@ int cmd_import(const Args& a) {
   options.options = tensor;
   Store store = open_store(a);
   fs::path file = a.file;
-  auto format = store.registry().format_for(file);
-  if (!format)
-    throw amphora::Unsupported("cannot import " + file.string() + ": no materializer handles '" +
-                               file.extension().string() + "' files");
-  auto entry = store.registry().find(format->materializer);
   // A path need not be UTF-8; provenance must be, so odd bytes become U+FFFD.
   options.provenance = {{"imported_from", nlohmann::json::parse(nlohmann::json(fs::absolute(file).string())
                                                                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))}};
-  auto value = format->read(file);
   if (auto show = terminal_progress("importing")) {
-    std::uint64_t total = fs::file_size(file);
-    options.progress = [show, total](std::uint64_t done) { show(std::min(done, total), total); };
+    std::error_code error;
+    const std::uint64_t total = fs::file_size(file, error);
+    if (!error) options.progress = [show, total](std::uint64_t done) { show(std::min(done, total), total); };
   }
-  auto result = store.save_erased(*entry, value.get(), options);
+  auto result = store.import_file(file, options);
   if (options.progress) options.progress(~std::uint64_t{0});  // clears the progress line
   std::cout << "imported " << file.string() << " as " << result.name << "@" << result.version << " ("
             << result.digest.str() << ")" << (result.created ? "" : " [identical content was already stored]")

@@ -2,15 +2,18 @@
 // RFC 4180 parsing, UTF-8 checks and type inference. It must either return a
 // table whose columns all have the header's length and whose text is UTF-8,
 // or throw an amphora::Error; a table it returns must survive write_csv and
-// read back with the same shape.
+// read back with the same shape. The streaming import (Store::import_file)
+// must agree: refuse the same files, and store what saving the table stores.
 
 #include <amphora/manifest.hpp>
+#include <amphora/store.hpp>
 #include <amphora/table.hpp>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 namespace {
@@ -26,18 +29,43 @@ std::filesystem::path scratch(const char* name) {
 
 }  // namespace
 
+// A store for the imports, started afresh now and then so it stays small.
+amphora::Store& store() {
+  static int uses = 0;
+  static std::optional<amphora::Store> store;
+  if (!store || ++uses % 1000 == 0) {
+    store.reset();
+    std::filesystem::remove_all(scratch("store"));
+    store = amphora::Store::open(scratch("store"), {.create = true});
+  }
+  return *store;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = scratch("in.csv"), out = scratch("out.csv");
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  std::optional<amphora::Digest> streamed;
   try {
-    amphora::Table t = amphora::read_csv(in);
-    for (std::size_t k = 0; k < t.num_columns(); ++k) {
-      const auto& c = t.column(k);
-      if (c.size() != t.rows()) std::abort();
-      if (c.type() == amphora::ColumnType::string)
-        for (std::size_t i = 0; i < c.size(); ++i)
-          if (!amphora::is_valid_utf8(c.string(i))) std::abort();
-    }
+    streamed = store().import_file(in).digest;
+  } catch (const amphora::Error&) {
+  }
+  std::optional<amphora::Table> read;
+  try {
+    read = amphora::read_csv(in);
+  } catch (const amphora::Error&) {
+  }
+  if (read.has_value() != streamed.has_value()) std::abort();
+  if (!read) return 0;
+  const amphora::Table& t = *read;
+  if (store().save(t).digest != *streamed) std::abort();
+  for (std::size_t k = 0; k < t.num_columns(); ++k) {
+    const auto& c = t.column(k);
+    if (c.size() != t.rows()) std::abort();
+    if (c.type() == amphora::ColumnType::string)
+      for (std::size_t i = 0; i < c.size(); ++i)
+        if (!amphora::is_valid_utf8(c.string(i))) std::abort();
+  }
+  try {
     amphora::write_csv(t, out);
     amphora::Table back = amphora::read_csv(out);
     // Blank lines vanish and all-null rows of one column are blank lines, so

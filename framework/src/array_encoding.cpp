@@ -3,6 +3,8 @@
 #include <amphora/parallel.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -452,20 +454,29 @@ class LocalDictionary {
 
   std::uint32_t code_of(std::string_view s) { return code_of(s, key_of(s)); }
 
-  std::uint32_t code_of(std::string_view s, const Key& key) {
+  /// The code of `s`, adding it as persist(s) (a view that outlives `s`
+  /// when the caller's strings do not) if it is new.
+  template <class Persist = std::identity>
+  std::uint32_t code_of(std::string_view s, const Key& key, const Persist& persist = {}) {
     if (4 * (words.size() + 1) > 3 * slots_.size()) grow();
+    std::size_t at = 0;
+    if (const std::int64_t code = find(s, key, at); code >= 0) return static_cast<std::uint32_t>(code);
+    if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+      throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
+    words.push_back(persist(s));
+    keys_.push_back(key);
+    slots_[at] = (key.hash & 0xFFFFFFFF00000000ull) | words.size();
+    return static_cast<std::uint32_t>(words.size() - 1);
+  }
+
+  /// The code of `s`, or -1 with `at` the free slot where it would go.
+  std::int64_t find(std::string_view s, const Key& key, std::size_t& at) const {
+    if (slots_.empty()) return -1;
     const std::uint64_t tag = key.hash & 0xFFFFFFFF00000000ull;
-    std::size_t at = key.hash & (slots_.size() - 1);
+    at = key.hash & (slots_.size() - 1);
     while (true) {
       const std::uint64_t slot = slots_[at];
-      if (slot == 0) {
-        if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
-          throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
-        words.push_back(s);
-        keys_.push_back(key);
-        slots_[at] = tag | words.size();
-        return static_cast<std::uint32_t>(words.size() - 1);
-      }
+      if (slot == 0) return -1;
       if ((slot & 0xFFFFFFFF00000000ull) == tag) {
         const std::uint32_t code = static_cast<std::uint32_t>(slot) - 1;
         const Key& k = keys_[code];
@@ -544,19 +555,157 @@ DictionaryStrings dictionary_encode(ConstBytes bytes, std::span<const std::int64
   });
 }
 
-bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded) {
-  std::uint64_t merged = 8 * (count + 1) + total_bytes, dictionary = 8 * (encoded.dictionary.size() + 1);
-  for (std::string_view v : encoded.dictionary) dictionary += v.size();
-  const std::size_t d = encoded.dictionary.size();
-  const std::uint64_t code_width = d <= 256 ? 1 : d <= 65536 ? 2 : 4;
+namespace {
+
+std::uint64_t bytes_of(std::span<const std::string_view> words) {
+  std::uint64_t total = 0;
+  for (std::string_view v : words) total += v.size();
+  return total;
+}
+
+bool within_limits(std::size_t words, std::uint64_t bytes) {
+  return words <= kMaxDictionaryWords && bytes <= kMaxDictionaryBytes;
+}
+
+bool smaller(std::size_t count, std::uint64_t total_bytes, std::size_t words, std::uint64_t word_bytes) {
+  if (!within_limits(words, word_bytes)) return false;
+  const std::uint64_t merged = 8 * (count + 1) + total_bytes, dictionary = 8 * (words + 1) + word_bytes;
+  const std::uint64_t code_width = words <= 256 ? 1 : words <= 65536 ? 2 : 4;
   // The dictionary form has one more file (its codes), so one more header.
   return dictionary + code_width * count + 128 < merged;
+}
+
+}  // namespace
+
+bool dictionary_within_limits(const DictionaryStrings& encoded) {
+  return within_limits(encoded.dictionary.size(), bytes_of(encoded.dictionary));
+}
+
+bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded) {
+  return smaller(count, total_bytes, encoded.dictionary.size(), bytes_of(encoded.dictionary));
 }
 
 bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded) {
   std::uint64_t total = 0;
   for (std::string_view v : values) total += v.size();
   return dictionary_is_smaller(values.size(), total, encoded);
+}
+
+// ---------------------------------------------------------------------------
+// Distinct counts and dictionaries built one string at a time
+
+namespace {
+
+constexpr int kEstimatorBits = 14;
+
+// Spreads the dictionary hash (fast, but not uniform in every bit) so that
+// the estimator's index and rank bits are (splitmix64's finalizer).
+std::uint64_t mix(std::uint64_t h) {
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+void DistinctEstimator::add_hash(std::uint64_t hash) {
+  const std::uint64_t h = mix(hash);
+  const std::size_t index = h >> (64 - kEstimatorBits);
+  const std::uint64_t rest = h << kEstimatorBits;
+  const auto rank = static_cast<std::uint8_t>(rest == 0 ? 64 - kEstimatorBits + 1 : std::countl_zero(rest) + 1);
+  if (rank > registers_[index]) registers_[index] = rank;
+}
+
+void DistinctEstimator::add(std::string_view s) { add_hash(key_of(s).hash); }
+
+void DistinctEstimator::merge(const DistinctEstimator& other) {
+  for (std::size_t i = 0; i < registers_.size(); ++i) registers_[i] = std::max(registers_[i], other.registers_[i]);
+}
+
+std::uint64_t DistinctEstimator::estimate() const {
+  // Flajolet et al.'s estimate with linear counting for small cardinalities;
+  // 64-bit hashes need no large-range correction. The sum runs in register
+  // order, so the result is the same for the same registers.
+  const double m = static_cast<double>(registers_.size());
+  double sum = 0;
+  std::size_t zeros = 0;
+  for (std::uint8_t r : registers_) {
+    sum += std::ldexp(1.0, -static_cast<int>(r));
+    zeros += r == 0;
+  }
+  double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
+  if (e <= 2.5 * m && zeros > 0) e = m * std::log(m / static_cast<double>(zeros));
+  return static_cast<std::uint64_t>(std::llround(e));
+}
+
+struct StreamingDictionary::Impl {
+  LocalDictionary dictionary;
+  std::vector<std::unique_ptr<char[]>> blocks;  // the words' bytes; views into them stay valid
+  std::size_t block_left = 0;
+  char* block_at = nullptr;
+  std::uint64_t word_bytes = 0;
+  bool overflowed = false;
+  DistinctEstimator estimator;
+
+  std::string_view keep(std::string_view s) {
+    if (s.empty()) return {};
+    if (s.size() > block_left) {
+      const std::size_t size = std::max<std::size_t>(s.size(), std::size_t{1} << 20);
+      blocks.push_back(std::make_unique<char[]>(size));
+      block_at = blocks.back().get();
+      block_left = size;
+    }
+    std::memcpy(block_at, s.data(), s.size());
+    const std::string_view kept(block_at, s.size());
+    block_at += s.size();
+    block_left -= s.size();
+    return kept;
+  }
+};
+
+StreamingDictionary::StreamingDictionary() : impl_(std::make_unique<Impl>()) {}
+StreamingDictionary::~StreamingDictionary() = default;
+StreamingDictionary::StreamingDictionary(StreamingDictionary&&) noexcept = default;
+StreamingDictionary& StreamingDictionary::operator=(StreamingDictionary&&) noexcept = default;
+
+void StreamingDictionary::add(std::string_view s) {
+  ++count_;
+  total_bytes_ += s.size();
+  const Key key = key_of(s);
+  impl_->estimator.add_hash(key.hash);
+  if (impl_->overflowed) return;
+  const std::size_t before = impl_->dictionary.words.size();
+  impl_->dictionary.code_of(s, key, [&](std::string_view v) { return impl_->keep(v); });
+  if (impl_->dictionary.words.size() == before) return;
+  impl_->word_bytes += s.size();
+  if (!amphora::within_limits(impl_->dictionary.words.size(), impl_->word_bytes)) {
+    // Past the limits the dictionary form is never chosen: let it go.
+    impl_->overflowed = true;
+    impl_->dictionary = LocalDictionary();
+    impl_->blocks.clear();
+    impl_->block_left = 0;
+  }
+}
+
+bool StreamingDictionary::within_limits() const { return !impl_->overflowed; }
+
+std::span<const std::string_view> StreamingDictionary::words() const { return impl_->dictionary.words; }
+
+std::uint32_t StreamingDictionary::code_of(std::string_view s) const {
+  std::size_t at = 0;
+  const std::int64_t code = impl_->overflowed ? -1 : impl_->dictionary.find(s, key_of(s), at);
+  if (code < 0)
+    throw InvalidArgument(impl_->overflowed ? "the dictionary passed its limits and holds no codes"
+                                            : "a string the dictionary was not given: the input changed between passes");
+  return static_cast<std::uint32_t>(code);
+}
+
+std::uint64_t StreamingDictionary::distinct() const {
+  return impl_->overflowed ? impl_->estimator.estimate() : impl_->dictionary.words.size();
+}
+
+bool StreamingDictionary::dictionary_is_smaller() const {
+  return !impl_->overflowed && smaller(count_, total_bytes_, impl_->dictionary.words.size(), impl_->word_bytes);
 }
 
 }  // namespace amphora

@@ -446,6 +446,23 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
   });
 }
 
+SaveResult Store::import_file(const fs::path& file, const SaveOptions& options) {
+  const auto format = registry().format_for(file);
+  if (!format)
+    throw Unsupported("cannot import " + file.string() + ": no materializer handles '" + file.extension().string() +
+                      "' files");
+  const auto entry = registry().find(format->materializer);
+  if (!entry) throw Unsupported("cannot import " + file.string() + ": materializer '" + format->materializer + "' is not registered");
+  if (!format->import) {
+    const auto value = format->read(file);
+    return save_erased(*entry, value.get(), options);
+  }
+  // The same materializer, saving from the file rather than from a value.
+  MaterializerEntry streamed = *entry;
+  streamed.save = [&](const void*, ArtifactWriter& out) { format->import(file, out); };
+  return save_erased(streamed, &streamed, options);
+}
+
 std::shared_ptr<void> Store::load_erased(std::string_view ref, std::string_view expected) const {
   return translated(true, [&] { return load_reader(impl_->open(ref), expected); });
 }

@@ -66,7 +66,8 @@ void register_builtins(Registry& registry) {
   registry.add<Table>("built-in");
   registry.add_file_format<Table>(
       ".csv", "CSV table (RFC 4180, header row)", [](const std::filesystem::path& file) { return read_csv(file); },
-      [](const Table& table, const std::filesystem::path& file) { write_csv(table, file); });
+      [](const Table& table, const std::filesystem::path& file) { write_csv(table, file); },
+      [](const std::filesystem::path& file, ArtifactWriter& out) { import_csv(file, out); });
   registry.add<RecordCollection>("built-in");
   registry.add_file_format<RecordCollection>(
       ".jsonl", "JSON lines (one JSON value per line)",

@@ -132,11 +132,19 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
       const detail::StringColumn strings =
           n.codes ? detail::write_string_column(out, path, texts_of(n))
                   : detail::write_string_column(out, path, n.bytes->bytes(), as_span<std::int64_t>(*n.values));
-      // Distinct among the values: a null or missing slot's empty text is none.
-      std::vector<bool> used(strings.dict.dictionary.size(), false);
-      for (std::size_t i = 0; i < n.slots; ++i)
-        if (detail::state_at(n, i) == detail::SlotState::value) used[strings.dict.codes[i]] = true;
-      stats["distinct"] = std::count(used.begin(), used.end(), true);
+      // Distinct among the values: a null or missing slot's empty text is
+      // none. Exact within the dictionary limits, estimated beyond them.
+      if (dictionary_within_limits(strings.dict)) {
+        std::vector<bool> used(strings.dict.dictionary.size(), false);
+        for (std::size_t i = 0; i < n.slots; ++i)
+          if (detail::state_at(n, i) == detail::SlotState::value) used[strings.dict.codes[i]] = true;
+        stats["distinct"] = std::count(used.begin(), used.end(), true);
+      } else {
+        DistinctEstimator distinct;
+        for (std::size_t i = 0; i < n.slots; ++i)
+          if (detail::state_at(n, i) == detail::SlotState::value) distinct.add(detail::text_at(n, i));
+        stats["distinct"] = distinct.estimate();
+      }
       return strings.dictionary ? "dictionary" : "plain";
     }
     case RecordKind::json: out.write_strings(path, n.bytes->bytes(), as_span<std::int64_t>(*n.values)); break;

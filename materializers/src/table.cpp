@@ -2,6 +2,7 @@
 #include <amphora/table.hpp>
 
 #include "column_files.hpp"
+#include "table_columns.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,7 @@ struct ColumnAccess {
 namespace {
 
 using detail::ColumnAccess;
+using detail::column_path;
 
 constexpr ColumnType kFixedTypes[] = {ColumnType::int8,   ColumnType::int16,   ColumnType::int32,  ColumnType::int64,
                                       ColumnType::uint8,  ColumnType::uint16,  ColumnType::uint32, ColumnType::uint64,
@@ -103,8 +105,6 @@ void check_rows(std::size_t begin, std::size_t end, std::size_t rows, const std:
     throw InvalidArgument(who + "rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") are outside [0, " +
                           std::to_string(rows) + ")");
 }
-
-std::string column_path(std::size_t k) { return "columns/" + std::to_string(k); }
 
 }  // namespace
 
@@ -251,28 +251,13 @@ bool Table::equals(const Table& other) const {
 
 namespace {
 
-// Min and max of the non-null, non-NaN values, as JSON (null when none).
 template <class T>
 void add_range(nlohmann::json& meta, const Column& c) {
   const T* v = reinterpret_cast<const T*>(ColumnAccess::raw_values(c).data());
-  bool any = false;
-  T lo{}, hi{};
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c.is_null(i)) continue;
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(v[i])) continue;
-    if (!any || v[i] < lo) lo = v[i];
-    if (!any || v[i] > hi) hi = v[i];
-    any = true;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    // JSON has no infinities: an infinite bound is written as null.
-    meta["min"] = any && std::isfinite(lo) ? nlohmann::json(lo) : nlohmann::json();
-    meta["max"] = any && std::isfinite(hi) ? nlohmann::json(hi) : nlohmann::json();
-  } else {
-    meta["min"] = any ? nlohmann::json(lo) : nlohmann::json();
-    meta["max"] = any ? nlohmann::json(hi) : nlohmann::json();
-  }
+  detail::ValueRange<T> range;
+  for (std::size_t i = 0; i < c.size(); ++i)
+    if (!c.is_null(i)) range.add(v[i]);
+  range.write(meta);
 }
 
 void add_stats(nlohmann::json& meta, const Column& c) {
@@ -328,7 +313,13 @@ void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohma
   }
   const detail::StringColumn strings = detail::write_string_column(
       out, path, ColumnAccess::bytes(c)->bytes(), ColumnAccess::raw_values(c).values<std::int64_t>());
-  meta["distinct"] = strings.dict.dictionary.size();
+  if (dictionary_within_limits(strings.dict)) {
+    meta["distinct"] = strings.dict.dictionary.size();
+  } else {
+    DistinctEstimator distinct;
+    for (std::size_t i = 0; i < c.size(); ++i) distinct.add(c.string(i));
+    meta["distinct"] = distinct.estimate();
+  }
   meta["encoding"] = strings.dictionary ? "dictionary" : "plain";
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +76,14 @@ struct DictionaryStrings {
   std::vector<std::uint32_t> codes;          ///< one per input string
 };
 
+/// Dictionary encoding is chosen only for lists with at most this many
+/// distinct strings, of at most kMaxDictionaryBytes in all: within them a
+/// streaming import builds the same dictionary in bounded memory (about
+/// 64 bytes per distinct string plus the strings), so a file imported in
+/// pieces is stored exactly as the same values saved whole.
+inline constexpr std::size_t kMaxDictionaryWords = std::size_t{1} << 18;
+inline constexpr std::uint64_t kMaxDictionaryBytes = std::uint64_t{16} << 20;
+
 /// Dictionary-encodes `values`, on all cores for long lists. Throws
 /// InvalidArgument when there are 2^32 - 1 or more distinct strings.
 DictionaryStrings dictionary_encode(std::span<const std::string_view> values);
@@ -82,10 +91,65 @@ DictionaryStrings dictionary_encode(std::span<const std::string_view> values);
 /// offsets already validated; the dictionary's views point into `bytes`.
 DictionaryStrings dictionary_encode(ConstBytes bytes, std::span<const std::int64_t> offsets);
 
+/// Whether `encoded` is within kMaxDictionaryWords and kMaxDictionaryBytes.
+bool dictionary_within_limits(const DictionaryStrings& encoded);
 /// Whether storing `values` as a dictionary plus squeezed codes takes fewer
-/// bytes than storing them merged (offsets plus bytes, docs/FORMAT.md §6.3).
+/// bytes than storing them merged (offsets plus bytes, docs/FORMAT.md §6.3);
+/// always false for a dictionary beyond the limits.
 bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded);
 /// The same for `count` strings of `total_bytes` in all.
 bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded);
+
+/// Estimates how many distinct strings it was given (HyperLogLog, 2^14
+/// one-byte registers, a standard error of about 0.8%), in 16 KiB whatever
+/// their number. Deterministic: the same strings in any order and split
+/// among any merged estimators give the same estimate.
+class DistinctEstimator {
+ public:
+  void add(std::string_view s);
+  /// Adds what `other` was given.
+  void merge(const DistinctEstimator& other);
+  std::uint64_t estimate() const;
+
+ private:
+  friend class StreamingDictionary;
+  void add_hash(std::uint64_t hash);
+  std::vector<std::uint8_t> registers_ = std::vector<std::uint8_t>(std::size_t{1} << 14, 0);
+};
+
+/// The dictionary of a list of strings given one at a time, for imports that
+/// read their input twice in bounded memory: the first pass add()s every
+/// string, which copies each new one into the dictionary's own storage until
+/// the limits above are passed (then only the estimate goes on); the second
+/// asks code_of() for each. The words, codes and decision equal those of
+/// dictionary_encode and dictionary_is_smaller on the whole list. One thread
+/// at a time.
+class StreamingDictionary {
+ public:
+  StreamingDictionary();
+  ~StreamingDictionary();
+  StreamingDictionary(StreamingDictionary&&) noexcept;
+  StreamingDictionary& operator=(StreamingDictionary&&) noexcept;
+
+  void add(std::string_view s);
+  /// Still within kMaxDictionaryWords and kMaxDictionaryBytes.
+  bool within_limits() const;
+  /// The distinct strings in order of first appearance (within limits only).
+  std::span<const std::string_view> words() const;
+  /// The code of `s`, which add() was given. Throws InvalidArgument for a
+  /// string it was not given, or beyond the limits.
+  std::uint32_t code_of(std::string_view s) const;
+  /// The number of distinct strings: exact within limits, else estimated.
+  std::uint64_t distinct() const;
+  std::uint64_t count() const { return count_; }
+  std::uint64_t total_bytes() const { return total_bytes_; }
+  /// dictionary_is_smaller for the whole list.
+  bool dictionary_is_smaller() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::uint64_t count_ = 0, total_bytes_ = 0;
+};
 
 }  // namespace amphora

@@ -29,6 +29,10 @@ struct FileFormat {
   std::function<std::shared_ptr<void>(const std::filesystem::path& file)> read;
   /// Writes a value of the materializer's type to a file.
   std::function<void(const void* value, const std::filesystem::path& file)> write;
+  /// Optional: writes the file straight into an artifact of the
+  /// materializer's type, equal to saving what `read` returns, without
+  /// holding the file's value in memory. Store::import_file prefers it.
+  std::function<void(const std::filesystem::path& file, ArtifactWriter& out)> import{};
 };
 
 /// Thread-safe: lookups may run concurrently with each other and with add().
@@ -72,11 +76,13 @@ class Registry {
   /// Registers a type-erased entry (what add<T>() and plugins use).
   void add_entry(MaterializerEntry entry);
 
-  /// Registers an import/export codec for a file extension of T's materializer.
+  /// Registers an import/export codec for a file extension of T's
+  /// materializer, and optionally its streaming import (FileFormat::import).
   template <class T>
   void add_file_format(std::string extension, std::string description,
                        std::function<T(const std::filesystem::path&)> read,
-                       std::function<void(const T&, const std::filesystem::path&)> write) {
+                       std::function<void(const T&, const std::filesystem::path&)> write,
+                       std::function<void(const std::filesystem::path&, ArtifactWriter&)> import = {}) {
     FileFormat format;
     format.extension = std::move(extension);
     format.materializer = for_type(typeid(T))->name;
@@ -87,6 +93,7 @@ class Registry {
     format.write = [write = std::move(write)](const void* value, const std::filesystem::path& file) {
       write(*static_cast<const T*>(value), file);
     };
+    format.import = std::move(import);
     add_format(std::move(format));
   }
   void add_format(FileFormat format);

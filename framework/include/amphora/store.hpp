@@ -119,6 +119,14 @@ class Store {
   }
 
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
+
+  /// Saves the file `file` as what the registry's format for its extension
+  /// reads (".npy" a tensor, ".csv" a table, ...), through the format's
+  /// streaming import when it has one (bounded memory), else by reading the
+  /// value whole. `options.progress` then counts input bytes. Throws
+  /// Unsupported for an extension no format handles, and as the format's
+  /// reader and save() do.
+  SaveResult import_file(const std::filesystem::path& file, const SaveOptions& options = {});
   /// Loads `ref`; when `expected_materializer` is not empty, the artifact
   /// must have been written by it.
   std::shared_ptr<void> load_erased(std::string_view ref, std::string_view expected_materializer = {}) const;

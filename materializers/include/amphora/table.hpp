@@ -144,6 +144,15 @@ Table load_table(const ArtifactReader& in, const TableSelection& selection = {})
 /// UTF-8, an unclosed quote or text after a closing quote; NotFound for a
 /// missing file.
 Table read_csv(const std::filesystem::path& file);
+/// Saves the CSV file as a table into `out` without holding the file: it is
+/// read twice, a block at a time (types, statistics and string dictionaries
+/// first, then the column files), so memory stays bounded by the number of
+/// columns and the dictionary limits of array_encoding.hpp, whatever the
+/// number of rows. The artifact equals the one saving read_csv(file) makes,
+/// digest included. Reports input bytes consumed as progress. Throws as
+/// read_csv, and InvalidArgument naming the file and line when the file
+/// changes between the two passes. Store::import_file uses it for ".csv".
+void import_csv(const std::filesystem::path& file, ArtifactWriter& out);
 /// Writes `table` as CSV that pandas.read_csv reads back: header, nulls as
 /// empty fields, floats in their shortest exact form (nan, inf), bools as
 /// True/False, timestamps as ISO 8601 UTC with nanoseconds, strings quoted

@@ -1,0 +1,162 @@
+// Importing a CSV file by streaming it (Store::import_file, `amphora import`)
+// stores exactly what read_csv plus save stores, whatever the content and
+// wherever the file's blocks end; bad files are refused as read_csv refuses
+// them, and a file that changes between the two passes is caught.
+
+#include "support.hpp"
+
+#include <amphora/table.hpp>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace amphora;
+
+namespace {
+
+// Imports `text` both ways and checks they agree on every byte (the digest)
+// and on the values.
+Digest same_both_ways(Store& store, const test::TempDir& dir, const std::string& text) {
+  const auto file = dir / "t.csv";
+  test::write_text(file, text);
+  const Table whole = read_csv(file);
+  const SaveResult streamed = store.import_file(file);
+  const SaveResult saved = store.save(whole);
+  CHECK(streamed.digest == saved.digest);
+  CHECK(store.load<Table>(streamed.digest).equals(whole));
+  return streamed.digest;
+}
+
+// The block the CSV reader reads at a time.
+constexpr std::size_t kBlock = std::size_t{4} << 20;
+
+}  // namespace
+
+TEST_CASE("A streamed CSV import stores what read_csv and save store", "[table][csv][import]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  SECTION("every type, nulls, quoting and line ends") {
+    same_both_ways(store, dir,
+                   "\xEF\xBB\xBFid,price,ok,name,when,empty,\r\n"
+                   "1,2.5,true,\"a, \"\"quoted\"\"\nname\",2023-11-14T22:13:20Z,,x\r\n"
+                   "\n"
+                   "-7,nan,False,caf\xc3\xa9,2023-11-14,,\r\n"
+                   "9223372036854775807,-inf,,\xe6\x9d\xb1\xe4\xba\xac,,,y\n"
+                   ",1e300,TRUE,lone\rcr,2023-11-14 01:02:03.5,,\n");
+  }
+  SECTION("a header and no rows") { same_both_ways(store, dir, "a,b\n"); }
+  SECTION("a last record without a line end, and a trailing empty field") {
+    same_both_ways(store, dir, "a,b\n1,x\n2,");
+  }
+  SECTION("a column that turns to text after numbers, and one after empty fields") {
+    std::string text = "late,after_nulls,number\n";
+    for (int i = 0; i < 1000; ++i)
+      text += (i < 900 ? std::to_string(i) : "w" + std::to_string(i % 7)) + "," + (i < 500 ? "" : "v" + std::to_string(i % 3)) +
+              "," + std::to_string(i * 0.25) + "\n";
+    const Digest d = same_both_ways(store, dir, text);
+    const auto in = store.open_artifact(d);
+    CHECK(in.meta()["columns"][0]["type"] == "string");
+    CHECK(in.meta()["columns"][0]["distinct"] == 907);
+    CHECK(in.meta()["columns"][1]["encoding"] == "dictionary");
+    CHECK(in.meta()["columns"][1]["distinct"] == 4);  // "" counts, as in a saved table
+  }
+  SECTION("repeated words take the dictionary form, unique ones the plain form") {
+    std::string text = "word,unique\n";
+    for (int i = 0; i < 5000; ++i) text += "word" + std::to_string(i * i % 37) + ",u" + std::to_string(i) + "\n";
+    const Digest d = same_both_ways(store, dir, text);
+    const auto in = store.open_artifact(d);
+    CHECK(in.meta()["columns"][0]["encoding"] == "dictionary");
+    CHECK(in.meta()["columns"][0]["distinct"] == 19);  // the squares modulo 37
+    CHECK(in.meta()["columns"][1]["encoding"] == "plain");
+    CHECK(in.meta()["columns"][1]["distinct"] == 5000);
+  }
+}
+
+TEST_CASE("Past the dictionary limits a string column is plain and its distinct count estimated",
+          "[table][csv][import]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // Repeated often enough that a dictionary would be smaller, but with more
+  // distinct words than the limit allows.
+  const std::size_t distinct = kMaxDictionaryWords + 1000;
+  std::string text = "w,n\n";
+  for (std::size_t i = 0; i < 2 * distinct; ++i) text += "word-" + std::to_string(i % distinct) + "," + std::to_string(i) + "\n";
+  const Digest d = same_both_ways(store, dir, text);
+  const auto column = store.open_artifact(d).meta()["columns"][0];
+  CHECK(column["encoding"] == "plain");
+  const double estimate = column["distinct"].get<double>();
+  CHECK(std::abs(estimate - static_cast<double>(distinct)) < 0.03 * static_cast<double>(distinct));
+}
+
+TEST_CASE("Records that straddle the reader's blocks are read whole", "[table][csv][import]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // The record under test starts at `start`; the block ends `cut` bytes
+  // into it, at each place where the parser must wait for more.
+  const std::string record = "\"multi\r\nline \"\" quoted\",\"\",plain\r\n";
+  const std::string header = "a,b,c\n";
+  for (std::size_t cut = 0; cut <= record.size(); ++cut) {
+    INFO("block ends " << cut << " bytes into the record");
+    std::string text = header;
+    const std::size_t start = kBlock - cut;
+    const std::string filler_row_end = ",f,f\n";
+    while (text.size() + 100 < start) text += "fill,f,f\n";
+    text += std::string(start - text.size() - filler_row_end.size(), 'x') + filler_row_end;
+    REQUIRE(text.size() == start);
+    text += record + "last,l,l\n";
+    test::write_text(dir / "t.csv", text);
+    const Table t = read_csv(dir / "t.csv");
+    const std::size_t rows = t.rows();
+    REQUIRE(rows >= 3);
+    CHECK(t.column("a").string(rows - 2) == "multi\r\nline \" quoted");
+    CHECK(t.column("b").is_null(rows - 2));
+    CHECK(t.column("c").string(rows - 2) == "plain");
+    CHECK(t.column("a").string(rows - 1) == "last");
+    if (cut % 8 == 0) CHECK(store.import_file(dir / "t.csv").digest == store.save(t).digest);
+  }
+}
+
+TEST_CASE("A streamed CSV import refuses bad files as read_csv does and stores nothing", "[table][csv][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto fails = [&](const std::string& text, const std::string& message) {
+    test::write_text(dir / "bad.csv", text);
+    CHECK_THROWS_WITH(store.import_file(dir / "bad.csv"), Catch::Contains("bad.csv") && Catch::Contains(message));
+  };
+  fails("a,b\n1,2\n3\n", "line 3 has 1 fields, the header has 2");
+  fails("a,b\n1,\"x\xff\"\n", "line 2, column 'b': not valid UTF-8");
+  fails("a,b\n1,\"open\n2,3\n", "line 2: a quoted field is not closed");
+  fails("", "is empty");
+  fails("a,a\n1,2\n", "two columns are named 'a'");
+  CHECK(store.artifacts().empty());
+  CHECK_THROWS_AS(store.import_file(dir / "absent.csv"), NotFound);
+  test::write_text(dir / "t.unknown", "x");
+  CHECK_THROWS_WITH(store.import_file(dir / "t.unknown"), Catch::Contains("no materializer handles '.unknown' files"));
+}
+
+TEST_CASE("A CSV file that changes between the import's passes is refused", "[table][csv][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const auto file = dir / "t.csv";
+  // The progress callback runs during the first pass, after the file's one
+  // block was read: what it writes, only the second pass sees.
+  auto import_while_changing = [&](const std::string& before, const std::string& after) {
+    test::write_text(file, before);
+    bool rewritten = false;
+    SaveOptions options;
+    options.progress = [&](std::uint64_t) {
+      if (!std::exchange(rewritten, true)) test::write_text(file, after);
+    };
+    CHECK_THROWS_WITH(store.import_file(file, options), Catch::Contains("t.csv") && Catch::Contains("the file changed"));
+    CHECK(rewritten);
+  };
+  import_while_changing("n,w\n1,a\n2,b\n", "n,w\n1,a\n2,b\n3,c\n");   // a row more
+  import_while_changing("n,w\n1,a\n2,b\n", "n,w\n1,a\n");             // a row less
+  import_while_changing("n,w\n1,a\n2,b\n", "n,w\n1,a\nx,b\n");        // not a number now
+  std::string words = "w\n";
+  for (int i = 0; i < 300; ++i) words += i % 2 ? "b\n" : "a\n";
+  import_while_changing(words, words.substr(0, words.size() - 2) + "c\n");  // a word the dictionary lacks
+  import_while_changing("n,w\n1,aaaaaaaaaaaaaaaaaaaaaaaa\n2,bbbbbbbbbbbbbbbbbbbbbbb\n",
+                        "n,w\n1,aaaaaaaaaaaaaaaaaaaaaaaa\n2,bbbbbbbbbbbbbbbbbbbbbbbbbb\n");  // longer text
+  CHECK(store.artifacts().empty());
+}
