@@ -88,17 +88,16 @@ bool parse_timestamp(std::string_view s, std::int64_t& ns) {
 
 CsvReader::CsvReader(const std::filesystem::path& file) : in_(InputFile::open(file)), where_(file.string()) {}
 
-// Moves the unparsed bytes to the front and reads another block after them;
-// false when the file has nothing more.
-bool CsvReader::fill() {
-  std::memmove(buf_.data(), buf_.data() + at_, have_ - at_);
+// Moves the unparsed bytes to the front and reads another block after them
+// (setting eof_ at the end of the file).
+void CsvReader::fill() {
+  if (have_ > at_) std::memmove(buf_.data(), buf_.data() + at_, have_ - at_);
   have_ -= at_;
   at_ = 0;
   if (have_ > kMaxRecordBytes)
     throw InvalidArgument(where_ + ": line " + std::to_string(line_) + ": a record is longer than " +
                           std::to_string(kMaxRecordBytes >> 20) + " MiB");
   if (buf_.size() < have_ + kBlock) buf_.resize(have_ + kBlock);
-  const std::size_t before = have_;
   while (have_ < buf_.size()) {
     const std::size_t got = in_.read(MutableBytes(reinterpret_cast<std::byte*>(buf_.data() + have_), buf_.size() - have_));
     if (got == 0) {
@@ -112,7 +111,6 @@ bool CsvReader::fill() {
     started_ = true;
     if (std::string_view(buf_.data(), have_).starts_with("\xEF\xBB\xBF")) at_ = 3;  // a UTF-8 byte order mark
   }
-  return have_ > before;
 }
 
 bool CsvReader::next(std::vector<std::string>& fields, std::size_t& line) {

@@ -36,7 +36,7 @@ class CsvReader {
  private:
   enum class Parse { record, end, more };
   Parse parse(const char*& p, const char* end, std::vector<std::string>& fields, std::size_t& line);
-  bool fill();
+  void fill();
 
   InputFile in_;
   std::string where_;
