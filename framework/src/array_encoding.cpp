@@ -532,10 +532,18 @@ DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
     remap[r].reserve(local[r].words.size());
     for (std::string_view w : local[r].words) remap[r].push_back(global.code_of(w));
   }
-  parallel_for(ranges, [&](std::size_t r) {
-    if (r == 0) return;  // the first range's codes are already global
-    const std::size_t begin = count * r / ranges, end = count * (r + 1) / ranges;
-    for (std::size_t i = begin; i < end; ++i) out.codes[i] = remap[r][out.codes[i]];
+  // The first range's codes are already global; the others' are remapped in
+  // chunks, so every core takes part whatever the number of ranges.
+  const std::size_t first_end = count / ranges;
+  constexpr std::size_t kChunk = std::size_t{1} << 16;
+  parallel_for((count - first_end + kChunk - 1) / kChunk, [&](std::size_t c) {
+    const std::size_t begin = first_end + c * kChunk, end = std::min(count, begin + kChunk);
+    std::size_t r = 1;  // the range of row `begin`
+    while (count * (r + 1) / ranges <= begin) ++r;
+    for (std::size_t i = begin; i < end; ++r) {
+      const std::size_t stop = std::min(end, count * (r + 1) / ranges);
+      for (; i < stop; ++i) out.codes[i] = remap[r][out.codes[i]];
+    }
   });
   out.dictionary = std::move(global.words);
   return out;

@@ -1,6 +1,9 @@
 #include "column_files.hpp"
 
 #include <amphora/error.hpp>
+#include <amphora/parallel.hpp>
+
+#include <algorithm>
 
 namespace amphora::detail {
 
@@ -17,6 +20,36 @@ ArrayView read_bitmap(const ArtifactReader& in, const std::string& file, std::si
   return bits;
 }
 
+nlohmann::json squeezed_codes_recipe(std::size_t count, std::size_t words) {
+  const std::uint32_t bounds[] = {0, static_cast<std::uint32_t>(words == 0 ? 0 : words - 1)};
+  nlohmann::json recipe =
+      encode_array(DType::uint32, std::as_bytes(std::span<const std::uint32_t>(bounds)), {.squeeze = true}).recipe;
+  recipe["count"] = count;
+  return recipe;
+}
+
+void write_codes(ArtifactWriter& out, const std::string& path, std::span<const std::uint32_t> codes, std::size_t words) {
+  nlohmann::json recipe = squeezed_codes_recipe(codes.size(), words);
+  const std::size_t width = dtype_size(dtype_from_name(recipe["stored_dtype"].get<std::string>()));
+  auto narrow = Buffer::allocate(codes.size() * width);
+  std::byte* to = narrow->mutable_data();
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  parallel_for((codes.size() + kChunk - 1) / kChunk, [&](std::size_t c) {
+    const std::size_t begin = c * kChunk, end = std::min(codes.size(), begin + kChunk);
+    auto put = [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = reinterpret_cast<T*>(to) + begin;
+      for (std::size_t i = begin; i < end; ++i) *dst++ = static_cast<T>(codes[i]);
+    };
+    if (width == 1) put(std::uint8_t{});
+    else if (width == 2) put(std::uint16_t{});
+    else put(std::uint32_t{});
+  });
+  ArrayStream stream = out.open_encoded_array(path, std::move(recipe));
+  stream.append(narrow->bytes());
+  stream.close();
+}
+
 namespace {
 
 // Writes the dictionary form when it is smaller, else calls write_plain.
@@ -26,7 +59,7 @@ StringColumn write_smaller(ArtifactWriter& out, const std::string& path, std::si
   StringColumn column{dictionary_is_smaller(count, total_bytes, dict), std::move(dict)};
   if (column.dictionary) {
     out.write_strings(path + ".dict", column.dict.dictionary);
-    out.write_array<std::uint32_t>(path + ".codes.npy", column.dict.codes, {.squeeze = true});
+    write_codes(out, path + ".codes.npy", column.dict.codes, column.dict.dictionary.size());
   } else {
     write_plain();
   }
@@ -37,11 +70,15 @@ StringColumn write_smaller(ArtifactWriter& out, const std::string& path, std::si
 
 StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
                                  std::span<const std::int64_t> offsets) {
+  return write_string_column(out, path, bytes, offsets, dictionary_encode(bytes, offsets));
+}
+
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
+                                 std::span<const std::int64_t> offsets, DictionaryStrings dict) {
   // The offsets may start past 0 (a slice of a loaded column).
   const std::size_t count = offsets.empty() ? 0 : offsets.size() - 1;
   const auto total = offsets.empty() ? 0 : static_cast<std::uint64_t>(offsets.back() - offsets.front());
-  return write_smaller(out, path, count, total, dictionary_encode(bytes, offsets),
-                       [&] { out.write_strings(path, bytes, offsets); });
+  return write_smaller(out, path, count, total, std::move(dict), [&] { out.write_strings(path, bytes, offsets); });
 }
 
 StringColumn write_string_column(ArtifactWriter& out, const std::string& path, std::span<const std::string_view> values) {

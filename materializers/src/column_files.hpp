@@ -32,6 +32,15 @@ void require_file(const ArtifactReader& in, const std::string& file, const std::
 /// bytes. Throws CorruptData starting with `where`.
 ArrayView read_bitmap(const ArtifactReader& in, const std::string& file, std::size_t slots, const std::string& where);
 
+/// The recipe encode_array gives `count` dictionary codes squeezed (uint32
+/// codes below `words`; docs/FORMAT.md §6.4), without reading them: squeeze
+/// depends only on the largest.
+nlohmann::json squeezed_codes_recipe(std::size_t count, std::size_t words);
+
+/// Writes PATH as the codes squeezed, as write_array with {.squeeze = true}
+/// writes them, narrowing on all cores.
+void write_codes(ArtifactWriter& out, const std::string& path, std::span<const std::uint32_t> codes, std::size_t words);
+
 /// How write_string_column stored a column, and its dictionary (which the
 /// caller may use for statistics).
 struct StringColumn {
@@ -43,6 +52,9 @@ struct StringColumn {
 /// (§6.3), or as a dictionary and squeezed codes where that is smaller.
 StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
                                  std::span<const std::int64_t> offsets);
+/// The same with the strings' dictionary_encode already computed.
+StringColumn write_string_column(ArtifactWriter& out, const std::string& path, ConstBytes bytes,
+                                 std::span<const std::int64_t> offsets, DictionaryStrings dict);
 /// The same for strings held as views.
 StringColumn write_string_column(ArtifactWriter& out, const std::string& path, std::span<const std::string_view> values);
 

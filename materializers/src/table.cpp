@@ -255,8 +255,12 @@ template <class T>
 void add_range(nlohmann::json& meta, const Column& c) {
   const T* v = reinterpret_cast<const T*>(ColumnAccess::raw_values(c).data());
   detail::ValueRange<T> range;
-  for (std::size_t i = 0; i < c.size(); ++i)
-    if (!c.is_null(i)) range.add(v[i]);
+  if (c.nullable()) {
+    for (std::size_t i = 0; i < c.size(); ++i)
+      if (!c.is_null(i)) range.add(v[i]);
+  } else {
+    range.add_all(std::span<const T>(v, c.size()));
+  }
   range.write(meta);
 }
 
@@ -294,8 +298,8 @@ Column without_hidden_values(const Column& c) {
   return ColumnAccess::make(c.type(), c.size(), std::move(values), nullptr, ColumnAccess::valid(c));
 }
 
-void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohmann::json& meta) {
-  const Column c = without_hidden_values(given);
+// `dict`: a string column's dictionary, computed beforehand.
+void save_column(const Column& c, DictionaryStrings* dict, std::size_t k, ArtifactWriter& out, nlohmann::json& meta) {
   const std::string path = column_path(k);
   meta["type"] = to_string(c.type());
   meta["nullable"] = c.nullable();
@@ -312,7 +316,7 @@ void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohma
     return;
   }
   const detail::StringColumn strings = detail::write_string_column(
-      out, path, ColumnAccess::bytes(c)->bytes(), ColumnAccess::raw_values(c).values<std::int64_t>());
+      out, path, ColumnAccess::bytes(c)->bytes(), ColumnAccess::raw_values(c).values<std::int64_t>(), std::move(*dict));
   if (dictionary_within_limits(strings.dict)) {
     meta["distinct"] = strings.dict.dictionary.size();
   } else {
@@ -326,20 +330,24 @@ void save_column(const Column& given, std::size_t k, ArtifactWriter& out, nlohma
 }  // namespace
 
 void materializer<Table>::save(const Table& table, ArtifactWriter& out) {
-  std::vector<nlohmann::json> columns(table.num_columns(), nlohmann::json::object());
-  // Each column is its own files: written, hashed and summarised in parallel.
-  std::vector<std::exception_ptr> failures(table.num_columns());
-  // String columns first: their dictionary encoding is the longest task, so
-  // it starts at once and the fixed-width columns fill the other cores.
-  std::vector<std::size_t> order(table.num_columns());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_partition(order.begin(), order.end(),
-                        [&](std::size_t k) { return table.column(k).type() == ColumnType::string; });
-  parallel_for(order.size(), [&](std::size_t i) {
-    const std::size_t k = order[i];
+  const std::size_t n = table.num_columns();
+  // First the string columns' dictionaries, each encoded on every core: the
+  // longest task, which alone beside the others would run on one.
+  std::vector<Column> columns(n);
+  std::vector<DictionaryStrings> dicts(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    columns[k] = without_hidden_values(table.column(k));
+    if (columns[k].type() == ColumnType::string)
+      dicts[k] = dictionary_encode(ColumnAccess::bytes(columns[k])->bytes(),
+                                   ColumnAccess::raw_values(columns[k]).values<std::int64_t>());
+  }
+  // Then each column's files: written, hashed and summarised in parallel.
+  std::vector<nlohmann::json> metas(n, nlohmann::json::object());
+  std::vector<std::exception_ptr> failures(n);
+  parallel_for(n, [&](std::size_t k) {
     try {
-      columns[k]["name"] = table.names()[k];
-      save_column(table.column(k), k, out, columns[k]);
+      metas[k]["name"] = table.names()[k];
+      save_column(columns[k], &dicts[k], k, out, metas[k]);
     } catch (...) {
       failures[k] = std::current_exception();
     }
@@ -347,7 +355,7 @@ void materializer<Table>::save(const Table& table, ArtifactWriter& out) {
   for (const auto& f : failures)
     if (f) std::rethrow_exception(f);
   out.meta()["rows"] = table.rows();
-  out.meta()["columns"] = columns;
+  out.meta()["columns"] = metas;
 }
 
 // ---------------------------------------------------------------------------

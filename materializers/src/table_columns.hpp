@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -27,6 +28,21 @@ struct ValueRange {
     if (!any || v < lo) lo = v;
     if (!any || v > hi) hi = v;
     any = true;
+  }
+
+  /// add() of each value in turn; integers in one vectorizable pass.
+  void add_all(std::span<const T> values) {
+    if constexpr (std::is_integral_v<T>) {
+      if (values.empty()) return;
+      T l = any ? lo : values[0], h = any ? hi : values[0];
+      for (T v : values) {
+        l = v < l ? v : l;
+        h = v > h ? v : h;
+      }
+      lo = l, hi = h, any = true;
+    } else {
+      for (T v : values) add(v);
+    }
   }
 
   /// Sets meta "min" and "max" (null when there was no value, and for an

@@ -114,11 +114,7 @@ class ColumnWriter {
     }
     dictionary_ = plan.strings.dictionary_is_smaller();
     if (dictionary_) {
-      // The recipe squeeze gives codes from 0 to the largest (§6.4).
-      const std::uint32_t bounds[] = {0, static_cast<std::uint32_t>(plan.strings.words().size() - 1)};
-      nlohmann::json recipe =
-          encode_array(DType::uint32, std::as_bytes(std::span<const std::uint32_t>(bounds)), {.squeeze = true}).recipe;
-      recipe["count"] = rows;
+      nlohmann::json recipe = detail::squeezed_codes_recipe(rows, plan.strings.words().size());
       code_width_ = dtype_size(dtype_from_name(recipe["stored_dtype"].get<std::string>()));
       out.write_strings(path + ".dict", plan.strings.words());
       values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)));
