@@ -237,6 +237,86 @@ std::string canonical_json(const nlohmann::json& value) {
 
 Digest json_digest(const nlohmann::json& value) { return Digest(Sha256::of(canonical_json(value))); }
 
+namespace {
+
+// Writes the typed encoding of a value; `path` names where it is, for errors.
+class TypedWriter {
+ public:
+  explicit TypedWriter(std::string& out) : out_(out) {}
+
+  void value(const nlohmann::json& v, const std::string& path, int depth) {
+    using Type = nlohmann::json::value_t;
+    switch (v.type()) {
+      case Type::null: out_ += 'n'; return;
+      case Type::boolean: out_ += v.get<bool>() ? 't' : 'f'; return;
+      case Type::number_integer: out_ += 'i'; return word(static_cast<std::uint64_t>(v.get<std::int64_t>()));
+      case Type::number_unsigned: {
+        // The same integer is the same key, however it was parsed.
+        const auto u = v.get<std::uint64_t>();
+        out_ += u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? 'i' : 'u';
+        return word(u);
+      }
+      case Type::number_float: {
+        const double x = v.get<double>();
+        std::uint64_t bits = 0x7FF8000000000000ull;  // every NaN alike: its payload is no part of the value
+        if (!std::isnan(x)) std::memcpy(&bits, &x, sizeof bits);
+        out_ += 'd';
+        return word(bits);
+      }
+      case Type::string: out_ += 's'; return text(v.get_ref<const std::string&>(), path);
+      case Type::array: {
+        nest(depth, path);
+        out_ += 'a';
+        word(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) value(v[i], path + "[" + std::to_string(i) + "]", depth + 1);
+        return;
+      }
+      case Type::object: {
+        nest(depth, path);
+        out_ += 'o';
+        word(v.size());
+        std::vector<const std::string*> keys;
+        for (const auto& item : v.items()) keys.push_back(&item.key());
+        std::sort(keys.begin(), keys.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+        for (const std::string* key : keys) {
+          const std::string at = path + "/" + *key;
+          text(*key, at);
+          value(v.at(*key), at, depth + 1);
+        }
+        return;
+      }
+      case Type::binary: case Type::discarded: break;
+    }
+    throw InvalidArgument("a typed encoding cannot hold the binary value at '" + (path.empty() ? "/" : path) + "'");
+  }
+
+ private:
+  void word(std::uint64_t w) {
+    for (int i = 0; i < 8; ++i) out_ += static_cast<char>((w >> (8 * i)) & 0xFF);
+  }
+  void text(const std::string& s, const std::string& path) {
+    if (!is_valid_utf8(s)) throw InvalidArgument("the string at '" + (path.empty() ? "/" : path) + "' is not valid UTF-8");
+    word(s.size());
+    out_ += s;
+  }
+  static void nest(int depth, const std::string& path) {
+    if (depth >= kMaxJsonDepth)
+      throw InvalidArgument("the value at '" + (path.empty() ? "/" : path) + "' nests deeper than " +
+                            std::to_string(kMaxJsonDepth) + " levels");
+  }
+  std::string& out_;
+};
+
+}  // namespace
+
+std::string typed_encoding(const nlohmann::json& value) {
+  std::string out;
+  TypedWriter(out).value(value, "", 0);
+  return out;
+}
+
+Digest typed_digest(const nlohmann::json& value) { return Digest(Sha256::of(typed_encoding(value))); }
+
 void append_json_string(std::string& out, std::string_view text) {
   Appender a(out);
   CanonicalWalk(&a, "a JSON string", 0).string(text, nullptr, "is not valid UTF-8");

@@ -202,3 +202,65 @@ TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message"
   CHECK_THROWS_WITH(parse_untrusted_json(objects(65, ",")), Catch::Contains("nesting deeper than 64"));
   CHECK_THROWS_WITH(parse_untrusted_json(objects(64, ",")), Catch::Contains("parse error"));
 }
+
+// The typed encoding (FORMAT.md §3.7): what pipelines key on.
+namespace {
+
+std::string typed_hex(const nlohmann::json& v) {
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : amphora::typed_encoding(v)) hex += digits[c >> 4], hex += digits[c & 15];
+  return hex;
+}
+
+}  // namespace
+
+TEST_CASE("The typed encoding is exact about types and bits", "[canonical][typed]") {
+  using amphora::typed_digest;
+  // Its bytes, spelled out.
+  CHECK(typed_hex(nullptr) == "6e");
+  CHECK(typed_hex(true) == "74");
+  CHECK(typed_hex(-2) == "69feffffffffffffff");
+  CHECK(typed_hex(1.0) == "64000000000000f03f");
+  CHECK(typed_hex("h\xc3\xa9") == "730300000000000000" "68c3a9");
+  CHECK(typed_hex(nlohmann::json::array({1})) == "610100000000000000" "690100000000000000");
+  CHECK(typed_hex(nlohmann::json{{"k", false}}) == "6f0100000000000000" "0100000000000000" "6b" "66");
+  // 1, 1.0 and "1" are three keys; so are 0.0 and -0.0.
+  CHECK(typed_digest(1) != typed_digest(1.0));
+  CHECK(typed_digest(1) != typed_digest("1"));
+  CHECK(typed_digest(1.0) != typed_digest("1"));
+  CHECK(typed_digest(0.0) != typed_digest(-0.0));
+  // One integer is one key however it was parsed; every NaN is one NaN.
+  CHECK(typed_digest(nlohmann::json(std::uint64_t{5})) == typed_digest(nlohmann::json(std::int64_t{5})));
+  CHECK(typed_hex(nlohmann::json(std::uint64_t{1} << 63)) == "75" "0000000000000080");
+  const double quiet = std::numeric_limits<double>::quiet_NaN();
+  double payload;
+  const std::uint64_t bits = 0xFFF0000000000123ull;
+  std::memcpy(&payload, &bits, sizeof payload);
+  CHECK(typed_digest(quiet) == typed_digest(payload));
+  CHECK(typed_digest(quiet) != typed_digest(std::numeric_limits<double>::infinity()));
+  // Key order does not matter; where a string ends does.
+  CHECK(typed_digest(nlohmann::json::parse(R"({"b":1,"a":[2,3]})")) ==
+        typed_digest(nlohmann::json::parse(R"({"a":[2,3],"b":1})")));
+  CHECK(typed_digest(nlohmann::json::array({"ab", "c"})) != typed_digest(nlohmann::json::array({"a", "bc"})));
+  CHECK(typed_digest(nlohmann::json::array({nlohmann::json::array()})) != typed_digest(nlohmann::json::array()));
+}
+
+TEST_CASE("The typed encoding's worked example in FORMAT.md holds", "[canonical][typed]") {
+  // The same value and digest as the example in docs/FORMAT.md §3.7, which
+  // the format_doc test recomputes in Python.
+  nlohmann::json params = {{"top_k", 500}, {"min_df", 0.5}, {"lowercase", true}, {"stop", {"a", "the"}},
+                           {"note", nullptr}, {"zero", -0.0}};
+  CHECK(amphora::typed_digest(params).str() ==
+        "sha256:f0dbbcb7df8fd9af0c5ba1a1696dea161267ff9db26682bc472653e996e1d8a1");
+}
+
+TEST_CASE("The typed encoding refuses what it cannot hold, naming where", "[canonical][typed]") {
+  CHECK_THROWS_WITH(amphora::typed_encoding(nlohmann::json{{"a", {{"b", "\xff"}}}}),
+                    Catch::Contains("'/a/b'") && Catch::Contains("not valid UTF-8"));
+  CHECK_THROWS_WITH(amphora::typed_encoding(nlohmann::json{{"k\xff", 1}}), Catch::Contains("not valid UTF-8"));
+  CHECK_THROWS_WITH(amphora::typed_encoding(nlohmann::json::binary({1, 2})), Catch::Contains("binary"));
+  nlohmann::json deep = 1;
+  for (int i = 0; i < 70; ++i) deep = nlohmann::json::array({deep});
+  CHECK_THROWS_WITH(amphora::typed_encoding(deep), Catch::Contains("nests deeper than 64 levels"));
+}

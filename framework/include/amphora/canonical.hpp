@@ -22,6 +22,18 @@ std::string canonical_json(const nlohmann::json& value);
 /// `sha256:` of canonical_json(value). Throws as canonical_json.
 Digest json_digest(const nlohmann::json& value);
 
+/// The typed encoding of `value` (FORMAT.md §3.7): a type byte per value,
+/// fixed-width little-endian numbers, length-prefixed strings, object
+/// members sorted by key. Unlike the canonical text it keeps what text would
+/// blur: 1, 1.0 and "1" differ, a float is its exact bits (-0.0 is not 0.0;
+/// every NaN is one NaN), and no value's bytes can run into the next's.
+/// Pipelines key on it. Throws InvalidArgument (naming the key path) for
+/// invalid UTF-8, binary values or nesting deeper than 64 levels.
+std::string typed_encoding(const nlohmann::json& value);
+
+/// `sha256:` of typed_encoding(value). Throws as typed_encoding.
+Digest typed_digest(const nlohmann::json& value);
+
 /// Appends `text` to `out` as a JSON string literal in the canonical form's
 /// escaping. Throws InvalidArgument when `text` is not valid UTF-8 (`out`
 /// then holds a partial literal).
