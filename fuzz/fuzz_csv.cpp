@@ -9,6 +9,8 @@
 #include <amphora/store.hpp>
 #include <amphora/table.hpp>
 
+#include "scratch_store.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -29,24 +31,12 @@ std::filesystem::path scratch(const char* name) {
 
 }  // namespace
 
-// A store for the imports, started afresh now and then so it stays small.
-amphora::Store& store() {
-  static int uses = 0;
-  static std::optional<amphora::Store> store;
-  if (!store || ++uses % 1000 == 0) {
-    store.reset();
-    std::filesystem::remove_all(scratch("store"));
-    store = amphora::Store::open(scratch("store"), {.create = true});
-  }
-  return *store;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = scratch("in.csv"), out = scratch("out.csv");
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   std::optional<amphora::Digest> streamed;
   try {
-    streamed = store().import_file(in).digest;
+    streamed = scratch_store(scratch("store")).import_file(in).digest;
   } catch (const amphora::Error&) {
   }
   std::optional<amphora::Table> read;
@@ -57,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (read.has_value() != streamed.has_value()) std::abort();
   if (!read) return 0;
   const amphora::Table& t = *read;
-  if (store().save(t).digest != *streamed) std::abort();
+  if (scratch_store(scratch("store")).save(t).digest != *streamed) std::abort();
   for (std::size_t k = 0; k < t.num_columns(); ++k) {
     const auto& c = t.column(k);
     if (c.size() != t.rows()) std::abort();

@@ -2,9 +2,14 @@
 // the CLI reads it): line splitting, simdjson parsing, schema inference and
 // column building. It must either throw an amphora::Error or return records
 // whose every text is JSON that reads back to the same collection, through
-// write_jsonl and through from_json.
+// write_jsonl and through from_json. The streaming import (Store::import_file)
+// must agree: refuse the same files, and store what saving the collection
+// stores.
 
 #include <amphora/record_collection.hpp>
+#include <amphora/store.hpp>
+
+#include "scratch_store.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 namespace {
@@ -30,12 +36,19 @@ std::filesystem::path scratch(const char* name) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = scratch("in.jsonl"), out = scratch("out.jsonl");
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  std::optional<amphora::Digest> streamed;
+  try {
+    streamed = scratch_store(scratch("store")).import_file(in).digest;
+  } catch (const amphora::Error&) {
+  }
   amphora::RecordCollection records;
   try {
     records = amphora::RecordCollection::read_jsonl(in);
   } catch (const amphora::Error&) {
+    if (streamed) std::abort();
     return 0;
   }
+  if (!streamed || scratch_store(scratch("store")).save(records).digest != *streamed) std::abort();
   std::vector<nlohmann::ordered_json> values;
   for (std::size_t i = 0; i < records.size(); ++i) {
     const std::string text = records.record_json(i);

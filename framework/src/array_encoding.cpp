@@ -150,33 +150,36 @@ inline double double_at(ConstBytes data, std::size_t i) {
 }
 
 // The smallest digits k that hold every value, and the least and greatest
-// integer d at that k; digits -1 when there is none. One pass: a value exact
-// at k is exact at every larger k with d scaled by the same power of ten, so
-// raising k only rescales the bounds seen so far.
-struct DecimalScan {
-  int digits = 0;
-  std::int64_t lo = 0, hi = 0;
-};
+// integer d at that k; digits -1 when there is none.
 DecimalScan scan_decimals(ConstBytes data, std::size_t count) {
   DecimalScan scan;
-  std::int64_t d = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const double v = double_at(data, i);
-    while (!decimal_at(v, scan.digits, d)) {
-      if (++scan.digits > kMaxDecimalDigits) return {-1, 0, 0};
-      scan.lo *= 10, scan.hi *= 10;  // both below 2^53 before, so below 2^57 now: no overflow
-      if (scan.lo <= -(std::int64_t{1} << 53) || scan.hi >= (std::int64_t{1} << 53)) return {-1, 0, 0};
-    }
-    if (i == 0 || d < scan.lo) scan.lo = d;
-    if (i == 0 || d > scan.hi) scan.hi = d;
-  }
+  for (std::size_t i = 0; i < count && scan.digits() >= 0; ++i) scan.add(double_at(data, i));
   return scan;
 }
 
 }  // namespace
 
+// One pass: a value exact at k is exact at every larger k with d scaled by
+// the same power of ten, so raising k rescales the bounds found so far.
+void DecimalScan::add(double v) {
+  if (digits_ < 0) return;
+  std::int64_t d = 0;
+  while (!decimal_at(v, digits_, d)) {
+    if (++digits_ > kMaxDecimalDigits) return void(digits_ = -1);
+    lo_ *= 10, hi_ *= 10;  // both below 2^53 before, so below 2^57 now: no overflow
+    if (lo_ <= -(std::int64_t{1} << 53) || hi_ >= (std::int64_t{1} << 53)) return void(digits_ = -1);
+  }
+  if (!any_ || d < lo_) lo_ = d;
+  if (!any_ || d > hi_) hi_ = d;
+  any_ = true;
+}
+
+bool DecimalScan::scaled(double v, int k, std::int64_t& d) {
+  return k >= 0 && k <= kMaxDecimalDigits && decimal_at(v, k, d);
+}
+
 int decimal_digits(std::span<const double> values) {
-  return scan_decimals(std::as_bytes(values), values.size()).digits;
+  return scan_decimals(std::as_bytes(values), values.size()).digits();
 }
 
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
@@ -207,10 +210,10 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     // Straight into the squeezed width: the int64 digits of a large float
     // array are never held whole, so saving stays within payload + a little.
     const DecimalScan scan = scan_decimals(data, count);
-    if (scan.digits < 0)
+    if (scan.digits() < 0)
       throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
                             " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
-    const DType narrow = encoding.squeeze && count ? narrowest<std::int64_t>(scan.lo, scan.hi)
+    const DType narrow = encoding.squeeze && count ? narrowest<std::int64_t>(scan.lo(), scan.hi())
                          : encoding.squeeze        ? DType::uint8
                                                    : DType::int64;
     out.bytes = visit_integer(narrow, [&](auto to) {
@@ -218,7 +221,7 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
       std::vector<std::byte> stored(count * sizeof(To));
       std::int64_t d = 0;
       for (std::size_t i = 0; i < count; ++i) {
-        if (!decimal_at(double_at(data, i), scan.digits, d))
+        if (!decimal_at(double_at(data, i), scan.digits(), d))
           throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
         const To v = static_cast<To>(d);
         std::memcpy(stored.data() + i * sizeof(To), &v, sizeof(To));
@@ -227,7 +230,7 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     });
     current = ConstBytes(out.bytes.data(), out.bytes.size());
     out.stored_dtype = narrow;
-    out.recipe["decimal_digits"] = scan.digits;
+    out.recipe["decimal_digits"] = scan.digits();
     out.recipe["transforms"].push_back("decimal");
     if (encoding.squeeze) out.recipe["transforms"].push_back("squeeze");
   }

@@ -72,7 +72,8 @@ void register_builtins(Registry& registry) {
   registry.add_file_format<RecordCollection>(
       ".jsonl", "JSON lines (one JSON value per line)",
       [](const std::filesystem::path& file) { return RecordCollection::read_jsonl(file); },
-      [](const RecordCollection& records, const std::filesystem::path& file) { records.write_jsonl(file); });
+      [](const RecordCollection& records, const std::filesystem::path& file) { records.write_jsonl(file); },
+      [](const std::filesystem::path& file, ArtifactWriter& out) { import_jsonl(file, out); });
   registry.add<std::string>("built-in");
   registry.add_file_format<std::string>(
       ".txt", "text (any bytes)", [](const std::filesystem::path& file) { return read_whole_file(file); },

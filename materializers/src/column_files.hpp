@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace amphora::detail {
@@ -23,6 +24,56 @@ std::vector<std::uint8_t> pack_bits(std::size_t n, const Has& has) {
     if (has(i)) bits[i / 8] = static_cast<std::uint8_t>(bits[i / 8] | (1u << (i % 8)));
   return bits;
 }
+
+/// Appends to an ArrayStream or FileStream in 256 KiB blocks rather than
+/// per value (streaming imports).
+template <class Stream>
+class Batched {
+ public:
+  explicit Batched(Stream stream) : stream_(std::move(stream)) { pending_.reserve(kBatch); }
+  void add(const void* bytes, std::size_t n) {
+    if (pending_.size() + n > kBatch) flush();
+    const auto* b = static_cast<const std::byte*>(bytes);
+    pending_.insert(pending_.end(), b, b + n);
+  }
+  template <class T>
+  void add(T value) {
+    add(&value, sizeof value);
+  }
+  void close() {
+    flush();
+    stream_.close();
+  }
+
+ private:
+  static constexpr std::size_t kBatch = std::size_t{256} << 10;
+  void flush() {
+    if (pending_.empty()) return;
+    stream_.append(ConstBytes(pending_.data(), pending_.size()));
+    pending_.clear();
+  }
+  Stream stream_;
+  std::vector<std::byte> pending_;
+};
+
+/// A bitmap as pack_bits lays it out, appended one bit at a time.
+class BitStream {
+ public:
+  explicit BitStream(ArrayStream stream) : bytes_(std::move(stream)) {}
+  void add(bool bit) {
+    if (bit) byte_ = static_cast<std::uint8_t>(byte_ | (1u << n_));
+    if (++n_ == 8) bytes_.add(std::exchange(byte_, 0)), n_ = 0;
+  }
+  void close() {
+    if (n_ != 0) bytes_.add(byte_);
+    bytes_.close();
+  }
+
+ private:
+  Batched<ArrayStream> bytes_;
+  std::uint8_t byte_ = 0;
+  unsigned n_ = 0;
+};
 
 /// Throws CorruptData starting with `where` unless the manifest lists `file`:
 /// the metadata says which files exist, so one missing is damage.

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -738,8 +739,9 @@ RecordCollection RecordCollection::from_json(std::span<const nlohmann::json> rec
   return build_from(records);
 }
 
-RecordCollection RecordCollection::read_jsonl(const std::filesystem::path& file,
-                                              const std::function<void(std::uint64_t)>& progress) {
+void detail::read_jsonl_chunks(const std::filesystem::path& file, int passes, std::size_t chunk_bytes,
+                               const std::function<void(int, RecordNode&&, std::size_t)>& take,
+                               const std::function<void(std::uint64_t)>& progress) {
   Shape shape;
   LineParser parser;
   std::uint64_t done = 0;
@@ -749,15 +751,34 @@ RecordCollection RecordCollection::read_jsonl(const std::filesystem::path& file,
     parser.parse(line, at, [&](SimdjsonSource::Value v) { infer<SimdjsonSource>(shape, v, at, 0); });
     ++count;
   });
-  Builder b(shape);
-  std::size_t filled = 0;
-  const std::uint64_t second = each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
-    const Origin at{&file, line_no};
-    if (++filled > count) changed(at);
-    parser.parse(line, at, [&](SimdjsonSource::Value v) { fill<SimdjsonSource>(b, v, at); });
-  });
-  if (filled != count || first != second) changed(Origin{&file, filled});
-  return make_collection(finish(std::move(b)), count);
+  for (int pass = 0; pass < passes; ++pass) {
+    std::optional<Builder> b(std::in_place, shape);
+    std::size_t filled = 0, records = 0, bytes = 0;
+    auto hand_over = [&] {
+      take(pass, finish(std::move(*b)), records);
+      b.emplace(shape);
+      records = bytes = 0;
+    };
+    const std::uint64_t again = each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
+      const Origin at{&file, line_no};
+      if (++filled > count) changed(at);
+      parser.parse(line, at, [&](SimdjsonSource::Value v) { fill<SimdjsonSource>(*b, v, at); });
+      ++records;
+      bytes += line.size();
+      if (chunk_bytes != 0 && bytes >= chunk_bytes) hand_over();
+    });
+    if (filled != count || first != again) changed(Origin{&file, filled});
+    if (records > 0 || count == 0) hand_over();
+  }
+}
+
+RecordCollection RecordCollection::read_jsonl(const std::filesystem::path& file,
+                                              const std::function<void(std::uint64_t)>& progress) {
+  std::optional<RecordCollection> read;
+  detail::read_jsonl_chunks(
+      file, 1, 0, [&](int, detail::RecordNode&& root, std::size_t records) { read = make_collection(std::move(root), records); },
+      progress);
+  return std::move(*read);
 }
 
 std::string RecordCollection::record_json(std::size_t i) const {

@@ -6,6 +6,8 @@
 #include <amphora/record_collection.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +51,16 @@ SlotState state_at(const RecordNode& n, std::size_t i);
 /// The text of slot `i` of a string or json node.
 std::string_view text_at(const RecordNode& n, std::size_t i);
 nlohmann::json schema_of(const RecordNode& n);
+
+/// Reads a JSON lines file as RecordCollection::read_jsonl does (a first
+/// pass infers the schema), then reads it `passes` more times, handing each
+/// pass's records to take(pass, root, count) in chunks of about
+/// `chunk_bytes` of text (all at once for 0), each chunk the root node of
+/// its records under the whole file's schema. A file without records gives
+/// one empty chunk per pass. Throws as read_jsonl.
+void read_jsonl_chunks(const std::filesystem::path& file, int passes, std::size_t chunk_bytes,
+                       const std::function<void(int pass, RecordNode&& root, std::size_t count)>& take,
+                       const std::function<void(std::uint64_t)>& progress);
 
 /// Builds collections from a root node, and reaches theirs.
 struct RecordAccess {

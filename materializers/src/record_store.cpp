@@ -14,6 +14,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 
 namespace amphora {
@@ -103,6 +106,14 @@ nlohmann::json stats_of(const RecordNode& n) {
   return st;
 }
 
+// A key order as stored in P.orders: its field indices as little-endian uint32.
+std::string order_bytes(const std::vector<std::uint32_t>& order) {
+  std::string bytes(order.size() * 4, '\0');
+  for (std::size_t j = 0; j < order.size(); ++j)
+    for (int b = 0; b < 4; ++b) bytes[j * 4 + b] = static_cast<char>((order[j] >> (8 * b)) & 0xffu);
+  return bytes;
+}
+
 // Writes one node's own files; returns the string encoding chosen (strings only).
 std::string save_node(const RecordNode& n, const std::string& path, ArtifactWriter& out, nlohmann::json& stats) {
   stats = stats_of(n);
@@ -156,12 +167,7 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
       if (n.order_codes) {
         out.write_array<std::uint32_t>(path + ".order.npy", as_span<std::uint32_t>(*n.order_codes), {.squeeze = true});
         std::vector<std::string> orders;
-        for (const auto& o : n.orders) {
-          std::string bytes(o.size() * 4, '\0');
-          for (std::size_t j = 0; j < o.size(); ++j)
-            for (int b = 0; b < 4; ++b) bytes[j * 4 + b] = static_cast<char>((o[j] >> (8 * b)) & 0xffu);  // little-endian
-          orders.push_back(std::move(bytes));
-        }
+        for (const auto& o : n.orders) orders.push_back(order_bytes(o));
         out.write_strings(path + ".orders", orders);
       }
       break;
@@ -169,20 +175,20 @@ std::string save_node(const RecordNode& n, const std::string& path, ArtifactWrit
   return {};
 }
 
-// The schema with each string node's encoding, nodes visited in flatten's order.
-nlohmann::json schema_with_encodings(const RecordNode& n, const std::vector<std::string>& encodings,
-                                     const std::vector<nlohmann::json>& stats, std::size_t& next) {
-  nlohmann::json s = detail::schema_of(n);
-  const std::size_t mine = next++;
-  if (n.kind == RecordKind::string) s["encoding"] = encodings[mine];
-  s.update(stats[mine]);
-  if (n.kind == RecordKind::list) s["items"] = schema_with_encodings(n.children[0], encodings, stats, next);
-  if (n.kind == RecordKind::object)
+// The schema: entry(node, i) for each node, i its place in flatten's order,
+// with the items and fields of lists and objects nested in it.
+template <class Entry>
+nlohmann::json schema_tree(const RecordNode& n, const Entry& entry, std::size_t& next) {
+  nlohmann::json s = entry(n, next++);
+  if (n.kind == RecordKind::list) s["items"] = schema_tree(n.children[0], entry, next);
+  if (n.kind == RecordKind::object) {
+    s["fields"] = nlohmann::json::array();
     for (std::size_t k = 0; k < n.children.size(); ++k) {
-      nlohmann::json f = schema_with_encodings(n.children[k], encodings, stats, next);
+      nlohmann::json f = schema_tree(n.children[k], entry, next);
       f["name"] = n.names[k];
-      s["fields"][k] = std::move(f);
+      s["fields"].push_back(std::move(f));
     }
+  }
   return s;
 }
 
@@ -206,7 +212,379 @@ void materializer<RecordCollection>::save(const RecordCollection& records, Artif
     if (f) std::rethrow_exception(f);
   std::size_t next = 0;
   out.meta()["count"] = records.size();
-  out.meta()["schema"] = schema_with_encodings(root, encodings, stats, next);
+  out.meta()["schema"] = schema_tree(
+      root,
+      [&](const RecordNode& n, std::size_t i) {
+        nlohmann::json s = detail::schema_of(n);
+        if (n.kind == RecordKind::string) s["encoding"] = encodings[i];
+        s.update(stats[i]);
+        return s;
+      },
+      next);
+}
+
+// ---------------------------------------------------------------------------
+// Importing JSON lines without holding them: the file is read in chunks,
+// once to plan every node's files (counts, ranges, dictionaries, key
+// orders), once to write them. What is written equals what save() writes
+// for the collection read whole, file for file.
+
+namespace {
+
+using detail::SlotState;
+
+template <class T>
+T word_at(const RecordNode& n, std::size_t i) {
+  T v;
+  std::memcpy(&v, n.values->data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+std::int64_t length_at(const RecordNode& n, std::size_t i) { return word_at<std::int64_t>(n, i + 1) - word_at<std::int64_t>(n, i); }
+
+// What the first pass learns of one node; the same figures save_node and
+// stats_of compute over the whole node.
+struct NodePlan {
+  RecordKind kind = RecordKind::null;
+  bool is_unsigned = false, unconfirmed = false, order_varies = false;
+  std::uint64_t slots = 0, nulls = 0, missing = 0;
+  bool any = false;  // a value slot was seen (the statistics' ranges)
+  std::int64_t ilo = 0, ihi = 0;
+  std::uint64_t ulo = 0, uhi = 0;
+  double flo = 0, fhi = 0;
+  bool any_word = false;  // over every slot (what squeeze sees)
+  std::int64_t wlo = 0, whi = 0;
+  std::uint64_t uwlo = 0, uwhi = 0;
+  DecimalScan decimals;
+  StreamingDictionary strings;
+  bool empty_text = false, empty_value = false;
+  DistinctEstimator value_distinct;
+  std::uint64_t text_bytes = 0;
+  std::int64_t longest = 0;
+  std::map<std::vector<std::uint32_t>, std::uint32_t> order_index;
+  std::vector<const std::vector<std::uint32_t>*> orders;
+
+  template <class T>
+  static void widen(bool any, T& lo, T& hi, T v) {
+    if (!any || v < lo) lo = v;
+    if (!any || v > hi) hi = v;
+  }
+
+  void add(const RecordNode& n) {
+    kind = n.kind;
+    is_unsigned = n.is_unsigned;
+    unconfirmed = n.kind == RecordKind::null || (n.kind == RecordKind::object && n.children.empty());
+    order_varies = static_cast<bool>(n.order_codes);
+    for (std::size_t i = 0; i < n.slots; ++i) {
+      const SlotState state = detail::state_at(n, i);
+      nulls += state == SlotState::null;
+      missing += state == SlotState::missing;
+      const bool value = state == SlotState::value;
+      switch (n.kind) {
+        case RecordKind::integer:
+          if (is_unsigned) {
+            const auto w = word_at<std::uint64_t>(n, i);
+            widen(any_word, uwlo, uwhi, w);
+            if (value) widen(any, ulo, uhi, w);
+          } else {
+            const auto w = word_at<std::int64_t>(n, i);
+            widen(any_word, wlo, whi, w);
+            if (value) widen(any, ilo, ihi, w);
+          }
+          any_word = true;
+          break;
+        case RecordKind::floating: {
+          const auto x = word_at<double>(n, i);
+          decimals.add(x);
+          if (value) widen(any, flo, fhi, x);
+          break;
+        }
+        case RecordKind::string: {
+          const std::string_view t = detail::text_at(n, i);
+          strings.add(t);
+          text_bytes += t.size();
+          empty_text |= t.empty();
+          if (value) empty_value |= t.empty(), value_distinct.add(t);
+          break;
+        }
+        case RecordKind::json: text_bytes += detail::text_at(n, i).size(); break;
+        case RecordKind::list: {
+          const std::int64_t length = length_at(n, i);
+          longest = std::max(longest, length);
+          if (value) widen(any, ilo, ihi, length);
+          break;
+        }
+        case RecordKind::object:
+          if (n.order_codes) {
+            const auto& order = n.orders[as_span<std::uint32_t>(*n.order_codes)[i]];
+            auto [it, added] = order_index.emplace(order, static_cast<std::uint32_t>(order_index.size()));
+            if (added) orders.push_back(&it->first);
+          }
+          break;
+        default: break;
+      }
+      // The ranges above are of integers, floats and list lengths only.
+      if (value && (n.kind == RecordKind::integer || n.kind == RecordKind::floating || n.kind == RecordKind::list))
+        any = true;
+    }
+    slots += n.slots;
+  }
+
+  bool nullable() const { return nulls > 0 || unconfirmed; }
+
+  // The node's schema entry without its children: schema_of and stats_of.
+  nlohmann::json schema(bool dictionary) const {
+    nlohmann::json s = {{"kind", detail::kind_name(kind)}, {"nullable", nullable()}, {"optional", missing > 0}};
+    if (kind == RecordKind::integer) s["dtype"] = is_unsigned ? "uint64" : "int64";
+    if (kind == RecordKind::object) s["key_order"] = order_varies ? "per_record" : "schema";
+    s["null_count"] = nulls;
+    if (missing > 0) s["missing_count"] = missing;
+    auto bounds = [&](const char* lo_key, const char* hi_key, auto lo, auto hi) {
+      auto shown = [&](auto v) {
+        if constexpr (std::is_floating_point_v<decltype(v)>)
+          if (!std::isfinite(v)) return nlohmann::json();
+        return any ? nlohmann::json(v) : nlohmann::json();
+      };
+      s[lo_key] = shown(lo);
+      s[hi_key] = shown(hi);
+    };
+    if (kind == RecordKind::integer && is_unsigned) bounds("min", "max", ulo, uhi);
+    if (kind == RecordKind::integer && !is_unsigned) bounds("min", "max", ilo, ihi);
+    if (kind == RecordKind::floating) bounds("min", "max", flo, fhi);
+    if (kind == RecordKind::list) bounds("min_length", "max_length", ilo, ihi);
+    if (kind == RecordKind::string) {
+      s["encoding"] = dictionary ? "dictionary" : "plain";
+      // Distinct among the values, as save_node counts them.
+      s["distinct"] = strings.within_limits()
+                          ? strings.distinct() - (empty_text && !empty_value ? 1 : 0)
+                          : value_distinct.estimate();
+    }
+    return s;
+  }
+};
+
+// The recipe encode_array gives for values whose only figures it uses are
+// these bounds (squeeze, and delta of values starting at `lo`).
+template <class T>
+nlohmann::json bounds_recipe(T lo, T hi, std::uint64_t count, const ArrayEncoding& encoding) {
+  const T bounds[] = {lo, hi};
+  nlohmann::json recipe = encode_array(dtype_of<T>::value, std::as_bytes(std::span<const T>(bounds)), encoding).recipe;
+  recipe["count"] = count;
+  return recipe;
+}
+
+std::size_t stored_width(const nlohmann::json& recipe) {
+  return dtype_size(dtype_from_name(recipe["stored_dtype"].get<std::string>()));
+}
+
+// The second pass's writer of one node: save_node's files, appended chunk
+// by chunk.
+class NodeWriter {
+ public:
+  NodeWriter(ArtifactWriter& out, const std::string& path, const NodePlan& plan) : plan_(plan) {
+    if (plan.nullable()) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (plan.slots + 7) / 8));
+    if (plan.missing > 0) missing_.emplace(out.open_array(path + ".missing.npy", DType::uint8, (plan.slots + 7) / 8));
+    switch (plan.kind) {
+      case RecordKind::null: break;
+      case RecordKind::boolean: values_.emplace(out.open_array(path + ".npy", DType::bool_, plan.slots)); break;
+      case RecordKind::integer: {
+        nlohmann::json recipe = plan.is_unsigned ? bounds_recipe(plan.uwlo, plan.uwhi, plan.slots, {.squeeze = true})
+                                                 : bounds_recipe(plan.wlo, plan.whi, plan.slots, {.squeeze = true});
+        width_ = stored_width(recipe);
+        values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)));
+        break;
+      }
+      case RecordKind::floating:
+        if (plan.decimals.digits() >= 0) {
+          // encode_array's decimal recipe: the digits, and squeeze's width for the scaled bounds.
+          nlohmann::json recipe = {{"dtype", "float64"},
+                                   {"count", plan.slots},
+                                   {"decimal_digits", plan.decimals.digits()},
+                                   {"transforms", {"decimal", "squeeze"}},
+                                   {"stored_dtype", bounds_recipe(plan.decimals.lo(), plan.decimals.hi(), 0,
+                                                                  {.squeeze = true})["stored_dtype"]}};
+          width_ = stored_width(recipe);
+          values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)));
+        } else {
+          values_.emplace(out.open_array(path + ".npy", DType::float64, plan.slots));
+        }
+        break;
+      case RecordKind::string:
+        dictionary_ = plan.strings.dictionary_is_smaller();
+        if (dictionary_) {
+          nlohmann::json recipe = detail::squeezed_codes_recipe(plan.slots, plan.strings.words().size());
+          width_ = stored_width(recipe);
+          out.write_strings(path + ".dict", plan.strings.words());
+          values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)));
+          break;
+        }
+        [[fallthrough]];
+      case RecordKind::json:
+        values_.emplace(out.open_array(path + ".offsets.npy", DType::int64, plan.slots + 1));
+        values_->add(std::int64_t{0});
+        bytes_.emplace(out.open_stream(path + ".bytes", plan.text_bytes));
+        break;
+      case RecordKind::list: {
+        nlohmann::json recipe =
+            bounds_recipe(std::int64_t{0}, plan.longest, plan.slots + 1, {.delta = true, .squeeze = true});
+        width_ = stored_width(recipe);
+        values_.emplace(out.open_encoded_array(path + ".offsets.npy", std::move(recipe)));
+        narrow(0);  // the first offset's difference
+        break;
+      }
+      case RecordKind::object:
+        if (plan.order_varies) {
+          nlohmann::json recipe = detail::squeezed_codes_recipe(plan.slots, plan.orders.size());
+          width_ = stored_width(recipe);
+          values_.emplace(out.open_encoded_array(path + ".order.npy", std::move(recipe)));
+          std::vector<std::string> orders;
+          for (const auto* o : plan.orders) orders.push_back(order_bytes(*o));
+          out.write_strings(path + ".orders", orders);
+        }
+        break;
+    }
+  }
+
+  void add(const RecordNode& n) {
+    for (std::size_t i = 0; i < n.slots; ++i) {
+      const SlotState state = detail::state_at(n, i);
+      if (valid_) valid_->add(state == SlotState::value);
+      if (missing_) missing_->add(state == SlotState::missing);
+      switch (n.kind) {
+        case RecordKind::null: break;
+        case RecordKind::boolean: values_->add(n.values->data()[i]); break;
+        case RecordKind::integer: {
+          // Only what the plan saw fits the width it chose.
+          const auto w = word_at<std::uint64_t>(n, i);
+          const auto signed_w = static_cast<std::int64_t>(w);
+          if (plan_.is_unsigned ? (w < plan_.uwlo || w > plan_.uwhi) : (signed_w < plan_.wlo || signed_w > plan_.whi))
+            changed();
+          narrow(w);
+          break;
+        }
+        case RecordKind::floating:
+          if (plan_.decimals.digits() >= 0) {
+            std::int64_t d = 0;
+            if (!DecimalScan::scaled(word_at<double>(n, i), plan_.decimals.digits(), d) || d < plan_.decimals.lo() ||
+                d > plan_.decimals.hi())
+              changed();
+            narrow(static_cast<std::uint64_t>(d));
+          } else {
+            values_->add(word_at<double>(n, i));
+          }
+          break;
+        case RecordKind::string:
+          if (dictionary_) {
+            std::uint32_t code = 0;
+            try {
+              code = plan_.strings.code_of(detail::text_at(n, i));
+            } catch (const InvalidArgument&) {
+              changed();
+            }
+            narrow(code);
+            break;
+          }
+          [[fallthrough]];
+        case RecordKind::json: {
+          const std::string_view t = detail::text_at(n, i);
+          bytes_->add(t.data(), t.size());
+          offset_ += static_cast<std::int64_t>(t.size());
+          values_->add(offset_);
+          break;
+        }
+        case RecordKind::list:
+          if (length_at(n, i) > plan_.longest) changed();
+          narrow(static_cast<std::uint64_t>(length_at(n, i)));
+          break;
+        case RecordKind::object:
+          if (n.order_codes) {
+            const auto& order = n.orders[as_span<std::uint32_t>(*n.order_codes)[i]];
+            auto it = plan_.order_index.find(order);
+            if (it == plan_.order_index.end()) changed();
+            narrow(it->second);
+          }
+          break;
+      }
+    }
+  }
+
+  void close() {
+    if (bytes_ && static_cast<std::uint64_t>(offset_) != plan_.text_bytes) changed();
+    if (valid_) valid_->close();
+    if (missing_) missing_->close();
+    if (values_) values_->close();
+    if (bytes_) bytes_->close();
+  }
+
+ private:
+  [[noreturn]] static void changed() {
+    throw InvalidArgument("the file changed while it was imported (it is read three times); import it again");
+  }
+
+  // Appends the low `width_` bytes (little-endian) of a value squeeze has
+  // already proved fits them.
+  void narrow(std::uint64_t v) { values_->add(&v, width_); }
+
+  const NodePlan& plan_;
+  std::optional<detail::BitStream> valid_, missing_;
+  std::optional<detail::Batched<ArrayStream>> values_;
+  std::optional<detail::Batched<FileStream>> bytes_;
+  std::size_t width_ = 8;
+  bool dictionary_ = false;
+  std::int64_t offset_ = 0;
+};
+
+}  // namespace
+
+void import_jsonl(const std::filesystem::path& file, ArtifactWriter& out) {
+  std::vector<NodePlan> plans;
+  std::vector<std::string> paths;
+  std::vector<NodeWriter> writers;
+  std::vector<bool> dictionary;
+  RecordNode shape;  // the first chunk's tree: names and nesting for the schema
+  std::size_t count = 0;
+  detail::read_jsonl_chunks(
+      file, 2, std::size_t{4} << 20,
+      [&](int pass, RecordNode&& root, std::size_t records) {
+        std::vector<std::pair<const RecordNode*, std::string>> nodes;
+        flatten(root, std::string(kRootPath), nodes);
+        if (pass == 0) {
+          if (plans.empty()) plans.resize(nodes.size());
+          if (plans.size() != nodes.size()) throw InvalidArgument(file.string() + ": the schema changed between chunks");
+          for (std::size_t i = 0; i < nodes.size(); ++i) plans[i].add(*nodes[i].first);
+          count += records;
+          return;
+        }
+        if (writers.empty()) {
+          writers.reserve(plans.size());
+          for (std::size_t i = 0; i < plans.size(); ++i) writers.emplace_back(out, nodes[i].second, plans[i]);
+          shape = std::move(root);
+          nodes.clear();
+          flatten(shape, std::string(kRootPath), nodes);
+        }
+        try {
+          for (std::size_t i = 0; i < nodes.size(); ++i) writers[i].add(*nodes[i].first);
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(file.string() + ": " + e.what());
+        }
+      },
+      [&](std::uint64_t done) { out.report_progress(done / 3); });
+  try {
+    for (auto& w : writers) w.close();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(file.string() + ": " + e.what());
+  }
+  // The schema: the shape's names and nesting with the planned figures.
+  std::size_t next = 0;
+  out.meta()["count"] = count;
+  out.meta()["schema"] = schema_tree(
+      shape,
+      [&](const RecordNode&, std::size_t i) {
+        const NodePlan& p = plans[i];
+        return p.schema(p.kind == RecordKind::string && p.strings.dictionary_is_smaller());
+      },
+      next);
+
 }
 
 // ---------------------------------------------------------------------------

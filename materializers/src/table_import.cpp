@@ -21,36 +21,6 @@ namespace {
 
 using detail::TypeGuess;
 
-// Appends to an ArrayStream or FileStream in blocks rather than per value.
-template <class Stream>
-class Batched {
- public:
-  explicit Batched(Stream stream) : stream_(std::move(stream)) { pending_.reserve(kBatch); }
-  void add(const void* bytes, std::size_t n) {
-    if (pending_.size() + n > kBatch) flush();
-    const auto* b = static_cast<const std::byte*>(bytes);
-    pending_.insert(pending_.end(), b, b + n);
-  }
-  template <class T>
-  void add(T value) {
-    add(&value, sizeof value);
-  }
-  void close() {
-    flush();
-    stream_.close();
-  }
-
- private:
-  static constexpr std::size_t kBatch = std::size_t{256} << 10;
-  void flush() {
-    if (pending_.empty()) return;
-    stream_.append(ConstBytes(pending_.data(), pending_.size()));
-    pending_.clear();
-  }
-  Stream stream_;
-  std::vector<std::byte> pending_;
-};
-
 // What the first pass learns of one column.
 struct ColumnPlan {
   TypeGuess guess;
@@ -103,8 +73,7 @@ class ColumnWriter {
       : plan_(plan), type_(plan.guess.type()), where_(where) {
     const std::string path = detail::column_path(k);
     const std::size_t rows = plan.guess.rows;
-    if (plan.guess.present != rows)
-      valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (rows + 7) / 8));
+    if (plan.guess.present != rows) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (rows + 7) / 8));
     if (type_ != ColumnType::string) {
       const DType dtype = type_ == ColumnType::int64 || type_ == ColumnType::timestamp ? DType::int64
                           : type_ == ColumnType::float64                              ? DType::float64
@@ -128,11 +97,7 @@ class ColumnWriter {
   void add(std::string_view field, std::size_t line) {
     line_ = line;
     const bool present = !field.empty();
-    if (valid_) {
-      bits_ = static_cast<std::uint8_t>(bits_ | (present ? 1u << (row_ % 8) : 0u));
-      if (row_ % 8 == 7) valid_->add(std::exchange(bits_, 0));
-    }
-    ++row_;
+    if (valid_) valid_->add(present);
     if (type_ == ColumnType::string) {
       if (!is_valid_utf8(field)) changed(where_, line);
       if (dictionary_) {
@@ -161,10 +126,7 @@ class ColumnWriter {
   }
 
   void close(nlohmann::json& meta) {
-    if (valid_) {
-      if (row_ % 8 != 0) valid_->add(bits_);
-      valid_->close();
-    }
+    if (valid_) valid_->close();
     if (type_ == ColumnType::string && !dictionary_ &&
         static_cast<std::uint64_t>(offset_) != plan_.strings.total_bytes())
       changed(where_, line_);
@@ -189,11 +151,11 @@ class ColumnWriter {
   ColumnPlan& plan_;
   ColumnType type_;
   const std::string& where_;
-  std::optional<Batched<ArrayStream>> valid_, values_;  // values_: values, codes or string offsets
-  std::optional<Batched<FileStream>> bytes_;
+  std::optional<detail::BitStream> valid_;
+  std::optional<detail::Batched<ArrayStream>> values_;  // values, codes or string offsets
+  std::optional<detail::Batched<FileStream>> bytes_;
   bool dictionary_ = false;
-  std::size_t code_width_ = 4, row_ = 0, line_ = 1;
-  std::uint8_t bits_ = 0;
+  std::size_t code_width_ = 4, line_ = 1;
   std::int64_t offset_ = 0;
 };
 

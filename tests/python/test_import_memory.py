@@ -1,11 +1,12 @@
 """Importing a file larger than the memory the import may use: `amphora
-import` of a CSV streams it, so the importing process's peak resident memory
-stays under a fixed bound whatever the file's size.
+import` of a CSV or JSON lines file streams it, so the importing process's
+peak resident memory stays under a fixed bound whatever the file's size.
 
-The file's size comes from $AMPHORA_IMPORT_TEST_MB (default 96; `make stress`
-uses 1024). The bound is what an import may hold: the reader's block, a batch
-per column file, the dictionaries of the string columns within their limits,
-the hashing threads' buffers, and the program itself.
+The file's size comes from $AMPHORA_IMPORT_TEST_MB (default 128; `make stress`
+uses 1024). The bound is what an import may hold: the reader's block (and for
+JSON lines a chunk of records in columns), a batch per column file, the
+dictionaries of the string columns within their limits, the hashing
+threads' buffers, and the program itself.
 """
 
 import json
@@ -18,8 +19,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_support as cs  # noqa: E402
 
-FILE_MB = int(os.environ.get("AMPHORA_IMPORT_TEST_MB", "96"))
-BOUND_MB = 80
+FILE_MB = int(os.environ.get("AMPHORA_IMPORT_TEST_MB", "128"))
+BOUND_MB = 96
 
 
 def peak_rss_mb(args):
@@ -33,54 +34,97 @@ def peak_rss_mb(args):
     return proc.returncode, stderr, usage.ru_maxrss / 1024
 
 
+def write_lines(path, target_bytes, header, line_of):
+    """Writes `header`, then line_of(i) for i = 0, 1, ... until the file holds
+    `target_bytes`; returns how many lines followed the header."""
+    count = 0
+    size = len(header)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(header)
+        chunk = []
+        while size < target_bytes:
+            line = line_of(count)
+            chunk.append(line)
+            size += len(line)
+            count += 1
+            if len(chunk) == 10000:
+                f.write("".join(chunk))
+                chunk.clear()
+        f.write("".join(chunk))
+    return count
+
+
 def write_csv(path, target_bytes):
     """A CSV of every inferred type: integers, floats, bools, timestamps, words
     from a small vocabulary (dictionary-encoded), unique text (plain), and
     nulls. Returns the number of rows."""
     rng = random.Random(7)
     words = [f"word{i}" for i in range(5000)]
-    rows = 0
-    size = 0
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        header = "id,price,ok,when,word,note,maybe\n"
-        f.write(header)
-        size += len(header)
-        chunk = []
-        while size < target_bytes:
-            i = rows
-            note = f'"note {i}, with ""quotes"""' if i % 97 == 0 else f"unique text {i * 7919}"
-            maybe = "" if i % 5 == 0 else str(i % 1000)
-            line = (f"{i},{rng.random() * 1000:.3f},{'true' if i % 3 else 'false'},"
-                    f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00Z,{words[int(rng.paretovariate(1.2)) % len(words)]},"
-                    f"{note},{maybe}\n")
-            chunk.append(line)
-            size += len(line)
-            rows += 1
-            if len(chunk) == 10000:
-                f.write("".join(chunk))
-                chunk.clear()
-        f.write("".join(chunk))
-    return rows
+
+    def row(i):
+        note = f'"note {i}, with ""quotes"""' if i % 97 == 0 else f"unique text {i * 7919}"
+        maybe = "" if i % 5 == 0 else str(i % 1000)
+        return (f"{i},{rng.random() * 1000:.3f},{'true' if i % 3 else 'false'},"
+                f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00Z,{words[int(rng.paretovariate(1.2)) % len(words)]},"
+                f"{note},{maybe}\n")
+
+    return write_lines(path, target_bytes, "id,price,ok,when,word,note,maybe\n", row)
+
+
+def write_jsonl(path, target_bytes):
+    """COCO-style detection records: a unique file path, sizes, boxes as
+    lists of four floats, labels from a small vocabulary, crowd flags, an
+    optional caption and a field whose type varies. Returns the number of
+    records."""
+    rng = random.Random(11)
+    labels = ["person", "car", "dog", "cat", "bicycle", "bus", "truck", "bird"]
+
+    def record(i):
+        n = rng.randrange(0, 6)
+        rec = {"filepath": f"images/{i:08d}.jpg", "width": 640, "height": 480 + i % 7,
+               "bboxes": [[round(rng.uniform(0, 600), 2), round(rng.uniform(0, 400), 2),
+                           round(rng.uniform(10, 640), 2), round(rng.uniform(10, 480), 2)] for _ in range(n)],
+               "labels": [rng.choice(labels) for _ in range(n)], "iscrowd": i % 11 == 0,
+               "extra": i if i % 2 else str(i)}
+        if i % 3 == 0:
+            rec["caption"] = f"caption {i}"
+        return json.dumps(rec) + "\n"
+
+    return write_lines(path, target_bytes, "", record)
 
 
 class ImportMemoryTest(cs.StoreTestCase):
-    def test_csv_import_stays_within_bound(self):
-        path = self.path("big.csv")
-        rows = write_csv(path, FILE_MB << 20)
+    def import_within_bound(self, path, count, what):
+        """Imports `path` as "big", checks the peak RSS against the bound and
+        returns the artifact's metadata."""
         size_mb = os.path.getsize(path) / (1 << 20)
         status, stderr, peak = peak_rss_mb(["--store", self.store, "import", path, "--name", "big"])
         self.assertEqual(status, cs.EXIT_OK, stderr)
-        print(f"csv: {size_mb:.0f} MiB, {rows} rows imported with a peak RSS of {peak:.1f} MiB "
+        print(f"{what}: {size_mb:.0f} MiB, {count} imported with a peak RSS of {peak:.1f} MiB "
               f"(bound {BOUND_MB} MiB)", file=sys.stderr)
-        self.assertLess(peak, BOUND_MB, f"importing a {size_mb:.0f} MiB CSV peaked at {peak:.1f} MiB")
-        shown = self.run_cli("show", "big", "--json", check=cs.EXIT_OK)
-        meta = json.loads(shown.stdout)["meta"]
+        self.assertLess(peak, BOUND_MB, f"importing {size_mb:.0f} MiB of {what} peaked at {peak:.1f} MiB")
+        self.run_cli("verify", "big", check=cs.EXIT_OK)
+        return json.loads(self.run_cli("show", "big", "--json", check=cs.EXIT_OK).stdout)["meta"]
+
+    def test_csv_import_stays_within_bound(self):
+        path = self.path("big.csv")
+        rows = write_csv(path, FILE_MB << 20)
+        meta = self.import_within_bound(path, rows, "CSV")
         self.assertEqual(meta["rows"], rows)
         self.assertEqual([c["type"] for c in meta["columns"]],
                          ["int64", "float64", "bool", "timestamp[ns]", "string", "string", "int64"])
         self.assertEqual([c["encoding"] for c in meta["columns"][4:6]], ["dictionary", "plain"])
         self.assertEqual(meta["columns"][6]["null_count"], (rows + 4) // 5)
-        self.run_cli("verify", "big", check=cs.EXIT_OK)
+
+    def test_jsonl_import_stays_within_bound(self):
+        path = self.path("big.jsonl")
+        records = write_jsonl(path, FILE_MB << 20)
+        meta = self.import_within_bound(path, records, "JSON lines")
+        self.assertEqual(meta["count"], records)
+        fields = {f["name"]: f for f in meta["schema"]["fields"]}
+        self.assertEqual(fields["extra"]["kind"], "json")
+        self.assertEqual(fields["bboxes"]["items"]["items"]["kind"], "float")
+        self.assertEqual(fields["caption"]["missing_count"], records - (records + 2) // 3)
 
 
 if __name__ == "__main__":

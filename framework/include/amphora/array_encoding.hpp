@@ -62,6 +62,26 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
 /// |d| ≥ 2^53).
 int decimal_digits(std::span<const double> values);
 
+/// The decimal coding's scan of float64 values given one at a time (what
+/// encode_array and decimal_digits run), for writers that stream an array:
+/// the smallest k so far, and the least and greatest integer d at that k.
+class DecimalScan {
+ public:
+  /// Takes in one value; once a value fits no k, digits() stays -1.
+  void add(double v);
+  /// The smallest k for every value so far (0 for none), or -1.
+  int digits() const { return digits_; }
+  std::int64_t lo() const { return lo_; }
+  std::int64_t hi() const { return hi_; }
+  /// The integer d with v == d / 10^k, or false when there is none.
+  static bool scaled(double v, int k, std::int64_t& d);
+
+ private:
+  int digits_ = 0;
+  bool any_ = false;
+  std::int64_t lo_ = 0, hi_ = 0;
+};
+
 /// The original bytes of an encoded array. `stored` holds what encode_array
 /// returned as `bytes`. Throws CorruptData starting with `where` when the
 /// recipe is malformed or names an unknown transform or dtype, when `stored`

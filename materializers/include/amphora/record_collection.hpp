@@ -95,6 +95,15 @@ class RecordCollection {
 /// column for damage, Unsupported for an unknown kind.
 RecordCollection load_records(const ArtifactReader& in);
 
+/// Saves the JSON lines file as a record collection into `out` without
+/// holding it: after read_jsonl's schema pass the file is read twice more in
+/// chunks of about 4 MiB (every node's counts, ranges, dictionaries and key
+/// orders first, then the column files), so memory stays bounded by a chunk,
+/// the schema and the dictionary limits, whatever the number of records. The
+/// artifact equals the one saving read_jsonl(file) makes, digest included.
+/// Throws as read_jsonl. Store::import_file uses it for ".jsonl".
+void import_jsonl(const std::filesystem::path& file, ArtifactWriter& out);
+
 template <>
 struct materializer<RecordCollection> {
   static constexpr std::string_view name = "amphora.records";

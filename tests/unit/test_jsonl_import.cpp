@@ -1,0 +1,95 @@
+// Importing JSON lines by streaming them (Store::import_file, `amphora
+// import`) stores exactly what read_jsonl plus save stores, across chunks and
+// for every kind of place in the schema; bad files are refused as read_jsonl
+// refuses them.
+
+#include "support.hpp"
+
+#include <amphora/record_collection.hpp>
+#include <catch2/catch.hpp>
+
+using namespace amphora;
+
+namespace {
+
+Digest same_both_ways(Store& store, const test::TempDir& dir, const std::string& text) {
+  const auto file = dir / "r.jsonl";
+  test::write_text(file, text);
+  const RecordCollection whole = RecordCollection::read_jsonl(file);
+  const SaveResult streamed = store.import_file(file);
+  const SaveResult saved = store.save(whole);
+  CHECK(streamed.digest == saved.digest);
+  if (streamed.digest != saved.digest) {
+    INFO("streamed meta " << store.open_artifact(streamed.digest).meta().dump());
+    INFO("saved meta    " << store.open_artifact(saved.digest).meta().dump());
+    CHECK(false);
+  }
+  CHECK(store.load<RecordCollection>(streamed.digest).equals(whole));
+  return streamed.digest;
+}
+
+}  // namespace
+
+TEST_CASE("A streamed JSON lines import stores what read_jsonl and save store", "[records][jsonl][import]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  SECTION("every kind of place") {
+    same_both_ways(store, dir,
+                   R"({"path":"a.jpg","w":640,"h":480,"boxes":[[1.5,2.25,3,4.125]],"labels":["cat"],"crowd":false,"score":0.5})" "\n"
+                   R"({"path":"b.jpg","w":null,"boxes":[],"labels":[],"crowd":true,"extra":{"x":1,"y":[1,"two",null]},"score":1e300})" "\n"
+                   "\n"
+                   R"({"labels":["dog","cat"],"path":"","w":18446744073709551615,"boxes":[[0,0,1,1],[2,2,3,3]],"score":-0.1})" "\n"
+                   R"(null)" "\n"
+                   R"({"path":"c.jpg","mixed":1,"deep":[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]],"score":2})" "\n"
+                   R"({"path":"d.jpg","mixed":"one","nothing":null,"empty":{},"score":0.30000000000000004})" "\n");
+  }
+  SECTION("no records") { same_both_ways(store, dir, ""); }
+  SECTION("scalars at the root") { same_both_ways(store, dir, "1\n2\n-3\n"); }
+  SECTION("many records in several chunks, with repeated words and varying key order") {
+    std::string text;
+    for (int i = 0; i < 120000; ++i) {
+      const std::string word = "\"word" + std::to_string(i * 7 % 101) + "\"";
+      const std::string id = std::to_string(i);
+      if (i % 3 == 0)
+        text += "{\"id\":" + id + ",\"w\":" + word + ",\"v\":" + std::to_string(i % 1000) + ".25,\"t\":[" + id + "]}\n";
+      else
+        text += "{\"w\":" + word + ",\"id\":" + id + ",\"v\":" + std::to_string(i) + ".5,\"u\":\"unique" + id + "\"}\n";
+    }
+    REQUIRE(text.size() > (std::size_t{4} << 20));
+    const Digest d = same_both_ways(store, dir, text);
+    const auto schema = store.open_artifact(d).meta()["schema"];
+    CHECK(schema["key_order"] == "per_record");
+  }
+}
+
+TEST_CASE("A streamed JSON lines import refuses bad files as read_jsonl does", "[records][jsonl][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  test::write_text(dir / "bad.jsonl", "{\"a\":1}\n{\"a\":\n");
+  CHECK_THROWS_WITH(store.import_file(dir / "bad.jsonl"), Catch::Contains("bad.jsonl") && Catch::Contains(":2"));
+  test::write_text(dir / "bad.jsonl", "{\"a\":1,\"a\":2}\n");
+  CHECK_THROWS_WITH(store.import_file(dir / "bad.jsonl"), Catch::Contains("repeats the key"));
+  CHECK(store.artifacts().empty());
+}
+
+TEST_CASE("A JSON lines file that changes while it is imported is refused", "[records][jsonl][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const auto file = dir / "r.jsonl";
+  // The progress callback runs during the schema pass, after the file's one
+  // block was read: what it writes, only the later passes see.
+  auto import_while_changing = [&](const std::string& before, const std::string& after) {
+    test::write_text(file, before);
+    bool rewritten = false;
+    SaveOptions options;
+    options.progress = [&](std::uint64_t) {
+      if (!std::exchange(rewritten, true)) test::write_text(file, after);
+    };
+    CHECK_THROWS_WITH(store.import_file(file, options), Catch::Contains("r.jsonl") && Catch::Contains("changed"));
+    CHECK(rewritten);
+  };
+  import_while_changing("{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");  // a record more
+  import_while_changing("{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n");                      // a record less
+  import_while_changing("{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n{\"a\":\"x\"}\n");        // another type
+  CHECK(store.artifacts().empty());
+}
