@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace test {
 
@@ -75,6 +76,31 @@ inline std::string read_text(const fs::path& p) {
 inline void write_text(const fs::path& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << s;
+}
+
+/// What import_while_changing saw.
+struct ChangedImport {
+  bool rewritten = false;  ///< the file was rewritten during the import
+  std::string error;       ///< what the import threw; empty when it did not
+};
+
+/// Imports `file` holding `before`, rewriting it to hold `after` at the
+/// import's first progress report: during its first pass, after the file's
+/// one block was read, so only the later passes see the change.
+inline ChangedImport import_while_changing(amphora::Store& store, const fs::path& file, const std::string& before,
+                                           const std::string& after) {
+  write_text(file, before);
+  ChangedImport seen;
+  amphora::SaveOptions options;
+  options.progress = [&](std::uint64_t) {
+    if (!std::exchange(seen.rewritten, true)) write_text(file, after);
+  };
+  try {
+    store.import_file(file, options);
+  } catch (const amphora::Error& e) {
+    seen.error = e.what();
+  }
+  return seen;
 }
 
 /// The directory of a published artifact in a local store.
