@@ -3,6 +3,7 @@
 #include <amphora/parallel.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <functional>
 #include <cmath>
@@ -449,6 +450,9 @@ inline Key key_of(std::string_view s) {
 class LocalDictionary {
  public:
   std::vector<std::string_view> words;
+  std::uint64_t word_bytes = 0;  // of `words`
+
+  bool within_limits() const { return words.size() <= kMaxDictionaryWords && word_bytes <= kMaxDictionaryBytes; }
 
   /// Starts loading the slot `key` hashes to (call a few keys ahead of code_of).
   void prefetch(const Key& key) const {
@@ -467,6 +471,7 @@ class LocalDictionary {
     if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
       throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
     words.push_back(persist(s));
+    word_bytes += s.size();
     keys_.push_back(key);
     slots_[at] = (key.hash & 0xFFFFFFFF00000000ull) | words.size();
     return static_cast<std::uint32_t>(words.size() - 1);
@@ -513,6 +518,8 @@ DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
   out.codes.resize(count);
   const std::size_t ranges = count < (1u << 16) ? 1 : std::min<std::size_t>(64, parallel_threads());
   std::vector<LocalDictionary> local(ranges);
+  // A range past the limits puts the whole list past them: every range stops.
+  std::atomic<bool> past_limits{false};
   parallel_for(ranges, [&](std::size_t r) {
     const std::size_t begin = count * r / ranges, end = count * (r + 1) / ranges;
     // Keys are computed a batch ahead and their slots prefetched, so the
@@ -526,14 +533,23 @@ DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
         local[r].prefetch(keys[j]);
       }
       for (std::size_t j = 0; j < n; ++j) out.codes[b + j] = local[r].code_of(get(b + j), keys[j]);
+      if (!local[r].within_limits()) past_limits = true;
+      if (past_limits.load(std::memory_order_relaxed)) return;
     }
   });
+  auto beyond = [&] {
+    out = DictionaryStrings{};
+    out.within_limits = false;
+    return std::move(out);
+  };
+  if (past_limits) return beyond();
   // The first range's dictionary is the start of the global one as it stands.
   LocalDictionary global = std::move(local[0]);
   std::vector<std::vector<std::uint32_t>> remap(ranges);
   for (std::size_t r = 1; r < ranges; ++r) {
     remap[r].reserve(local[r].words.size());
     for (std::string_view w : local[r].words) remap[r].push_back(global.code_of(w));
+    if (!global.within_limits()) return beyond();
   }
   // The first range's codes are already global; the others' are remapped in
   // chunks, so every core takes part whatever the number of ranges.
@@ -589,11 +605,11 @@ bool smaller(std::size_t count, std::uint64_t total_bytes, std::size_t words, st
 }  // namespace
 
 bool dictionary_within_limits(const DictionaryStrings& encoded) {
-  return within_limits(encoded.dictionary.size(), bytes_of(encoded.dictionary));
+  return encoded.within_limits && within_limits(encoded.dictionary.size(), bytes_of(encoded.dictionary));
 }
 
 bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const DictionaryStrings& encoded) {
-  return smaller(count, total_bytes, encoded.dictionary.size(), bytes_of(encoded.dictionary));
+  return encoded.within_limits && smaller(count, total_bytes, encoded.dictionary.size(), bytes_of(encoded.dictionary));
 }
 
 bool dictionary_is_smaller(std::span<const std::string_view> values, const DictionaryStrings& encoded) {
@@ -629,10 +645,6 @@ void DistinctEstimator::add_hash(std::uint64_t hash) {
 
 void DistinctEstimator::add(std::string_view s) { add_hash(key_of(s).hash); }
 
-void DistinctEstimator::merge(const DistinctEstimator& other) {
-  for (std::size_t i = 0; i < registers_.size(); ++i) registers_[i] = std::max(registers_[i], other.registers_[i]);
-}
-
 std::uint64_t DistinctEstimator::estimate() const {
   // Flajolet et al.'s estimate with linear counting for small cardinalities;
   // 64-bit hashes need no large-range correction. The sum runs in register
@@ -654,7 +666,6 @@ struct StreamingDictionary::Impl {
   std::vector<std::unique_ptr<char[]>> blocks;  // the words' bytes; views into them stay valid
   std::size_t block_left = 0;
   char* block_at = nullptr;
-  std::uint64_t word_bytes = 0;
   bool overflowed = false;
   DistinctEstimator estimator;
 
@@ -685,11 +696,8 @@ void StreamingDictionary::add(std::string_view s) {
   const Key key = key_of(s);
   impl_->estimator.add_hash(key.hash);
   if (impl_->overflowed) return;
-  const std::size_t before = impl_->dictionary.words.size();
   impl_->dictionary.code_of(s, key, [&](std::string_view v) { return impl_->keep(v); });
-  if (impl_->dictionary.words.size() == before) return;
-  impl_->word_bytes += s.size();
-  if (!amphora::within_limits(impl_->dictionary.words.size(), impl_->word_bytes)) {
+  if (!impl_->dictionary.within_limits()) {
     // Past the limits the dictionary form is never chosen: let it go.
     impl_->overflowed = true;
     impl_->dictionary = LocalDictionary();
@@ -716,7 +724,8 @@ std::uint64_t StreamingDictionary::distinct() const {
 }
 
 bool StreamingDictionary::dictionary_is_smaller() const {
-  return !impl_->overflowed && smaller(count_, total_bytes_, impl_->dictionary.words.size(), impl_->word_bytes);
+  return !impl_->overflowed &&
+         smaller(count_, total_bytes_, impl_->dictionary.words.size(), impl_->dictionary.word_bytes);
 }
 
 }  // namespace amphora

@@ -208,6 +208,26 @@ TEST_CASE("Dictionary encoding keeps first appearance order and knows when it pa
   CHECK(dictionary_encode({}).dictionary.empty());
 }
 
+TEST_CASE("Dictionary encoding stops past its limits, which it says", "[encoding]") {
+  // Repeated often enough that a dictionary would pay, with one word too many.
+  std::vector<std::string> words;
+  for (std::size_t i = 0; i < 3 * (kMaxDictionaryWords + 1); ++i) words.push_back("w" + std::to_string(i % (kMaxDictionaryWords + 1)));
+  std::vector<std::string_view> views(words.begin(), words.end());
+  const DictionaryStrings past = dictionary_encode(views);
+  CHECK_FALSE(past.within_limits);
+  CHECK(past.dictionary.empty());
+  CHECK(past.codes.empty());
+  CHECK_FALSE(dictionary_within_limits(past));
+  CHECK_FALSE(dictionary_is_smaller(views, past));
+  views.resize(3 * kMaxDictionaryWords);  // the last word's occurrences gone
+  for (auto& v : views)
+    if (v == "w" + std::to_string(kMaxDictionaryWords)) v = "w0";
+  const DictionaryStrings within = dictionary_encode(views);
+  CHECK(within.within_limits);
+  CHECK(within.dictionary.size() == kMaxDictionaryWords);
+  CHECK(dictionary_is_smaller(views, within));
+}
+
 namespace {
 
 // Two arrays written through the toolkit with encodings.

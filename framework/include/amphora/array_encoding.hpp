@@ -94,6 +94,10 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
 struct DictionaryStrings {
   std::vector<std::string_view> dictionary;  ///< views into the input
   std::vector<std::uint32_t> codes;          ///< one per input string
+  /// False when the distinct strings pass kMaxDictionaryWords or
+  /// kMaxDictionaryBytes: encoding stopped there (the dictionary form is
+  /// never chosen past them), and `dictionary` and `codes` are empty.
+  bool within_limits = true;
 };
 
 /// Dictionary encoding is chosen only for lists with at most this many
@@ -104,8 +108,8 @@ struct DictionaryStrings {
 inline constexpr std::size_t kMaxDictionaryWords = std::size_t{1} << 18;
 inline constexpr std::uint64_t kMaxDictionaryBytes = std::uint64_t{16} << 20;
 
-/// Dictionary-encodes `values`, on all cores for long lists. Throws
-/// InvalidArgument when there are 2^32 - 1 or more distinct strings.
+/// Dictionary-encodes `values`, on all cores for long lists, stopping as
+/// soon as the distinct strings pass the limits above (within_limits false).
 DictionaryStrings dictionary_encode(std::span<const std::string_view> values);
 /// The same for merged strings: string i is bytes [offsets[i], offsets[i+1]),
 /// offsets already validated; the dictionary's views point into `bytes`.
@@ -122,13 +126,11 @@ bool dictionary_is_smaller(std::size_t count, std::uint64_t total_bytes, const D
 
 /// Estimates how many distinct strings it was given (HyperLogLog, 2^14
 /// one-byte registers, a standard error of about 0.8%), in 16 KiB whatever
-/// their number. Deterministic: the same strings in any order and split
-/// among any merged estimators give the same estimate.
+/// their number. Deterministic: the same strings in any order give the same
+/// estimate.
 class DistinctEstimator {
  public:
   void add(std::string_view s);
-  /// Adds what `other` was given.
-  void merge(const DistinctEstimator& other);
   std::uint64_t estimate() const;
 
  private:
