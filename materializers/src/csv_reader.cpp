@@ -3,6 +3,7 @@
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -97,7 +98,10 @@ void CsvReader::fill() {
   if (have_ > kMaxRecordBytes)
     throw InvalidArgument(where_ + ": line " + std::to_string(line_) + ": a record is longer than " +
                           std::to_string(kMaxRecordBytes >> 20) + " MiB");
-  if (buf_.size() < have_ + kBlock) buf_.resize(have_ + kBlock);
+  // A record longer than a block is parsed again from its start after each
+  // read: reading as much again as is held keeps that linear in its length.
+  const std::size_t want = std::max(kBlock, std::min(have_, kMaxRecordBytes + 1 - have_));
+  if (buf_.size() < have_ + want) buf_.resize(have_ + want);
   while (have_ < buf_.size()) {
     const std::size_t got = in_.read(MutableBytes(reinterpret_cast<std::byte*>(buf_.data() + have_), buf_.size() - have_));
     if (got == 0) {

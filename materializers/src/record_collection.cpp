@@ -527,6 +527,7 @@ std::uint64_t each_line(const std::filesystem::path& file, const std::function<v
   constexpr std::size_t kBlock = std::size_t{8} << 20;
   std::vector<char> buf;
   std::size_t have = 0, line_no = 0;
+  std::size_t clean = 0;  // leading bytes of `buf` already searched and holding no newline
   std::uint64_t total = 0;
   bool eof = false;
   while (!eof) {
@@ -543,7 +544,9 @@ std::uint64_t each_line(const std::filesystem::path& file, const std::function<v
     if (progress) progress(done);
     std::size_t start = 0;
     while (true) {
-      const char* nl = static_cast<const char*>(std::memchr(buf.data() + start, '\n', have - start));
+      // A long line is searched once, not again with every block it spans.
+      const std::size_t from = std::max(start, clean);
+      const char* nl = static_cast<const char*>(std::memchr(buf.data() + from, '\n', have - from));
       if (!nl && !eof) break;
       const std::size_t end = nl ? static_cast<std::size_t>(nl - buf.data()) : have;
       ++line_no;
@@ -556,6 +559,7 @@ std::uint64_t each_line(const std::filesystem::path& file, const std::function<v
     }
     std::memmove(buf.data(), buf.data() + start, have - start);
     have -= start;
+    clean = have;
     if (have > kMaxLineBytes)
       throw InvalidArgument(file.string() + ":" + std::to_string(line_no + 1) + ": the line is longer than " +
                             std::to_string(kMaxLineBytes >> 20) + " MiB");

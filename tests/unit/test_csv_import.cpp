@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <sys/stat.h>
 
 using namespace amphora;
 
@@ -151,5 +152,29 @@ TEST_CASE("A CSV file that changes between the import's passes is refused", "[ta
   import_while_changing(words, words.substr(0, words.size() - 2) + "c\n");  // a word the dictionary lacks
   import_while_changing("n,w\n1,aaaaaaaaaaaaaaaaaaaaaaaa\n2,bbbbbbbbbbbbbbbbbbbbbbb\n",
                         "n,w\n1,aaaaaaaaaaaaaaaaaaaaaaaa\n2,bbbbbbbbbbbbbbbbbbbbbbbbbb\n");  // longer text
+  CHECK(store.artifacts().empty());
+}
+
+TEST_CASE("Streamed imports open only regular files and bound a record's length", "[table][csv][records][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  for (const char* ext : {".csv", ".jsonl"}) {
+    INFO(ext);
+    const std::string fifo = std::string("fifo") + ext, link = std::string("link") + ext, sub = std::string("d") + ext;
+    // A FIFO is refused at once, not waited on, also behind a link; so is a directory.
+    REQUIRE(::mkfifo((dir / fifo).c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(store.import_file(dir / fifo), Catch::Contains("is not a regular file (a FIFO)"));
+    test::fs::create_symlink(dir / fifo, dir / link);
+    CHECK_THROWS_WITH(store.import_file(dir / link), Catch::Contains("is not a regular file (a FIFO)"));
+    test::fs::create_directory(dir / sub);
+    CHECK_THROWS_AS(store.import_file(dir / sub), InvalidArgument);
+  }
+  // A record longer than 256 MiB (a sparse file of zeros after the header)
+  // is refused, read in blocks that grow with it rather than held whole twice.
+  const auto big = dir / "big.csv";
+  test::write_text(big, "a\n");
+  test::fs::resize_file(big, (std::uint64_t{256} << 20) + (std::uint64_t{9} << 20));
+  CHECK_THROWS_WITH(store.import_file(big), Catch::Contains("big.csv: line 2: a record is longer than 256 MiB"));
+  CHECK_THROWS_WITH(read_csv(big), Catch::Contains("a record is longer than 256 MiB"));
   CHECK(store.artifacts().empty());
 }
