@@ -710,10 +710,16 @@ void append_value(std::string& out, const RecordNode& n, std::size_t i) {
 
 }  // namespace
 
+nlohmann::json schema_entry(RecordKind kind, bool is_unsigned, bool nullable, bool optional, bool per_record) {
+  nlohmann::json s = {{"kind", kind_name(kind)}, {"nullable", nullable}, {"optional", optional}};
+  if (kind == RecordKind::integer) s["dtype"] = is_unsigned ? "uint64" : "int64";
+  if (kind == RecordKind::object) s["key_order"] = per_record ? "per_record" : "schema";
+  return s;
+}
+
 nlohmann::json schema_of(const RecordNode& n) {
-  nlohmann::json s = {{"kind", kind_name(n.kind)}, {"nullable", static_cast<bool>(n.valid)},
-                      {"optional", static_cast<bool>(n.missing)}};
-  if (n.kind == RecordKind::integer) s["dtype"] = n.is_unsigned ? "uint64" : "int64";
+  nlohmann::json s = schema_entry(n.kind, n.is_unsigned, static_cast<bool>(n.valid), static_cast<bool>(n.missing),
+                                  static_cast<bool>(n.order_codes));
   if (n.kind == RecordKind::list) s["items"] = schema_of(n.children[0]);
   if (n.kind == RecordKind::object) {
     s["fields"] = nlohmann::json::array();
@@ -722,7 +728,6 @@ nlohmann::json schema_of(const RecordNode& n) {
       f["name"] = n.names[k];
       s["fields"].push_back(std::move(f));
     }
-    s["key_order"] = n.order_codes ? "per_record" : "schema";
   }
   return s;
 }

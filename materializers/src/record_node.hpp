@@ -50,6 +50,9 @@ inline bool bit_at(const Buffer& bits, std::size_t i) {
 SlotState state_at(const RecordNode& n, std::size_t i);
 /// The text of slot `i` of a string or json node.
 std::string_view text_at(const RecordNode& n, std::size_t i);
+/// A node's entry in the schema (docs/FORMAT.md §10.1) without its items
+/// or fields: kind, nullable, optional, and dtype or key_order.
+nlohmann::json schema_entry(RecordKind kind, bool is_unsigned, bool nullable, bool optional, bool per_record);
 nlohmann::json schema_of(const RecordNode& n);
 
 /// Reads a JSON lines file as RecordCollection::read_jsonl does (a first

@@ -49,61 +49,74 @@ std::vector<std::string_view> texts_of(const RecordNode& n) {
   return views;
 }
 
+template <class T>
+T word_at(const RecordNode& n, std::size_t i) {
+  T v;
+  std::memcpy(&v, n.values->data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+std::int64_t length_at(const RecordNode& n, std::size_t i) {
+  return word_at<std::int64_t>(n, i + 1) - word_at<std::int64_t>(n, i);
+}
+
 // Informative statistics of a node, for `amphora show`: nulls and missing
 // keys, and over the slots holding a value the range of numbers, the lengths
-// of lists.
-nlohmann::json stats_of(const RecordNode& n) {
-  nlohmann::json st = nlohmann::json::object();
-  std::size_t nulls = 0, missing = 0;
-  bool any = false;
-  auto widen = [&](auto lo, auto hi, auto v) {
-    if (!any || v < lo) lo = v;
-    if (!any || v > hi) hi = v;
-    any = true;
-    return std::pair{lo, hi};
-  };
+// of lists. Gathered slot by slot, from one node or from the chunks of one.
+struct NodeStats {
+  std::uint64_t nulls = 0, missing = 0;
+  bool any = false;  // a slot held a value whose range is kept
   std::pair<std::int64_t, std::int64_t> irange{0, 0};
   std::pair<std::uint64_t, std::uint64_t> urange{0, 0};
   std::pair<double, double> frange{0, 0};
-  for (std::size_t i = 0; i < n.slots; ++i) {
-    const auto state = detail::state_at(n, i);
+
+  void add_slot(const RecordNode& n, std::size_t i, detail::SlotState state) {
     nulls += state == detail::SlotState::null;
     missing += state == detail::SlotState::missing;
-    if (state != detail::SlotState::value) continue;
-    std::uint64_t w = 0;
-    if (n.kind == RecordKind::integer || n.kind == RecordKind::floating) std::memcpy(&w, n.values->data() + i * 8, 8);
-    if (n.kind == RecordKind::integer && n.is_unsigned) {
-      urange = widen(urange.first, urange.second, w);
-    } else if (n.kind == RecordKind::integer) {
-      irange = widen(irange.first, irange.second, static_cast<std::int64_t>(w));
-    } else if (n.kind == RecordKind::floating) {
-      double x;
-      std::memcpy(&x, &w, 8);
-      frange = widen(frange.first, frange.second, x);
-    } else if (n.kind == RecordKind::list) {
-      const auto* o = reinterpret_cast<const std::int64_t*>(n.values->data());
-      irange = widen(irange.first, irange.second, o[i + 1] - o[i]);
-    }
+    if (state != detail::SlotState::value) return;
+    if (n.kind == RecordKind::integer && n.is_unsigned) widen(urange, word_at<std::uint64_t>(n, i));
+    else if (n.kind == RecordKind::integer) widen(irange, word_at<std::int64_t>(n, i));
+    else if (n.kind == RecordKind::floating) widen(frange, word_at<double>(n, i));
+    else if (n.kind == RecordKind::list) widen(irange, length_at(n, i));
   }
-  st["null_count"] = nulls;
-  if (n.missing) st["missing_count"] = missing;
-  // JSON has no infinities or NaN: a bound that is not finite (only a
-  // hand-made artifact holds one) is null, as is the range of no values.
-  auto bounds = [&](const char* lo_key, const char* hi_key, const auto& range) {
-    using T = std::decay_t<decltype(range.first)>;
-    auto shown = [&](T v) {
-      if constexpr (std::is_floating_point_v<T>)
-        if (!std::isfinite(v)) return nlohmann::json();
-      return any ? nlohmann::json(v) : nlohmann::json();
+
+  /// `optional`: whether the node has a missing-key bitmap.
+  nlohmann::json json(RecordKind kind, bool is_unsigned, bool optional) const {
+    nlohmann::json st = nlohmann::json::object();
+    st["null_count"] = nulls;
+    if (optional) st["missing_count"] = missing;
+    // JSON has no infinities or NaN: a bound that is not finite (only a
+    // hand-made artifact holds one) is null, as is the range of no values.
+    auto bounds = [&](const char* lo_key, const char* hi_key, const auto& range) {
+      using T = std::decay_t<decltype(range.first)>;
+      auto shown = [&](T v) {
+        if constexpr (std::is_floating_point_v<T>)
+          if (!std::isfinite(v)) return nlohmann::json();
+        return any ? nlohmann::json(v) : nlohmann::json();
+      };
+      st[lo_key] = shown(range.first);
+      st[hi_key] = shown(range.second);
     };
-    st[lo_key] = shown(range.first);
-    st[hi_key] = shown(range.second);
-  };
-  if (n.kind == RecordKind::integer && n.is_unsigned) bounds("min", "max", urange);
-  if (n.kind == RecordKind::integer && !n.is_unsigned) bounds("min", "max", irange);
-  if (n.kind == RecordKind::floating) bounds("min", "max", frange);
-  if (n.kind == RecordKind::list) bounds("min_length", "max_length", irange);
-  return st;
+    if (kind == RecordKind::integer && is_unsigned) bounds("min", "max", urange);
+    if (kind == RecordKind::integer && !is_unsigned) bounds("min", "max", irange);
+    if (kind == RecordKind::floating) bounds("min", "max", frange);
+    if (kind == RecordKind::list) bounds("min_length", "max_length", irange);
+    return st;
+  }
+
+ private:
+  template <class T>
+  void widen(std::pair<T, T>& range, T v) {
+    if (!any || v < range.first) range.first = v;
+    if (!any || v > range.second) range.second = v;
+    any = true;
+  }
+};
+
+nlohmann::json stats_of(const RecordNode& n) {
+  NodeStats stats;
+  for (std::size_t i = 0; i < n.slots; ++i) stats.add_slot(n, i, detail::state_at(n, i));
+  return stats.json(n.kind, n.is_unsigned, static_cast<bool>(n.missing));
 }
 
 // A key order as stored in P.orders: its field indices as little-endian uint32.
@@ -233,25 +246,13 @@ namespace {
 
 using detail::SlotState;
 
-template <class T>
-T word_at(const RecordNode& n, std::size_t i) {
-  T v;
-  std::memcpy(&v, n.values->data() + i * sizeof(T), sizeof(T));
-  return v;
-}
-
-std::int64_t length_at(const RecordNode& n, std::size_t i) { return word_at<std::int64_t>(n, i + 1) - word_at<std::int64_t>(n, i); }
-
 // What the first pass learns of one node; the same figures save_node and
 // stats_of compute over the whole node.
 struct NodePlan {
   RecordKind kind = RecordKind::null;
   bool is_unsigned = false, unconfirmed = false, order_varies = false;
-  std::uint64_t slots = 0, nulls = 0, missing = 0;
-  bool any = false;  // a value slot was seen (the statistics' ranges)
-  std::int64_t ilo = 0, ihi = 0;
-  std::uint64_t ulo = 0, uhi = 0;
-  double flo = 0, fhi = 0;
+  std::uint64_t slots = 0;
+  NodeStats stats;
   bool any_word = false;  // over every slot (what squeeze sees)
   std::int64_t wlo = 0, whi = 0;
   std::uint64_t uwlo = 0, uwhi = 0;
@@ -277,28 +278,17 @@ struct NodePlan {
     order_varies = static_cast<bool>(n.order_codes);
     for (std::size_t i = 0; i < n.slots; ++i) {
       const SlotState state = detail::state_at(n, i);
-      nulls += state == SlotState::null;
-      missing += state == SlotState::missing;
+      stats.add_slot(n, i, state);
       const bool value = state == SlotState::value;
       switch (n.kind) {
         case RecordKind::integer:
-          if (is_unsigned) {
-            const auto w = word_at<std::uint64_t>(n, i);
-            widen(any_word, uwlo, uwhi, w);
-            if (value) widen(any, ulo, uhi, w);
-          } else {
-            const auto w = word_at<std::int64_t>(n, i);
-            widen(any_word, wlo, whi, w);
-            if (value) widen(any, ilo, ihi, w);
-          }
+          if (is_unsigned)
+            widen(any_word, uwlo, uwhi, word_at<std::uint64_t>(n, i));
+          else
+            widen(any_word, wlo, whi, word_at<std::int64_t>(n, i));
           any_word = true;
           break;
-        case RecordKind::floating: {
-          const auto x = word_at<double>(n, i);
-          decimals.add(x);
-          if (value) widen(any, flo, fhi, x);
-          break;
-        }
+        case RecordKind::floating: decimals.add(word_at<double>(n, i)); break;
         case RecordKind::string: {
           const std::string_view t = detail::text_at(n, i);
           strings.add(t);
@@ -308,12 +298,7 @@ struct NodePlan {
           break;
         }
         case RecordKind::json: text_bytes += detail::text_at(n, i).size(); break;
-        case RecordKind::list: {
-          const std::int64_t length = length_at(n, i);
-          longest = std::max(longest, length);
-          if (value) widen(any, ilo, ihi, length);
-          break;
-        }
+        case RecordKind::list: longest = std::max(longest, length_at(n, i)); break;
         case RecordKind::object:
           if (n.order_codes) {
             const auto& order = n.orders[as_span<std::uint32_t>(*n.order_codes)[i]];
@@ -323,35 +308,17 @@ struct NodePlan {
           break;
         default: break;
       }
-      // The ranges above are of integers, floats and list lengths only.
-      if (value && (n.kind == RecordKind::integer || n.kind == RecordKind::floating || n.kind == RecordKind::list))
-        any = true;
     }
     slots += n.slots;
   }
 
-  bool nullable() const { return nulls > 0 || unconfirmed; }
+  bool nullable() const { return stats.nulls > 0 || unconfirmed; }
+  bool optional() const { return stats.missing > 0; }
 
   // The node's schema entry without its children: schema_of and stats_of.
   nlohmann::json schema(bool dictionary) const {
-    nlohmann::json s = {{"kind", detail::kind_name(kind)}, {"nullable", nullable()}, {"optional", missing > 0}};
-    if (kind == RecordKind::integer) s["dtype"] = is_unsigned ? "uint64" : "int64";
-    if (kind == RecordKind::object) s["key_order"] = order_varies ? "per_record" : "schema";
-    s["null_count"] = nulls;
-    if (missing > 0) s["missing_count"] = missing;
-    auto bounds = [&](const char* lo_key, const char* hi_key, auto lo, auto hi) {
-      auto shown = [&](auto v) {
-        if constexpr (std::is_floating_point_v<decltype(v)>)
-          if (!std::isfinite(v)) return nlohmann::json();
-        return any ? nlohmann::json(v) : nlohmann::json();
-      };
-      s[lo_key] = shown(lo);
-      s[hi_key] = shown(hi);
-    };
-    if (kind == RecordKind::integer && is_unsigned) bounds("min", "max", ulo, uhi);
-    if (kind == RecordKind::integer && !is_unsigned) bounds("min", "max", ilo, ihi);
-    if (kind == RecordKind::floating) bounds("min", "max", flo, fhi);
-    if (kind == RecordKind::list) bounds("min_length", "max_length", ilo, ihi);
+    nlohmann::json s = detail::schema_entry(kind, is_unsigned, nullable(), optional(), order_varies);
+    s.update(stats.json(kind, is_unsigned, optional()));
     if (kind == RecordKind::string) {
       s["encoding"] = dictionary ? "dictionary" : "plain";
       // Distinct among the values, as save_node counts them.
@@ -383,7 +350,7 @@ class NodeWriter {
  public:
   NodeWriter(ArtifactWriter& out, const std::string& path, const NodePlan& plan) : plan_(plan) {
     if (plan.nullable()) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (plan.slots + 7) / 8));
-    if (plan.missing > 0) missing_.emplace(out.open_array(path + ".missing.npy", DType::uint8, (plan.slots + 7) / 8));
+    if (plan.optional()) missing_.emplace(out.open_array(path + ".missing.npy", DType::uint8, (plan.slots + 7) / 8));
     switch (plan.kind) {
       case RecordKind::null: break;
       case RecordKind::boolean: values_.emplace(out.open_array(path + ".npy", DType::bool_, plan.slots)); break;
