@@ -34,17 +34,6 @@ struct ColumnAccess {
   static const std::shared_ptr<const Buffer>& valid(const Column& c) { return c.valid_; }
 };
 
-}  // namespace detail
-
-namespace {
-
-using detail::ColumnAccess;
-using detail::column_path;
-
-constexpr ColumnType kFixedTypes[] = {ColumnType::int8,   ColumnType::int16,   ColumnType::int32,  ColumnType::int64,
-                                      ColumnType::uint8,  ColumnType::uint16,  ColumnType::uint32, ColumnType::uint64,
-                                      ColumnType::float32, ColumnType::float64};
-
 DType dtype_of_column(ColumnType t) {
   switch (t) {
     case ColumnType::int8: return DType::int8;
@@ -63,6 +52,19 @@ DType dtype_of_column(ColumnType t) {
   }
   throw InvalidArgument("a string column has no dtype");
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::ColumnAccess;
+using detail::dtype_of_column;
+using detail::column_path;
+
+constexpr ColumnType kFixedTypes[] = {ColumnType::int8,   ColumnType::int16,   ColumnType::int32,  ColumnType::int64,
+                                      ColumnType::uint8,  ColumnType::uint16,  ColumnType::uint32, ColumnType::uint64,
+                                      ColumnType::float32, ColumnType::float64};
+
 
 std::shared_ptr<const Buffer> validity(const std::vector<bool>& valid, std::size_t rows) {
   if (valid.empty()) return nullptr;

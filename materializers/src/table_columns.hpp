@@ -3,6 +3,8 @@
 // share, so that both store the same bytes and metadata (docs/FORMAT.md §9).
 // Internal to the materializers.
 
+#include <amphora/table.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -11,6 +13,10 @@
 #include <type_traits>
 
 namespace amphora::detail {
+
+/// The dtype a column of `type` stores its values as (bool as bool_,
+/// timestamps as int64). Throws InvalidArgument for strings.
+DType dtype_of_column(ColumnType type);
 
 /// The payload files of column `k` start with this path.
 inline std::string column_path(std::size_t k) { return "columns/" + std::to_string(k); }

@@ -75,10 +75,7 @@ class ColumnWriter {
     const std::size_t rows = plan.guess.rows;
     if (plan.guess.present != rows) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (rows + 7) / 8));
     if (type_ != ColumnType::string) {
-      const DType dtype = type_ == ColumnType::int64 || type_ == ColumnType::timestamp ? DType::int64
-                          : type_ == ColumnType::float64                              ? DType::float64
-                                                                                      : DType::bool_;
-      values_.emplace(out.open_array(path + ".npy", dtype, rows));
+      values_.emplace(out.open_array(path + ".npy", detail::dtype_of_column(type_), rows));
       return;
     }
     dictionary_ = plan.strings.dictionary_is_smaller();
@@ -99,8 +96,7 @@ class ColumnWriter {
     const bool present = !field.empty();
     if (valid_) valid_->add(present);
     if (type_ == ColumnType::string) {
-      if (!is_valid_utf8(field)) changed(where_, line);
-      if (dictionary_) {
+      if (dictionary_) {  // the dictionary's words were checked in the first pass
         std::uint32_t code = 0;
         try {
           code = plan_.strings.code_of(field);
@@ -109,6 +105,7 @@ class ColumnWriter {
         }
         values_->add(&code, code_width_);  // little-endian: the low bytes are the narrow code
       } else {
+        if (!is_valid_utf8(field)) changed(where_, line);  // what the first pass checked may have changed
         bytes_->add(field.data(), field.size());
         offset_ += static_cast<std::int64_t>(field.size());
         values_->add(offset_);
