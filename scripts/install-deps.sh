@@ -3,10 +3,11 @@
 set -euo pipefail
 
 # Files and directories go through std::filesystem (Boost.Filesystem's
-# standardised successor), so no Boost; yaml-cpp arrives with pipelines.
+# standardised successor), so no Boost. yaml-cpp reads pipeline run
+# configurations; Graphviz renders `amphora lineage --dot` in the tests.
 packages=(
   build-essential cmake pkg-config
-  nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev catch2
+  nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
   python3-numpy python3-scipy python3-pandas python3-lz4 lz4
 )
 

@@ -6,6 +6,9 @@
 //   tmp/                              staging areas (each locked while written)
 //   locks/gc.lock                     shared by publishers, exclusive for gc
 //   locks/names.lock                  shared while a version is chosen, exclusive to remove one
+//   locks/step-<64 hex>.lock          held while a step computes that cache key
+//   cache/<64 hex>.json               action cache entries
+//   runs/<pipeline>/<run id>.json     run records
 //
 // Every access starts from a descriptor of the store directory and walks
 // down with O_NOFOLLOW (posix.hpp), so no link planted in a store can
@@ -36,7 +39,7 @@ namespace {
 
 constexpr int kLayoutVersion = 1;
 constexpr const char* kMarker = "amphora-store.json";
-constexpr const char* kStructure[] = {"objects", "objects/sha256", "names", "tmp", "locks"};
+constexpr const char* kStructure[] = {"objects", "objects/sha256", "names", "tmp", "locks", "cache", "runs"};
 constexpr std::size_t kMaxMarkerBytes = 1u << 16;
 constexpr const char* kTombstone = "tombstone.json";
 
@@ -78,6 +81,47 @@ class FileLease : public Lease {
  private:
   detail::Fd fd_;
 };
+
+// A lock file its holder unlinks on release, so that lock files do not pile
+// up one per cache key. A waiter that locked a file unlinked meanwhile holds
+// nothing, so it checks that the path still names the file it locked.
+class StepLease : public Lease {
+ public:
+  static std::unique_ptr<StepLease> acquire(detail::Fd locks, std::string file, fs::path shown, bool wait) {
+    for (;;) {
+      detail::Fd fd = detail::open_at(locks.get(), file, O_RDWR | O_CREAT);
+      if (!fd) detail::throw_open_error(shown);
+      detail::require_regular(fd.get(), shown);
+      int rc;
+      while ((rc = ::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) {
+        if (errno == EWOULDBLOCK) return nullptr;
+        detail::throw_errno("cannot lock", shown);
+      }
+      struct stat held {}, named {};
+      if (::fstat(fd.get(), &held) != 0) detail::throw_errno("cannot read", shown);
+      if (::fstatat(locks.get(), file.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_ino == held.st_ino &&
+          named.st_dev == held.st_dev)
+        return std::unique_ptr<StepLease>(new StepLease(std::move(locks), std::move(file), std::move(fd)));
+    }
+  }
+  ~StepLease() override { ::unlinkat(locks_.get(), file_.c_str(), 0); }  // before fd_ closes and unlocks
+
+ private:
+  StepLease(detail::Fd locks, std::string file, detail::Fd fd)
+      : locks_(std::move(locks)), file_(std::move(file)), fd_(std::move(fd)) {}
+  detail::Fd locks_;
+  std::string file_;
+  detail::Fd fd_;
+};
+
+bool valid_record_stem(std::string_view s) {
+  auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+  };
+  return !s.empty() && s.size() <= 128 && s.front() != '.' && std::all_of(s.begin(), s.end(), ok);
+}
 
 class LocalStagedFile : public StagedFile {
  public:
@@ -518,6 +562,123 @@ class LocalBackend : public StorageBackend {
     } catch (const nlohmann::json::exception& e) {
       throw CorruptData("name record " + path.string() + " is not valid JSON: " + e.what());
     }
+  }
+
+  std::optional<nlohmann::json> read_cache_entry(const Digest& key) override {
+    std::string rel = "cache/" + key.hex() + ".json";
+    try {
+      return read_json_record(rel, kMaxRecordBytes, "cache entry");
+    } catch (const NotFound&) {
+      return std::nullopt;
+    }
+  }
+  void write_cache_entry(const Digest& key, const nlohmann::json& entry) override {
+    write_json_record("cache", key.hex() + ".json", entry, kMaxRecordBytes, "cache entry");
+  }
+  std::vector<Digest> list_cache_entries() override {
+    detail::Fd cache = dir("cache", true);
+    std::vector<Digest> keys;
+    for (const auto& file : detail::list_names_at(cache.get(), root_ / "cache")) {
+      if (file.size() != 64 + 5 || !file.ends_with(".json") || !is_hex(std::string_view(file).substr(0, 64))) continue;
+      keys.push_back(Digest::parse("sha256:" + file.substr(0, 64)));
+    }
+    return keys;
+  }
+  bool remove_cache_entry(const Digest& key) override {
+    detail::Fd cache = dir("cache", true);
+    std::string file = key.hex() + ".json";
+    if (::unlinkat(cache.get(), file.c_str(), 0) == 0) return true;
+    if (errno == ENOENT) return false;
+    detail::throw_errno("cannot remove", root_ / "cache" / file);
+  }
+  std::unique_ptr<Lease> step_lease(const Digest& key, bool wait) override {
+    std::string file = "step-" + key.hex() + ".lock";
+    return StepLease::acquire(dir("locks"), file, root_ / "locks" / file, wait);
+  }
+
+  void write_run(std::string_view pipeline, std::string_view run_id, const nlohmann::json& record) override {
+    if (!valid_record_stem(pipeline) || !valid_record_stem(run_id))
+      throw InvalidArgument("invalid run '" + std::string(pipeline) + "/" + std::string(run_id) + "'");
+    write_json_record("runs/" + std::string(pipeline), std::string(run_id) + ".json", record, kMaxRunBytes,
+                      "run record");
+  }
+  std::vector<std::pair<std::string, std::string>> list_runs(std::vector<std::string>* problems) override {
+    std::vector<std::pair<std::string, std::string>> runs;
+    detail::Fd all = dir("runs", true);
+    for (const auto& e : detail::list_dir_at(all.get(), root_ / "runs")) {
+      fs::path shown = root_ / "runs" / e.name;
+      if (!e.is_dir() || !valid_record_stem(e.name)) {
+        if (problems) problems->push_back(shown.string() + " is not a pipeline's run directory");
+        continue;
+      }
+      detail::Fd sub = detail::open_dir_at(all.get(), e.name, shown);
+      for (const auto& file : detail::list_names_at(sub.get(), shown)) {
+        if (file.ends_with(".json") && valid_record_stem(file.substr(0, file.size() - 5)))
+          runs.emplace_back(e.name, file.substr(0, file.size() - 5));
+        else if (problems)
+          problems->push_back((shown / file).string() + " is not a run record");
+      }
+    }
+    return runs;
+  }
+  nlohmann::json read_run(std::string_view pipeline, std::string_view run_id) override {
+    if (!valid_record_stem(pipeline) || !valid_record_stem(run_id))
+      throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "'");
+    try {
+      return read_json_record("runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json", kMaxRunBytes,
+                              "run record");
+    } catch (const NotFound&) {
+      throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "' in store " +
+                     root_.string());
+    }
+  }
+
+  // A small JSON object file outside artifacts and names.
+  nlohmann::json read_json_record(const std::string& rel, std::size_t max_bytes, const char* what) {
+    fs::path path = root_ / rel;
+    std::string text;
+    try {
+      text = detail::read_small_at(root_fd_.get(), rel, path, max_bytes);
+    } catch (const CorruptData& e) {
+      throw CorruptData(std::string(what) + " " + e.what());
+    }
+    try {
+      auto doc = parse_untrusted_json(text);
+      if (doc.is_object()) return doc;
+    } catch (const nlohmann::json::exception& e) {
+      throw CorruptData(std::string(what) + " " + path.string() + " is not valid JSON: " + e.what());
+    }
+    throw CorruptData(std::string(what) + " " + path.string() + " is not a JSON object");
+  }
+  // Written in tmp/ and renamed over: readers see the old record or the new.
+  void write_json_record(const std::string& rel_dir, const std::string& file, const nlohmann::json& record,
+                         std::size_t max_bytes, const char* what) {
+    auto text = record.dump(1, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+    if (text.size() > max_bytes)
+      throw InvalidArgument(std::string(what) + " " + (root_ / rel_dir / file).string() + " would be " +
+                            std::to_string(text.size()) + " bytes, more than the " + std::to_string(max_bytes) +
+                            " a store accepts");
+    detail::Fd target = dir(rel_dir, true);
+    detail::Fd tmp = dir("tmp");
+    std::string tmp_name = "record-" + random_id() + ".json";
+    fs::path tmp_shown = root_ / "tmp" / tmp_name;
+    {
+      detail::Fd fd(::openat(tmp.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd) detail::throw_errno("cannot create", tmp_shown);
+      try {
+        detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp_shown);
+        if (durable_) sync_fd(fd.get(), tmp_shown);
+      } catch (...) {
+        ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
+        throw;
+      }
+    }
+    if (::renameat(tmp.get(), tmp_name.c_str(), target.get(), file.c_str()) != 0) {
+      int err = errno;
+      ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
+      detail::throw_errno("cannot write", root_ / rel_dir / file, err);
+    }
+    if (durable_) sync_fd(target.get(), root_ / rel_dir);
   }
 
   std::unique_ptr<Lease> lease(const std::string& file, int operation) {

@@ -387,11 +387,15 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // a record the store would refuse (or could not read back) fails the save.
   nlohmann::json name_record(const MaterializerEntry& entry, const SaveOptions& options, const Digest& digest,
                              const Manifest& manifest) const {
+    return name_record(entry.name, entry.version, options, digest, manifest);
+  }
+  nlohmann::json name_record(const std::string& materializer, int materializer_version, const SaveOptions& options,
+                             const Digest& digest, const Manifest& manifest) const {
     nlohmann::json record = options.provenance;
     record["name"] = options.name;
     record["digest"] = digest.str();
-    record["materializer"] = entry.name;
-    record["materializer_version"] = entry.version;
+    record["materializer"] = materializer;
+    record["materializer_version"] = materializer_version;
     record["payload_bytes"] = manifest.payload_bytes();
     record["created_at"] = utc_now();
     record["host"] = host_name();
@@ -443,6 +447,28 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
     if (!options.provenance.is_object()) throw InvalidArgument("SaveOptions::provenance must be a JSON object");
     validate_storable_json(options.provenance, "SaveOptions::provenance");
     return impl_->save(entry, value, options, 0, {});
+  });
+}
+
+SaveResult Store::name_artifact(const Digest& digest, std::string_view name, const nlohmann::json& provenance) {
+  return translated(false, [&] {
+    validate_name(name);
+    if (!provenance.is_object()) throw InvalidArgument("provenance must be a JSON object");
+    validate_storable_json(provenance, "provenance");
+    SaveOptions options;
+    options.name = std::string(name);
+    options.provenance = provenance;
+    auto& backend = *impl_->backend;
+    // Held until the name exists, so gc cannot collect the artifact between
+    // the check and the record.
+    auto lease = backend.publish_lease();
+    const auto manifest = open_artifact(digest).manifest();
+    auto record = impl_->name_record(manifest.materializer, manifest.materializer_version, options, digest, manifest);
+    SaveResult result;
+    result.digest = digest;
+    result.name = options.name;
+    result.version = backend.add_version(name, std::move(record));
+    return result;
   });
 }
 
@@ -693,12 +719,32 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   return report;
 }
 
-GcReport Store::gc(bool dry_run, std::chrono::seconds grace) {
+GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_last) {
   return translated(true, [&] {
     auto& backend = *impl_->backend;
     GcReport report;
     auto lease = backend.gc_lease();
     auto scan = scan_names();
+    if (keep_last > 0 && scan.problems.empty()) {
+      std::vector<VersionInfo> kept;
+      for (std::size_t i = 0; i < scan.versions.size(); ++i) {
+        std::size_t newer = 0;  // later versions of the same name (scan is sorted by name, then version)
+        while (i + newer + 1 < scan.versions.size() && scan.versions[i + newer + 1].name == scan.versions[i].name) ++newer;
+        if (newer >= keep_last) {
+          if (!dry_run) {
+            try {
+              backend.remove_version(scan.versions[i].name, scan.versions[i].version);
+            } catch (const NotFound&) {
+              // removed meanwhile
+            }
+          }
+          report.dropped_versions.push_back(scan.versions[i]);
+        } else {
+          kept.push_back(scan.versions[i]);
+        }
+      }
+      scan.versions = std::move(kept);
+    }
     if (!scan.problems.empty())
       throw CorruptData("gc refused: the store is inconsistent, and collecting now could delete what an unreadable "
                         "record points at: " + scan.problems.front() +
@@ -735,6 +781,30 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace) {
     std::vector<Digest> named;
     for (const auto& info : scan.versions) named.push_back(info.digest);
     keep_reachable(std::move(named), true);
+    // Cache entries are roots too; after keep_last dropped versions, an
+    // entry with an output no kept name reaches is dropped instead.
+    std::vector<Digest> cached;
+    for (const auto& key : backend.list_cache_entries()) {
+      std::vector<Digest> outputs;
+      try {
+        auto entry = backend.read_cache_entry(key);
+        if (!entry) continue;
+        const auto& out = entry->value("outputs", nlohmann::json::object());
+        for (auto it = out.begin(); out.is_object() && it != out.end(); ++it)
+          if (it->is_string() && Digest::is_digest(it->get<std::string>()))
+            outputs.push_back(Digest::parse(it->get<std::string>()));
+      } catch (const CorruptData&) {
+        continue;  // an unreadable entry is a miss; it keeps nothing alive
+      }
+      bool reached = std::all_of(outputs.begin(), outputs.end(), [&](const Digest& d) { return live.count(d) > 0; });
+      if (keep_last > 0 && !reached) {
+        ++report.dropped_cache_entries;
+        if (!dry_run) backend.remove_cache_entry(key);
+        continue;
+      }
+      cached.insert(cached.end(), outputs.begin(), outputs.end());
+    }
+    keep_reachable(std::move(cached), false);
     std::vector<Digest> young;
     for (const auto& d : all) {
       if (live.count(d)) continue;

@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace amphora {
@@ -153,6 +155,36 @@ class StorageBackend {
   virtual std::unique_ptr<Lease> repair_lease(const Digest& digest) = 0;
   /// Removes staging areas whose writer is gone and which are older than `grace`.
   virtual StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) = 0;
+
+  /// The action cache (docs/FORMAT.md §1.7): what one successful step
+  /// execution produced, under its cache key. The entry for `key`, or nullopt
+  /// when there is none. Throws CorruptData for an entry that is not a small
+  /// regular file holding a JSON object.
+  virtual std::optional<nlohmann::json> read_cache_entry(const Digest& key) = 0;
+  /// Publishes (or atomically replaces) the entry for `key`. Throws
+  /// InvalidArgument when it exceeds kMaxRecordBytes, IoError.
+  virtual void write_cache_entry(const Digest& key, const nlohmann::json& entry) = 0;
+  /// Every cache key with an entry, sorted.
+  virtual std::vector<Digest> list_cache_entries() = 0;
+  /// Removes the entry for `key`; false when there was none.
+  virtual bool remove_cache_entry(const Digest& key) = 0;
+  /// Exclusive lease on computing `key`, so that of several processes
+  /// missing the same key one computes and the others wait for its entry.
+  /// The kernel releases it when the holder exits or is killed. With `wait`
+  /// false, returns nullptr at once when another holder has it.
+  virtual std::unique_ptr<Lease> step_lease(const Digest& key, bool wait) = 0;
+
+  /// Run records (docs/FORMAT.md §1.8), one JSON object per run of a
+  /// pipeline. Publishes or atomically replaces the record of `run_id`.
+  /// Throws InvalidArgument for a record over kMaxRunBytes, IoError.
+  virtual void write_run(std::string_view pipeline, std::string_view run_id, const nlohmann::json& record) = 0;
+  /// Every (pipeline, run id) recorded, in no particular order; entries that
+  /// are not run records are skipped and, when `problems` is given, described.
+  virtual std::vector<std::pair<std::string, std::string>> list_runs(std::vector<std::string>* problems = nullptr) = 0;
+  /// Throws NotFound, or CorruptData for a record that cannot be read.
+  virtual nlohmann::json read_run(std::string_view pipeline, std::string_view run_id) = 0;
+  /// Largest run record, serialized, that a store accepts.
+  static constexpr std::size_t kMaxRunBytes = 64u << 20;
 };
 
 /// Opens (or, with `create`, initialises) a store directory on the local file

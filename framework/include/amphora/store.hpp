@@ -54,6 +54,8 @@ struct NameScan {
 
 struct GcReport {
   std::vector<Digest> removed;  ///< artifacts removed (or that would be, on a dry run)
+  std::vector<VersionInfo> dropped_versions;  ///< name versions beyond keep_last, removed (or that would be)
+  std::size_t dropped_cache_entries = 0;      ///< cache entries whose outputs no kept name reaches any more
   std::uint64_t bytes_freed = 0;
   std::size_t kept = 0;         ///< artifacts kept: reachable from a name, or young (below)
   std::size_t young = 0;        ///< unnamed artifacts kept because younger than the grace period
@@ -120,6 +122,14 @@ class Store {
 
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
 
+  /// Records the stored artifact `digest` as the next version of `name`,
+  /// with `provenance` in its name record, as a save of the same value under
+  /// that name would. Throws NotFound when the artifact is not in the store,
+  /// InvalidArgument for a bad name or provenance, CorruptData for a damaged
+  /// manifest.
+  SaveResult name_artifact(const Digest& digest, std::string_view name,
+                           const nlohmann::json& provenance = nlohmann::json::object());
+
   /// Saves the file `file` as what the registry's format for its extension
   /// reads (".npy" a tensor, ".csv" a table, ...), through the format's
   /// streaming import when it has one (bounded memory), else by reading the
@@ -175,7 +185,12 @@ class Store {
   /// it returns. Refuses (CorruptData, saying where) while a name record or
   /// the manifest of a named artifact cannot be read: what it reaches would
   /// otherwise be collected.
-  GcReport gc(bool dry_run = false, std::chrono::seconds grace = kDefaultGcGrace);
+  ///
+  /// Outputs of action-cache entries are kept like named artifacts. With
+  /// `keep_last` N > 0, only the newest N versions of each name are kept
+  /// first; the older ones are removed, and so are the cache entries whose
+  /// outputs no kept name reaches, so what only old versions reached goes.
+  GcReport gc(bool dry_run = false, std::chrono::seconds grace = kDefaultGcGrace, std::uint64_t keep_last = 0);
   static constexpr std::chrono::seconds kDefaultGcGrace{60};
 
  private:

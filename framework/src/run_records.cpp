@@ -1,0 +1,69 @@
+// Reading what runs left behind: run records and the lineage of artifacts.
+
+#include <amphora/pipeline.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace amphora {
+
+std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::string>* problems) {
+  auto& backend = *store.backend();
+  std::vector<nlohmann::json> runs;
+  for (const auto& [pipeline, id] : backend.list_runs(problems)) {
+    try {
+      auto record = backend.read_run(pipeline, id);
+      if (!record.contains("steps") || !record["steps"].is_array()) record["steps"] = nlohmann::json::array();
+      runs.push_back(std::move(record));
+    } catch (const NotFound&) {
+      // removed since listed
+    } catch (const Error& e) {
+      if (problems) problems->push_back(e.what());
+    }
+  }
+  auto key = [](const nlohmann::json& r) {
+    auto text = [&](const char* field) {
+      auto it = r.find(field);
+      return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    return std::make_pair(text("started_at"), text("run"));
+  };
+  std::sort(runs.begin(), runs.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  return runs;
+}
+
+std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
+  // Which step made an artifact is in the name records of its versions.
+  std::map<Digest, std::vector<VersionInfo>> by_digest;
+  for (auto& info : store.scan_names().versions) by_digest[info.digest].push_back(std::move(info));
+  std::vector<nlohmann::json> chain;
+  std::set<Digest> seen;
+  std::vector<Digest> pending{digest};
+  while (!pending.empty()) {
+    Digest d = pending.front();
+    pending.erase(pending.begin());
+    if (!seen.insert(d).second) continue;
+    nlohmann::json node = {{"digest", d.str()}, {"names", nlohmann::json::array()}};
+    node["stored"] = store.backend()->has_artifact(d);
+    const VersionInfo* made = nullptr;
+    for (const auto& info : by_digest[d]) {
+      node["names"].push_back(info.name + "@" + std::to_string(info.version));
+      // The oldest record a step left says who first made it.
+      if (!made && info.record.contains("step") && info.record.contains("pipeline")) made = &info;
+    }
+    if (made) {
+      const auto& r = made->record;
+      for (const char* field : {"pipeline", "step", "step_version", "output", "run", "params", "inputs", "cache_key"})
+        if (r.contains(field)) node[field] = r[field];
+      if (r.contains("inputs") && r["inputs"].is_object())
+        for (auto it = r["inputs"].begin(); it != r["inputs"].end(); ++it)
+          if (it->is_string() && Digest::is_digest(it->get<std::string>()))
+            pending.push_back(Digest::parse(it->get<std::string>()));
+    }
+    chain.push_back(std::move(node));
+  }
+  return chain;
+}
+
+}  // namespace amphora

@@ -1,0 +1,485 @@
+// Pipelines: the hit and miss matrix, explained misses, early cutoff,
+// failure and resume, parallel steps, lazy inputs, run records and lineage.
+
+#include "support.hpp"
+
+#include <amphora/canonical.hpp>
+#include <amphora/everyday.hpp>
+#include <amphora/pipeline.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <thread>
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A value that counts how often it is loaded from the store.
+struct Counted {
+  std::int64_t value = 0;
+};
+std::atomic<int> counted_loads{0};
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Counted> {
+  static constexpr std::string_view name = "test.counted";
+  static constexpr int version = 1;
+  static void save(const Counted& c, ArtifactWriter& out) { out.meta()["value"] = c.value; }
+  static Counted load(const ArtifactReader& in) {
+    ++counted_loads;
+    return Counted{in.meta<std::int64_t>("value")};
+  }
+};
+
+namespace {
+
+// source(n) -> vector 0..n-1 -> parity (early cutoff: only n's parity) -> report
+struct Chain {
+  Pipeline p{"chain"};
+  std::map<std::string, int> calls;
+  std::mutex mutex;
+  std::string source_version = "1";
+  bool fail_report = false;
+
+  void count(const std::string& step) {
+    std::lock_guard lock(mutex);
+    ++calls[step];
+  }
+
+  Chain() {
+    auto numbers = p.step({.name = "numbers", .version = "1", .params = {{"n", 4}, {"scale", 1.0}}, .outputs = {"values"}},
+                          [this](const StepContext& c) {
+                            count("numbers");
+                            std::vector<std::int64_t> v;
+                            for (int i = 0; i < c.param<int>("n"); ++i) v.push_back(i);
+                            return v;
+                          });
+    auto parity = p.step({.name = "parity", .outputs = {"parity"}},
+                         [this](const std::vector<std::int64_t>& v) {
+                           count("parity");
+                           return static_cast<std::int64_t>(v.size() % 2);
+                         },
+                         numbers);
+    p.step({.name = "report"},
+           [this](const std::int64_t& parity, const StepContext&) {
+             count("report");
+             if (fail_report) throw std::runtime_error("report exploded");
+             return std::string(parity ? "odd" : "even");
+           },
+           parity);
+  }
+  RunReport run(Store& store, RunOptions options = {}) {
+    calls.clear();
+    return p.run(store, options);
+  }
+};
+
+std::string status_of(const RunReport& r, const std::string& step) { return r.step(step).status; }
+std::string reason_of(const RunReport& r, const std::string& step) { return r.step(step).reason; }
+
+}  // namespace
+
+TEST_CASE("An unchanged pipeline is served from the cache", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  auto first = chain.run(store);
+  REQUIRE(first.ok);
+  CHECK(first.count("ran") == 3);
+  CHECK(reason_of(first, "numbers") == "no cache entry");
+  CHECK(store.load<std::string>("chain.report.out") == "even");
+  CHECK(store.load<std::vector<std::int64_t>>("chain.numbers.values") == std::vector<std::int64_t>{0, 1, 2, 3});
+
+  auto second = chain.run(store);
+  REQUIRE(second.ok);
+  CHECK(second.count("cached") == 3);
+  CHECK(chain.calls.empty());
+  for (const auto& s : second.steps) {
+    CHECK(s.reason.empty());
+    CHECK(s.key == first.step(s.name).key);
+    REQUIRE(s.outputs.size() == 1);
+    CHECK(s.outputs[0].digest == first.step(s.name).outputs[0].digest);
+  }
+  // No new versions for identical results.
+  CHECK(store.versions("chain.report.out").size() == 1);
+  CHECK(second.step("report").outputs[0].ref == "chain.report.out@1");
+}
+
+TEST_CASE("A changed parameter reruns the step and names the parameter", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  REQUIRE(chain.run(store).ok);
+
+  auto r = chain.run(store, {.params = {{"numbers", {{"n", 5}}}}});
+  REQUIRE(r.ok);
+  CHECK(status_of(r, "numbers") == "ran");
+  CHECK(reason_of(r, "numbers") == "parameter `n` changed from 4 to 5");
+  CHECK(status_of(r, "parity") == "ran");
+  CHECK(reason_of(r, "parity") == "input `values` changed");
+  CHECK(status_of(r, "report") == "ran");
+  CHECK(store.load<std::string>("chain.report.out") == "odd");
+  CHECK(store.versions("chain.report.out").size() == 2);
+
+  // 1 and 1.0 are different parameters.
+  auto typed = chain.run(store, {.params = {{"numbers", {{"n", 5}, {"scale", 1}}}}});
+  CHECK(reason_of(typed, "numbers") == "parameter `scale` changed from 1.0 to 1");
+
+  // Back to the first parameters: every step is a hit again, and the names
+  // point at the first results once more.
+  auto back = chain.run(store);
+  CHECK(back.count("cached") == 3);
+  CHECK(store.load<std::string>("chain.report.out") == "even");
+  CHECK(store.versions("chain.report.out").size() == 3);
+}
+
+TEST_CASE("Unknown steps and parameters are refused before anything runs", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  CHECK_THROWS_WITH(chain.run(store, {.params = {{"numbers", {{"top_k", 5}}}}}),
+                    Catch::Contains("step 'numbers' has no parameter 'top_k' (it has n, scale)"));
+  CHECK_THROWS_WITH(chain.run(store, {.params = {{"nope", {{"n", 5}}}}}), Catch::Contains("no step 'nope'"));
+  CHECK_THROWS_WITH(chain.run(store, {.force = {"nope"}}), Catch::Contains("no step 'nope'"));
+  CHECK(chain.calls.empty());
+  CHECK(list_runs(store).empty());
+}
+
+TEST_CASE("Early cutoff: an upstream rerun with identical output leaves downstream cached", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  REQUIRE(chain.run(store).ok);
+  // n = 6 changes `numbers` and `parity` reruns, but its output (even) is the
+  // same as before, so `report` is a hit.
+  auto r = chain.run(store, {.params = {{"numbers", {{"n", 6}}}}});
+  REQUIRE(r.ok);
+  CHECK(status_of(r, "numbers") == "ran");
+  CHECK(status_of(r, "parity") == "ran");
+  CHECK(status_of(r, "report") == "cached");
+  CHECK(chain.calls.count("report") == 0);
+}
+
+TEST_CASE("Step version and code fingerprint changes are misses", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  auto make = [](const std::string& version, const std::string& code) {
+    Pipeline p("versions");
+    p.step({.name = "one", .version = version, .code = code}, [] { return std::int64_t{1}; });
+    return p;
+  };
+  REQUIRE(make("1", "sha256:aa").run(store).ok);
+  CHECK(make("1", "sha256:aa").run(store).count("cached") == 1);
+  auto bumped = make("2", "sha256:aa").run(store);
+  CHECK(status_of(bumped, "one") == "ran");
+  CHECK(reason_of(bumped, "one") == "version changed from \"1\" to \"2\"");
+  auto edited = make("2", "sha256:bb").run(store);
+  CHECK(status_of(edited, "one") == "ran");
+  CHECK(reason_of(edited, "one") == "code changed");
+}
+
+TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  auto first = chain.run(store);
+  REQUIRE(first.ok);
+  const auto numbers = first.step("numbers").outputs[0].digest;
+
+  SECTION("deleted") {
+    store.backend()->remove_artifact(numbers);
+    auto r = chain.run(store);
+    REQUIRE(r.ok);
+    CHECK(status_of(r, "numbers") == "ran");
+    CHECK_THAT(reason_of(r, "numbers"), Catch::StartsWith("output `values` missing or damaged"));
+    CHECK(status_of(r, "parity") == "cached");  // same digest again: early cutoff
+    CHECK(store.verify().ok());
+  }
+  SECTION("truncated") {
+    auto reader = store.open_artifact(numbers);
+    auto file = test::object_dir(dir.path(), numbers) / reader.manifest().files.front().path;
+    fs::resize_file(file, fs::file_size(file) - 1);
+    auto r = chain.run(store);
+    CHECK(status_of(r, "numbers") == "ran");
+    CHECK_THAT(reason_of(r, "numbers"), Catch::Contains("bytes, not"));
+    CHECK(store.verify().ok());  // the save replaced the damaged copy
+  }
+  SECTION("a flipped bit is found when hits are verified") {
+    auto reader = store.open_artifact(numbers);
+    auto file = test::object_dir(dir.path(), numbers) / reader.manifest().files.front().path;
+    test::flip_byte(file, fs::file_size(file) - 1);
+    CHECK(chain.run(store).count("cached") == 3);  // same sizes: the cheap check passes
+    auto r = chain.run(store, {.verify_hits = true});
+    CHECK(status_of(r, "numbers") == "ran");
+    CHECK(store.verify().ok());
+  }
+  SECTION("cache entry removed") {
+    REQUIRE(store.backend()->remove_cache_entry(first.step("report").key));
+    auto r = chain.run(store);
+    CHECK(status_of(r, "report") == "ran");
+    CHECK(reason_of(r, "report") == "no cache entry (removed since the last run)");
+  }
+  SECTION("cache entry damaged") {
+    auto file = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
+    test::write_text(file, "{\"outputs\": 3");
+    auto r = chain.run(store);
+    CHECK(status_of(r, "report") == "ran");
+    CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("cache entry damaged"));
+  }
+}
+
+TEST_CASE("A forced step reruns; its dependents stay cached if its output is the same", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  REQUIRE(chain.run(store).ok);
+  auto r = chain.run(store, {.force = {"parity"}});
+  CHECK(status_of(r, "numbers") == "cached");
+  CHECK(status_of(r, "parity") == "ran");
+  CHECK(reason_of(r, "parity") == "forced");
+  CHECK(status_of(r, "report") == "cached");
+  auto all = chain.run(store, {.force = {"*"}});
+  CHECK(all.count("ran") == 3);
+}
+
+TEST_CASE("A failing step fails the run; the next run resumes from the cache", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  chain.fail_report = true;
+  auto failed = chain.run(store);
+  CHECK_FALSE(failed.ok);
+  CHECK(failed.error == "step 'report' failed: report exploded");
+  CHECK(status_of(failed, "report") == "failed");
+  CHECK(failed.step("report").error == "report exploded");
+  CHECK(failed.record["status"] == "failed");
+  CHECK(store.versions("chain.parity.parity").size() == 1);  // committed
+  CHECK_THROWS_AS(store.resolve("chain.report.out"), NotFound);
+
+  chain.fail_report = false;
+  auto resumed = chain.run(store);
+  REQUIRE(resumed.ok);
+  CHECK(status_of(resumed, "numbers") == "cached");
+  CHECK(status_of(resumed, "parity") == "cached");
+  CHECK(status_of(resumed, "report") == "ran");
+  CHECK(reason_of(resumed, "report") == "no cache entry");
+  CHECK(chain.calls == std::map<std::string, int>{{"report", 1}});
+}
+
+TEST_CASE("Steps downstream of a failure are skipped, independent ones still run", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Pipeline p("branches");
+  auto bad = p.step({.name = "bad"}, []() -> std::int64_t { throw std::runtime_error("no data"); });
+  p.step({.name = "after"}, [](const std::int64_t& x) { return x + 1; }, bad);
+  p.step({.name = "other"}, [] { return std::string("fine"); });
+  auto r = p.run(store, {.jobs = 1});
+  CHECK_FALSE(r.ok);
+  CHECK(status_of(r, "bad") == "failed");
+  CHECK(status_of(r, "after") == "skipped");
+  CHECK(reason_of(r, "after") == "input `out` is missing: step 'bad' failed");
+  CHECK(status_of(r, "other") == "ran");
+  CHECK(store.load<std::string>("branches.other.out") == "fine");
+}
+
+TEST_CASE("Independent steps run in parallel", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Pipeline p("wide");
+  // Each of the two steps waits at the barrier for the other: run one at a
+  // time, the first would wait forever, so the wait is bounded and checked.
+  std::atomic<int> arrived{0};
+  auto meet = [&arrived] {
+    ++arrived;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (arrived.load() < 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::int64_t{arrived.load()};
+  };
+  auto a = p.step({.name = "a"}, meet);
+  auto b = p.step({.name = "b"}, meet);
+  p.step({.name = "sum", .inputs = {"a", "b"}}, [](const std::int64_t& x, const std::int64_t& y) { return x + y; }, a, b);
+  auto r = p.run(store, {.jobs = 2});
+  REQUIRE(r.ok);
+  CHECK(store.load<std::int64_t>("wide.sum.out") == 4);
+}
+
+TEST_CASE("Inputs of cached steps are never loaded; executing steps load theirs once", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  std::string version = "1";
+  auto make = [&] {
+    Pipeline p("lazy");
+    auto c = p.step({.name = "make"}, [] { return Counted{7}; });
+    p.step({.name = "twice", .version = version}, [](const Counted& x) { return x.value * 2; }, c);
+    p.step({.name = "thrice", .version = version}, [](const Counted& x) { return x.value * 3; }, c);
+    return p;
+  };
+  counted_loads = 0;
+  REQUIRE(make().run(store).ok);
+  CHECK(counted_loads == 0);  // handed over in memory
+  REQUIRE(make().run(store).count("cached") == 3);
+  CHECK(counted_loads == 0);  // nothing executing needs it
+  version = "2";
+  auto r = make().run(store);
+  CHECK(r.count("ran") == 2);
+  CHECK(counted_loads == 1);  // loaded once for both consumers
+  CHECK(store.load<std::int64_t>("lazy.thrice.out") == 21);
+}
+
+TEST_CASE("Steps read values from the store by ref", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  store.save(std::string("hello"), {.name = "greeting"});
+  Pipeline p("refs");
+  auto g = p.input<std::string>("greeting");
+  p.step({.name = "shout"}, [](const std::string& s) { return s + "!"; }, g);
+  auto first = p.run(store);
+  REQUIRE(first.ok);
+  CHECK(store.load<std::string>("refs.shout.out") == "hello!");
+  CHECK(first.record["inputs"]["greeting"] == store.resolve("greeting").str());
+  store.save(std::string("bye"), {.name = "greeting"});
+  auto second = p.run(store);
+  CHECK(reason_of(second, "shout") == "input `greeting` changed");
+  CHECK(store.load<std::string>("refs.shout.out") == "bye!");
+  Pipeline missing("refs2");
+  missing.input<std::string>("nothing");
+  CHECK_THROWS_AS(missing.run(store), NotFound);
+}
+
+TEST_CASE("Steps with several outputs name each", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Pipeline p("split");
+  auto [lo, hi] = p.step({.name = "split", .outputs = {"low", "high"}}, [] {
+    return std::tuple<std::int64_t, std::string>{1, "two"};
+  });
+  p.step({.name = "join"}, [](const std::int64_t& a, const std::string& b) { return std::to_string(a) + b; }, lo, hi);
+  REQUIRE(p.run(store).ok);
+  CHECK(store.load<std::int64_t>("split.split.low") == 1);
+  CHECK(store.load<std::string>("split.split.high") == "two");
+  CHECK(store.load<std::string>("split.join.out") == "1two");
+}
+
+TEST_CASE("Pipelines refuse bad declarations", "[pipeline]") {
+  CHECK_THROWS_AS(Pipeline("has.dot"), InvalidArgument);
+  Pipeline p("ok");
+  auto one = p.step({.name = "one"}, [] { return std::int64_t{1}; });
+  CHECK_THROWS_WITH(p.step({.name = "one"}, [] { return std::int64_t{2}; }),
+                    Catch::Contains("already has a step named 'one'"));
+  CHECK_THROWS_WITH(p.step({.name = "two", .inputs = {"x", "y"}}, [](const std::int64_t& v) { return v; }, one),
+                    Catch::Contains("names 2 inputs but is given 1"));
+  CHECK_THROWS_WITH(p.step({.name = "three", .outputs = {"a", "b"}}, [] { return std::int64_t{1}; }),
+                    Catch::Contains("names 2 outputs but returns 1"));
+  CHECK_THROWS_WITH(p.step({.name = "four", .params = nlohmann::json::array()}, [] { return std::int64_t{1}; }),
+                    Catch::Contains("params must be a JSON object"));
+  Pipeline other("other");
+  CHECK_THROWS_WITH(other.step({.name = "x"}, [](const std::int64_t& v) { return v; }, one),
+                    Catch::Contains("input handle from another pipeline"));
+}
+
+TEST_CASE("Cache keys are typed and canonical", "[pipeline][key]") {
+  MaterializerEntry tensor;
+  tensor.name = "amphora.tensor";
+  tensor.version = 1;
+  auto key = [&](const nlohmann::json& params) {
+    return Pipeline::cache_key(Pipeline::cache_key_ingredients(
+        "docfreq", "1", "sha256:00", params,
+        {{"tokens", Digest::parse("sha256:" + std::string(64, 'a'))}}, {{"model", &tensor}}));
+  };
+  // Key order does not matter.
+  CHECK(key(nlohmann::json::parse(R"({"a":1,"b":2})")) == key(nlohmann::json::parse(R"({"b":2,"a":1})")));
+  // 1, 1.0 and "1" differ.
+  CHECK(key({{"k", 1}}) != key({{"k", 1.0}}));
+  CHECK(key({{"k", 1}}) != key({{"k", "1"}}));
+  CHECK(key({{"k", 1.0}}) != key({{"k", "1"}}));
+  // -0.0 is not 0.0; every NaN is one NaN.
+  CHECK(key({{"k", -0.0}}) != key({{"k", 0.0}}));
+  CHECK(key({{"k", std::nan("1")}}) == key({{"k", -std::numeric_limits<double>::quiet_NaN()}}));
+  // The worked example of FORMAT.md §3.8, the same in every build and process.
+  auto ingredients = Pipeline::cache_key_ingredients(
+      "docfreq", "1", "sha256:" + std::string(64, '0'), {{"top_k", 500}, {"min_df", 0.5}},
+      {{"tokens", Digest::parse("sha256:" + std::string(64, 'a'))}}, {{"model", &tensor}});
+  CHECK(ingredients.dump() ==
+        R"({"code":"sha256:0000000000000000000000000000000000000000000000000000000000000000","inputs":{"tokens":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"outputs":{"model":{"format_version":1,"materializer":"amphora.tensor"}},"params":{"min_df":0.5,"top_k":500},"schema":1,"step":"docfreq","version":"1"})");
+  CHECK(Pipeline::cache_key(ingredients).str() == "sha256:0ab315b71370e5b2e30c7f03e1cb71c2f6ae581f2da169cad9959c793376e429");
+}
+
+TEST_CASE("Run records list every step with its status, reason, duration and outputs", "[pipeline][runs]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  REQUIRE(chain.run(store).ok);
+  REQUIRE(chain.run(store, {.params = {{"numbers", {{"n", 5}}}}}).ok);
+  auto runs = list_runs(store);
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0]["started_at"] < runs[1]["started_at"]);
+  const auto& last = runs[1];
+  CHECK(last["pipeline"] == "chain");
+  CHECK(last["status"] == "succeeded");
+  CHECK(last["ended_at"] >= last["started_at"]);
+  REQUIRE(last["steps"].size() == 3);
+  const auto& s = last["steps"][0];
+  CHECK(s["name"] == "numbers");
+  CHECK(s["status"] == "ran");
+  CHECK(s["reason"] == "parameter `n` changed from 4 to 5");
+  CHECK(s["duration"].is_number());
+  CHECK(s["outputs"]["values"] == "chain.numbers.values@2");
+  CHECK(s["ingredients"]["params"]["n"] == 5);
+
+  // Lineage: report <- parity <- numbers, with parameters and the run.
+  auto chain_of = lineage(store, store.resolve("chain.report.out"));
+  REQUIRE(chain_of.size() == 3);
+  CHECK(chain_of[0]["step"] == "report");
+  CHECK(chain_of[1]["step"] == "parity");
+  CHECK(chain_of[2]["step"] == "numbers");
+  CHECK(chain_of[2]["params"]["n"] == 5);
+  CHECK(chain_of[2]["run"] == last["run"]);
+}
+
+TEST_CASE("Run configuration: YAML files and --set overrides", "[pipeline][config]") {
+  test::TempDir dir;
+  test::write_text(dir / "run.yaml",
+                   "numbers:\n  n: 7\n  scale: 2.5\nreport:\n  label: '12'\n  flag: true\n  none: ~\n");
+  auto params = read_run_config(dir / "run.yaml");
+  CHECK(params["numbers"]["n"] == 7);
+  CHECK(params["numbers"]["n"].is_number_integer());
+  CHECK(params["numbers"]["scale"] == 2.5);
+  CHECK(params["report"]["label"] == "12");  // quoted: a string
+  CHECK(params["report"]["flag"] == true);
+  CHECK(params["report"]["none"].is_null());
+  apply_override(params, "numbers.n=500");
+  apply_override(params, "report.label=hello world");
+  apply_override(params, "numbers.scale=1.0");
+  CHECK(params["numbers"]["n"] == 500);
+  CHECK(params["report"]["label"] == "hello world");
+  CHECK(params["numbers"]["scale"].is_number_float());
+  CHECK_THROWS_WITH(apply_override(params, "noequals"), Catch::Contains("expected STEP.PARAM=VALUE"));
+  CHECK_THROWS_WITH(apply_override(params, "nodot=3"), Catch::Contains("expected STEP.PARAM=VALUE"));
+  test::write_text(dir / "bad.yaml", "numbers: [1, 2]\n");
+  CHECK_THROWS_WITH(read_run_config(dir / "bad.yaml"), Catch::Contains("bad.yaml:1") && Catch::Contains("numbers"));
+  test::write_text(dir / "broken.yaml", "numbers: {n: 1\n");
+  CHECK_THROWS_AS(read_run_config(dir / "broken.yaml"), InvalidArgument);
+  CHECK_THROWS_AS(read_run_config(dir / "missing.yaml"), NotFound);
+}
+
+TEST_CASE("gc keeps cache entries' outputs and drops entries whose outputs are gone", "[pipeline][gc]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  auto first = chain.run(store);
+  REQUIRE(first.ok);
+  // The outputs of cache entries are reachable even without their names.
+  store.remove("chain.report.out");
+  auto report = store.gc(false, std::chrono::seconds(0));
+  CHECK(report.removed.empty());
+  CHECK(chain.run(store).count("cached") == 3);
+}
