@@ -20,15 +20,14 @@
 
 namespace amphora::cli {
 
+Store open_store(const Args& a, bool create) {
+  std::filesystem::path dir = a.store ? std::filesystem::path(*a.store) : Store::default_path();
+  return Store::open(dir, {.create = create});  // with the built-in materializers
+}
+
 namespace {
 
 namespace fs = std::filesystem;
-using amphora::Store;
-
-Store open_store(const Args& a, bool create = false) {
-  fs::path dir = a.store ? fs::path(*a.store) : Store::default_path();
-  return Store::open(dir, {.create = create});  // with the built-in materializers
-}
 
 // Progress on a terminal only: piped output stays clean.
 amphora::Progress terminal_progress(const char* what) {
@@ -359,7 +358,14 @@ int cmd_gc(const Args& a) {
   Store store = open_store(a);
   bool dry = a.dry_run;
   const std::chrono::seconds grace(a.grace_seconds);
-  auto report = store.gc(dry, grace);
+  auto report = store.gc(dry, grace, a.keep_last);
+  if (a.keep_last > 0) {
+    std::cout << (dry ? "would drop " : "dropped ") << count_of(report.dropped_versions.size(), "name version", "name versions")
+              << " older than the last " << a.keep_last << " and "
+              << count_of(report.dropped_cache_entries, "cache entry", "cache entries") << " only they reached\n";
+    if (dry)
+      for (const auto& v : report.dropped_versions) std::cout << "  " << printable(v.name) << "@" << v.version << "\n";
+  }
   std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
             << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
             << report.staging.removed << " stale staging area" << (report.staging.removed == 1 ? "" : "s")

@@ -1,6 +1,8 @@
 #pragma once
 // The `amphora` commands, each given its parsed arguments (main.cpp parses).
 
+#include <amphora/store.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,7 +23,13 @@ struct Args {
   bool dry_run = false;              ///< gc --dry-run
   std::int64_t grace_seconds = 60;   ///< gc --grace
   bool yes = false;                  ///< rm --yes
+  std::uint64_t keep_last = 0;       ///< gc --keep-last (0 = every version)
+  bool explain = false;              ///< runs --explain
+  bool dot = false;                  ///< lineage --dot
 };
+
+/// Opens --store (or the default store); with `create`, initialises it.
+amphora::Store open_store(const Args& a, bool create = false);
 
 int cmd_init(const Args& a);
 int cmd_ls(const Args& a);
@@ -31,5 +39,8 @@ int cmd_export(const Args& a);
 int cmd_verify(const Args& a);
 int cmd_rm(const Args& a);
 int cmd_gc(const Args& a);
+int cmd_runs(const Args& a);
+int cmd_why(const Args& a);
+int cmd_lineage(const Args& a);
 
 }  // namespace amphora::cli

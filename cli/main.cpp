@@ -158,21 +158,58 @@ class Parser {
     rm->add_option("REF", args_.ref, "NAME (every version) or NAME@N (version N only)")->required()->type_name("");
     rm->add_flag("-y,--yes", args_.yes, "do not ask for confirmation");
 
-    auto* gc = add("gc", "Remove artifacts no name reaches, and stale staging areas.", amphora::cli::cmd_gc,
+    auto* gc = add("gc", "Remove artifacts no name or cache entry reaches, and stale staging areas.", amphora::cli::cmd_gc,
                    "A name keeps its artifact and, through the manifests, every child artifact\n"
                    "of it. Unnamed artifacts saved less than the grace period ago are kept too:\n"
                    "a composite's parts are saved before the parent that names them, and a save\n"
                    "may be about to name what it just stored. --grace 0 collects them at once; use\n"
-                   "it only when no save is running.\n\n"
+                   "it only when no save is running. The outputs of pipeline cache entries are\n"
+                   "kept like named artifacts.\n\n"
                    "Examples:\n"
                    "  amphora gc --dry-run\n"
                    "  amphora gc\n"
-                   "  amphora gc --grace 0");
+                   "  amphora gc --grace 0\n"
+                   "  amphora gc --keep-last 3");
     gc->add_flag("--dry-run", args_.dry_run, "list what would be removed; remove nothing");
+    gc->add_option("--keep-last", args_.keep_last,
+                   "first drop all but the newest N versions of each name, and the cache entries\n"
+                   "whose outputs only those versions reached")
+        ->check(CLI::PositiveNumber)
+        ->type_name("N");
     gc->add_option("--grace", args_.grace_seconds,
                    "keep unnamed artifacts and staging areas younger than this (default: 60)")
         ->check(CLI::NonNegativeNumber)
         ->type_name("SECONDS");
+
+    auto* runs = add("runs", "List pipeline runs, oldest first.", amphora::cli::cmd_runs,
+                     "One line per run: its id, pipeline, status, start and end time (UTC), and how\n"
+                     "many steps ran, came from the cache, failed or were skipped. --json prints\n"
+                     "the run records themselves (docs/FORMAT.md §1.8); --explain prints each step\n"
+                     "of the latest run with the reason it ran.\n\n"
+                     "Examples:\n"
+                     "  amphora runs\n"
+                     "  amphora runs --json\n"
+                     "  amphora runs --explain");
+    runs->add_flag("--json", args_.json, "print the run records as a JSON array");
+    runs->add_flag("--explain", args_.explain, "print why each step of the latest run ran");
+
+    auto* why = add("why", "Say why each step of a run ran or came from the cache.", amphora::cli::cmd_why,
+                    "REF is a run id, a pipeline name (its latest run), or an artifact a step made\n"
+                    "(the latest run of that step, which is marked with '*').\n\n"
+                    "Examples:\n"
+                    "  amphora why docfreq\n"
+                    "  amphora why docfreq.model.model");
+    why->add_option("REF", args_.ref, "run id, pipeline name or artifact ref")->required()->type_name("");
+
+    auto* lineage = add("lineage", "Show the steps and artifacts an artifact was made from.", amphora::cli::cmd_lineage,
+                        "Follows the inputs recorded by the steps that made each artifact, back to\n"
+                        "artifacts no step made. --dot prints a Graphviz graph (dot -Tsvg renders it).\n\n"
+                        "Examples:\n"
+                        "  amphora lineage docfreq.model.model\n"
+                        "  amphora lineage docfreq.model.model --dot | dot -Tsvg > lineage.svg");
+    lineage->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
+    lineage->add_flag("--dot", args_.dot, "print Graphviz dot");
+    lineage->add_flag("--json", args_.json, "print the chain as a JSON array");
 
     // Leftover arguments are reported by name (an unknown command, a stray
     // argument) instead of as CLI11's generic list.

@@ -104,9 +104,8 @@ struct StepSpec {
   /// output, "out0", "out1", ... for several. Step outputs are saved under
   /// `PIPELINE.STEP.OUTPUT`.
   std::vector<std::string> outputs{};
-  /// Code fingerprint. Empty = the fingerprint the build stamped on the
-  /// source file that declares the step (amphora_add_pipeline in CMake), or
-  /// none when the program was not built that way.
+  /// Code fingerprint. Empty = the fingerprint the program's build
+  /// registered for the source file that declares the step, or none.
   std::string code{};
   /// Options for the output materializers (compression, encodings, ...).
   MaterializerOptions save_options{};
@@ -183,11 +182,8 @@ struct StepNode {
 };
 
 template <class T>
-std::shared_ptr<const MaterializerEntry> slot_entry(const Store& store) {
-  if constexpr (Materializable<T>)
-    return std::shared_ptr<const MaterializerEntry>(std::shared_ptr<void>(), &materializer_entry<T>());
-  else
-    return store.registry().for_type(typeid(T));
+std::shared_ptr<const MaterializerEntry> slot_entry(const Store&) {
+  return std::shared_ptr<const MaterializerEntry>(std::shared_ptr<void>(), &materializer_entry<T>());
 }
 template <class T>
 std::shared_ptr<void> slot_load(const Store& store, const Digest& digest) {
@@ -197,6 +193,9 @@ template <class T>
 OutputSlot make_slot(std::string name) {
   static_assert(std::is_same_v<T, std::decay_t<T>> && !std::is_void_v<T>,
                 "amphora: a step returns values (or a std::tuple of values), not references or void");
+  // Every value a step passes on is saved, so its type needs a materializer
+  // now (the built-in ones for standard types are in <amphora/everyday.hpp>).
+  detail::require_materializable<T>();
   return OutputSlot{std::move(name), typeid(T), &slot_entry<T>, &slot_load<T>};
 }
 
@@ -211,10 +210,10 @@ struct StepResult<std::tuple<Ts...>> {
   static constexpr bool many = true;
 };
 
-/// The fingerprint the build stamped on `source_file`, or "" (§ README,
-/// amphora_add_pipeline).
+/// The fingerprint registered for `source_file`, or "".
 std::string code_fingerprint_of(std::string_view source_file);
-/// Called by the table amphora_add_pipeline generates, before main.
+/// Registers (source file, fingerprint) pairs; called by generated code
+/// before main.
 void register_code_fingerprints(std::span<const std::pair<const char*, const char*>> table);
 
 }  // namespace detail

@@ -1,0 +1,189 @@
+// `amphora runs`, `why` and `lineage`: what pipeline runs left in a store.
+
+#include "commands.hpp"
+#include "output.hpp"
+
+#include <amphora/pipeline.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace amphora::cli {
+
+namespace {
+
+std::string text_of(const nlohmann::json& j, const char* field) {
+  auto it = j.find(field);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::vector<nlohmann::json> runs_of(const Store& store) {
+  std::vector<std::string> problems;
+  auto runs = list_runs(store, &problems);
+  for (const auto& p : problems) warn(p);
+  return runs;
+}
+
+// One line per step: status, duration, name, and why.
+void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
+  std::cout << "run " << printable(text_of(run, "run")) << " of " << printable(text_of(run, "pipeline")) << ": "
+            << printable(text_of(run, "status")) << "\n";
+  for (const auto& s : run["steps"]) {
+    if (!s.is_object()) continue;
+    auto name = text_of(s, "name");
+    auto status = text_of(s, "status");
+    char time[32] = "";
+    if (auto d = s.find("duration"); d != s.end() && d->is_number())
+      std::snprintf(time, sizeof time, "%8.3f s", d->get<double>());
+    std::cout << (name == marked ? "* " : "  ") << printable(status)
+              << std::string(8 - std::min<std::size_t>(8, status.size()), ' ') << time << "  " << printable(name);
+    auto reason = text_of(s, "reason");
+    if (!reason.empty()) std::cout << "  (" << one_line(reason) << ")";
+    auto error = text_of(s, "error");
+    if (!error.empty()) std::cout << "\n      error: " << one_line(error);
+    std::cout << "\n";
+  }
+}
+
+std::size_t count_status(const nlohmann::json& run, std::string_view status) {
+  std::size_t n = 0;
+  for (const auto& s : run["steps"])
+    if (s.is_object() && text_of(s, "status") == status) ++n;
+  return n;
+}
+
+// "12:00:01 for 0.25 s", from two ISO timestamps (same day or not: only the
+// seconds within the minute matter for a short run; long ones show the end).
+std::string when(const nlohmann::json& run) {
+  auto start = text_of(run, "started_at");
+  auto end = text_of(run, "ended_at");
+  std::string out = start.size() >= 19 ? start.substr(0, 10) + " " + start.substr(11, 8) : start;
+  if (!end.empty() && end.size() >= 19) out += " .. " + end.substr(11, 8);
+  return out;
+}
+
+}  // namespace
+
+int cmd_runs(const Args& a) {
+  Store store = open_store(a);
+  auto runs = runs_of(store);
+  if (a.explain) {
+    if (runs.empty()) throw NotFound("no runs recorded in store " + store.path().string());
+    print_steps(runs.back());
+    return 0;
+  }
+  if (a.json) {
+    std::cout << json_text(nlohmann::json(runs)) << "\n";
+    return 0;
+  }
+  if (runs.empty()) {
+    std::cout << "no runs recorded\n";
+    return 0;
+  }
+  for (const auto& r : runs) {
+    std::cout << printable(text_of(r, "run")) << "  " << printable(text_of(r, "pipeline")) << "  "
+              << printable(text_of(r, "status")) << "  " << when(r) << "  " << count_status(r, "ran") << " ran, "
+              << count_status(r, "cached") << " cached";
+    if (auto n = count_status(r, "failed")) std::cout << ", " << n << " failed";
+    if (auto n = count_status(r, "skipped")) std::cout << ", " << n << " skipped";
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int cmd_why(const Args& a) {
+  Store store = open_store(a);
+  const std::string& ref = *a.ref;
+  auto runs = runs_of(store);
+  // A run id, or a pipeline's name: that run, or the pipeline's latest.
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it)
+    if (text_of(*it, "run") == ref || text_of(*it, "pipeline") == ref) {
+      print_steps(*it);
+      return 0;
+    }
+  // An artifact: the latest run of the step that made it.
+  auto chain = lineage(store, store.resolve(ref));
+  const auto& made = chain.front();
+  if (!made.contains("step"))
+    throw NotFound("'" + ref + "' was not made by a pipeline step (it is no run id or pipeline name either)");
+  auto pipeline = text_of(made, "pipeline");
+  auto step = text_of(made, "step");
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (text_of(*it, "pipeline") != pipeline) continue;
+    for (const auto& s : (*it)["steps"])
+      if (s.is_object() && text_of(s, "name") == step) {
+        print_steps(*it, step);
+        return 0;
+      }
+  }
+  throw NotFound("no recorded run of pipeline '" + pipeline + "' has step '" + step + "'");
+}
+
+namespace {
+
+std::string dot_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : printable(text)) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string label_of(const nlohmann::json& node) {
+  const auto& names = node["names"];
+  std::string label = names.empty() ? node["digest"].get<std::string>().substr(0, 19) : names.back().get<std::string>();
+  if (!node.value("stored", true)) label += " (collected)";
+  return label;
+}
+
+}  // namespace
+
+int cmd_lineage(const Args& a) {
+  Store store = open_store(a);
+  auto chain = lineage(store, store.resolve(*a.ref));
+  if (a.json) {
+    std::cout << json_text(nlohmann::json(chain)) << "\n";
+    return 0;
+  }
+  if (a.dot) {
+    // Artifacts are boxes, steps ellipses: input artifacts -> step -> output.
+    std::cout << "digraph lineage {\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n";
+    for (const auto& n : chain) {
+      auto id = n["digest"].get<std::string>();
+      std::cout << "  " << dot_quoted(id) << " [shape=box, label=" << dot_quoted(label_of(n)) << "];\n";
+      if (!n.contains("step")) continue;
+      auto step_id = "step " + text_of(n, "run") + " " + text_of(n, "pipeline") + "." + text_of(n, "step");
+      std::string params = n.contains("params") ? n["params"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) : "";
+      std::cout << "  " << dot_quoted(step_id) << " [shape=ellipse, label="
+                << dot_quoted(text_of(n, "pipeline") + "." + text_of(n, "step") + " " + params) << "];\n";
+      std::cout << "  " << dot_quoted(step_id) << " -> " << dot_quoted(id) << ";\n";
+      if (n.contains("inputs") && n["inputs"].is_object())
+        for (auto it = n["inputs"].begin(); it != n["inputs"].end(); ++it)
+          if (it->is_string())
+            std::cout << "  " << dot_quoted(it->get<std::string>()) << " -> " << dot_quoted(step_id)
+                      << " [label=" << dot_quoted(it.key()) << "];\n";
+    }
+    std::cout << "}\n";
+    return 0;
+  }
+  for (const auto& n : chain) {
+    std::cout << printable(label_of(n)) << "  " << n["digest"].get<std::string>().substr(0, 19) << "\n";
+    if (!n.contains("step")) {
+      std::cout << "    (not made by a pipeline step)\n";
+      continue;
+    }
+    std::cout << "    made by step " << printable(text_of(n, "pipeline")) << "." << printable(text_of(n, "step"))
+              << " in run " << printable(text_of(n, "run")) << "\n";
+    if (n.contains("params") && !n["params"].empty())
+      std::cout << "    params " << printable(n["params"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace))
+                << "\n";
+    if (n.contains("inputs") && n["inputs"].is_object())
+      for (auto it = n["inputs"].begin(); it != n["inputs"].end(); ++it)
+        std::cout << "    input " << printable(it.key()) << " = " << printable(it->is_string() ? it->get<std::string>() : it->dump())
+                  << "\n";
+  }
+  return 0;
+}
+
+}  // namespace amphora::cli

@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""Pipelines from the command line, with a real pipeline program
+(tests/helpers/pipeline.cpp: numbers(n) -> square -> total).
+
+Run as:
+    /usr/bin/python3 tests/python/test_pipeline_cli.py --cli build/bin/amphora \
+        --pipeline build/bin/amphora_test_pipeline
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import cli_support
+from cli_support import EXIT_OK, EXIT_FAILURE, EXIT_USAGE
+
+PIPELINE = ""
+
+
+class PipelineTestCase(cli_support.StoreTestCase):
+    def setUp(self):
+        super().setUp()
+        self.log = self.path("executed.log")
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env["AMPHORA_TEST_LOG"] = self.log
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def start(self, *args, **extra):
+        return subprocess.Popen([PIPELINE, "--store", self.store, *map(str, args)], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(**extra))
+
+    def pipe(self, *args, check=EXIT_OK, **extra):
+        proc = subprocess.run([PIPELINE, "--store", self.store, *map(str, args)], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(**extra), timeout=120)
+        if check is not None:
+            self.assertEqual(proc.returncode, check, f"stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        return proc
+
+    def executed(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().split()
+
+    def runs(self):
+        return json.loads(self.run_cli("runs", "--json", check=EXIT_OK).stdout)
+
+    def total(self):
+        import numpy as np
+        out = self.path("total.npy")
+        self.run_cli("export", "testpipe.total.out", out, "--force", check=EXIT_OK)
+        return int(np.load(out))
+
+    def statuses(self, run):
+        return {s["name"]: s["status"] for s in run["steps"]}
+
+
+class CachedRerunTest(PipelineTestCase):
+    def test_second_run_is_served_from_the_cache(self):
+        first = self.pipe()
+        self.assertIn("ran", first.stdout)
+        self.assertIn("(no cache entry)", first.stdout)
+        self.assertEqual(self.executed(), ["numbers", "square", "total"])
+        second = self.pipe()
+        self.assertIn("3 cached", second.stdout)
+        self.assertEqual(self.executed(), ["numbers", "square", "total"])
+        runs = self.runs()
+        self.assertEqual(len(runs), 2)
+        self.assertEqual(self.statuses(runs[1]), {"numbers": "cached", "square": "cached", "total": "cached"})
+        # Outputs are named PIPELINE.STEP.OUTPUT and listed by ls.
+        names = [r["name"] for r in json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)]
+        self.assertEqual(names, ["testpipe.numbers.out", "testpipe.square.out", "testpipe.total.out"])
+        self.assertEqual(self.run_cli("verify", check=EXIT_OK).returncode, 0)
+
+    def test_runs_json_has_the_documented_fields(self):
+        self.pipe()
+        self.pipe("--set", "numbers.n=12")
+        runs = self.runs()
+        self.assertEqual([r["pipeline"] for r in runs], ["testpipe", "testpipe"])
+        self.assertLess(runs[0]["started_at"], runs[1]["started_at"])
+        for run in runs:
+            for field in ("run", "pipeline", "started_at", "ended_at", "status", "steps"):
+                self.assertIn(field, run)
+            self.assertEqual(run["status"], "succeeded")
+            for step in run["steps"]:
+                for field in ("name", "status", "reason", "duration", "outputs"):
+                    self.assertIn(field, step)
+                self.assertIn(step["status"], ("ran", "cached", "failed", "skipped"))
+        last = {s["name"]: s for s in runs[1]["steps"]}
+        self.assertEqual(last["numbers"]["reason"], "parameter `n` changed from 10 to 12")
+        self.assertEqual(last["square"]["reason"], "input `out` changed")
+        self.assertEqual(last["numbers"]["outputs"], {"out": "testpipe.numbers.out@2"})
+        # The text listing: one line per run, newest last.
+        lines = self.run_cli("runs", check=EXIT_OK).stdout.splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn(runs[1]["run"], lines[1])
+        self.assertIn("3 ran", lines[1])
+
+    def test_why_and_explain_print_the_reasons(self):
+        self.pipe()
+        self.pipe("--set", "total.offset=5")
+        out = self.run_cli("why", "testpipe", check=EXIT_OK).stdout
+        self.assertIn("cached", out)
+        self.assertIn("parameter `offset` changed from 0 to 5", out)
+        self.assertEqual(out, self.run_cli("runs", "--explain", check=EXIT_OK).stdout)
+        marked = self.run_cli("why", "testpipe.total.out", check=EXIT_OK).stdout
+        self.assertIn("* ran", marked)
+        run_id = self.runs()[0]["run"]
+        first = self.run_cli("why", run_id, check=EXIT_OK).stdout
+        self.assertIn("no cache entry", first)
+        self.run_cli("why", "nothing-here", check=cli_support.EXIT_NOT_FOUND)
+        self.assertEqual(self.executed().count("total"), 2)
+
+    def test_config_file_and_overrides(self):
+        config = self.path("run.yaml")
+        with open(config, "w") as f:
+            f.write("numbers:\n  n: 4\ntotal:\n  offset: 100\n")
+        self.pipe("--config", config)
+        self.assertEqual(self.total(), 0 + 1 + 4 + 9 + 100)
+        self.pipe("--config", config, "--set", "total.offset=0")
+        self.assertEqual(self.total(), 14)
+        bad = self.pipe("--set", "numbers.top_k=3", check=EXIT_USAGE)
+        self.assertIn("step 'numbers' has no parameter 'top_k' (it has n)", bad.stderr)
+        bad = self.pipe("--set", "nosuch.n=3", check=EXIT_USAGE)
+        self.assertIn("no step 'nosuch'", bad.stderr)
+
+    def test_force(self):
+        self.pipe()
+        out = self.pipe("--force", "square").stdout
+        self.assertIn("(forced)", out)
+        self.assertEqual(self.executed(), ["numbers", "square", "total"] + ["square"])
+
+
+class LineageTest(PipelineTestCase):
+    def test_lineage_text_json_and_dot(self):
+        self.pipe("--set", "numbers.n=5")
+        text = self.run_cli("lineage", "testpipe.total.out", check=EXIT_OK).stdout
+        self.assertIn("made by step testpipe.total", text)
+        self.assertIn("made by step testpipe.numbers", text)
+        self.assertIn('"n":5', text)
+        chain = json.loads(self.run_cli("lineage", "testpipe.total.out", "--json", check=EXIT_OK).stdout)
+        self.assertEqual([c["step"] for c in chain], ["total", "square", "numbers"])
+        self.assertEqual(chain[1]["inputs"]["out"], chain[2]["digest"])
+        dot = self.run_cli("lineage", "testpipe.total.out", "--dot", check=EXIT_OK).stdout
+        self.assertTrue(dot.startswith("digraph lineage {"))
+        self.assertIn("testpipe.numbers.out@1", dot)
+        if shutil.which("dot"):
+            svg = subprocess.run(["dot", "-Tsvg"], input=dot, text=True, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            self.assertEqual(svg.returncode, 0, svg.stderr)
+            self.assertIn("<svg", svg.stdout)
+            self.assertIn("testpipe.total.out@1", svg.stdout)
+
+
+class FailureTest(PipelineTestCase):
+    def test_failure_then_resume(self):
+        failed = self.pipe(check=EXIT_FAILURE, AMPHORA_TEST_FAIL="total")
+        self.assertIn("step 'total' failed: asked to fail", failed.stderr)
+        run = self.runs()[-1]
+        self.assertEqual(run["status"], "failed")
+        self.assertEqual(self.statuses(run), {"numbers": "ran", "square": "ran", "total": "failed"})
+        resumed = self.pipe()
+        self.assertEqual(self.statuses(self.runs()[-1]), {"numbers": "cached", "square": "cached", "total": "ran"})
+        self.assertEqual(self.executed(), ["numbers", "square", "total"])
+
+
+class ConcurrencyTest(PipelineTestCase):
+    def test_two_processes_compute_each_step_once(self):
+        a = self.start(AMPHORA_TEST_DELAY="1.5")
+        b = self.start(AMPHORA_TEST_DELAY="1.5")
+        out_a, err_a = a.communicate(timeout=120)
+        out_b, err_b = b.communicate(timeout=120)
+        self.assertEqual(a.returncode, 0, err_a)
+        self.assertEqual(b.returncode, 0, err_b)
+        self.assertEqual(sorted(self.executed()), ["numbers", "square", "total"])
+        self.assertIn("waiting for another run", out_a + out_b)
+        self.assertEqual(self.run_cli("verify", check=EXIT_OK).returncode, 0)
+        runs = self.runs()
+        self.assertEqual(len(runs), 2)
+        self.assertEqual(sorted(s["status"] for r in runs for s in r["steps"]), ["cached"] * 3 + ["ran"] * 3)
+
+    def test_a_killed_lease_holder_does_not_block(self):
+        marker = self.path("started")
+        holder = self.start(AMPHORA_TEST_DELAY="600", AMPHORA_TEST_MARKER=marker)
+        deadline = time.time() + 60
+        while not os.path.exists(marker) and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(marker), "the first run never started its step")
+        holder.send_signal(signal.SIGKILL)
+        holder.communicate(timeout=60)
+        started = time.time()
+        second = self.pipe()
+        self.assertLess(time.time() - started, 60)
+        self.assertEqual(self.statuses(self.runs()[-1]), {"numbers": "ran", "square": "ran", "total": "ran"})
+        self.assertEqual(self.run_cli("verify", check=EXIT_OK).returncode, 0)
+        # The killed run's record says it never finished.
+        self.assertEqual(self.runs()[0]["status"], "running")
+
+
+class GcKeepLastTest(PipelineTestCase):
+    def test_keep_last_drops_old_versions_and_what_only_they_reached(self):
+        for n in (3, 4, 5):
+            self.pipe("--set", f"numbers.n={n}")
+        versions = json.loads(self.run_cli("ls", "testpipe.numbers.out", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(len(versions), 3)
+        dry = self.run_cli("gc", "--keep-last", "1", "--grace", "0", "--dry-run", check=EXIT_OK).stdout
+        self.assertIn("would drop 6 name versions", dry)
+        self.assertIn("testpipe.numbers.out@1", dry)
+        out = self.run_cli("gc", "--keep-last", "1", "--grace", "0", check=EXIT_OK).stdout
+        self.assertIn("dropped 6 name versions older than the last 1 and 6 cache entries", out)
+        self.assertIn("removed 6 artifacts", out)
+        versions = json.loads(self.run_cli("ls", "testpipe.numbers.out", "--json", check=EXIT_OK).stdout)
+        self.assertEqual([v["version"] for v in versions], [3])
+        self.run_cli("verify", check=EXIT_OK)
+        # The kept results are still cache hits; the dropped ones are misses.
+        self.pipe("--set", "numbers.n=5")
+        self.assertEqual(set(self.statuses(self.runs()[-1]).values()), {"cached"})
+        self.pipe("--set", "numbers.n=3")
+        self.assertEqual(self.statuses(self.runs()[-1])["numbers"], "ran")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--pipeline" in args:
+        i = args.index("--pipeline")
+        PIPELINE = os.path.abspath(args[i + 1])
+        del sys.argv[i + 1:i + 3]
+    _, argv = cli_support.parse_args("test_pipeline_cli.py")
+    if not PIPELINE:
+        sys.exit("usage: test_pipeline_cli.py --cli PATH --pipeline PATH")
+    unittest.main(argv=argv)
