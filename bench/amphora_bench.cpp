@@ -9,6 +9,7 @@
 //   sparse     a 200,000 x 200,000 CSR matrix (10M values) vs scipy.sparse save_npz / load_npz
 //   table      5,000,000 rows (int64, float64, bool, Zipf words) vs pandas to_pickle / read_pickle
 //   jsonl      200,000 COCO-style JSON records (amphora.records) vs JSON lines (json) and pickle
+//   pipeline   fully cached reruns: a 100-step chain, 1,000-step chain and wide DAG; per-step costs
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
 //
@@ -330,10 +331,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -392,6 +393,7 @@ int main(int argc, char** argv) {
   if (o.runs("sparse")) run_sparse(o, verdict);
   if (o.runs("table")) run_table(o, verdict);
   if (o.runs("jsonl")) run_jsonl(o, verdict);
+  if (o.runs("pipeline")) run_pipeline(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().
