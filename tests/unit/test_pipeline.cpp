@@ -483,3 +483,29 @@ TEST_CASE("gc keeps cache entries' outputs and drops entries whose outputs are g
   CHECK(report.removed.empty());
   CHECK(chain.run(store).count("cached") == 3);
 }
+
+TEST_CASE("Code fingerprints registered by the build are found by source path", "[pipeline][fingerprint]") {
+  const std::pair<const char*, const char*> table[] = {
+      {"/src/project/steps/alpha.cpp", "sha256:a1"},
+      {"/src/project/other/alpha.cpp", "sha256:a2"},
+      {"/src/project/steps/beta.cpp", "sha256:b1"},
+  };
+  detail::register_code_fingerprints(table);
+  CHECK(detail::code_fingerprint_of("/src/project/steps/beta.cpp") == "sha256:b1");
+  // Another spelling of the same path: the longest matching tail decides.
+  CHECK(detail::code_fingerprint_of("steps/alpha.cpp") == "sha256:a1");
+  CHECK(detail::code_fingerprint_of("../project/other/alpha.cpp") == "sha256:a2");
+  CHECK(detail::code_fingerprint_of("beta.cpp") == "sha256:b1");
+  // Ambiguous or unknown: no fingerprint rather than the wrong one.
+  CHECK(detail::code_fingerprint_of("alpha.cpp").empty());
+  CHECK(detail::code_fingerprint_of("/elsewhere/gamma.cpp").empty());
+  // A step declared in a registered file takes its fingerprint.
+  Pipeline p("fingerprinted");
+  const std::pair<const char*, const char*> mine[] = {{std::source_location::current().file_name(), "sha256:this"}};
+  detail::register_code_fingerprints(mine);
+  p.step({.name = "one"}, [] { return std::int64_t{1}; });
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  auto r = p.run(store);
+  CHECK(r.record["steps"][0]["ingredients"]["code"] == "sha256:this");
+}

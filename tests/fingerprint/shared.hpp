@@ -1,0 +1,3 @@
+#pragma once
+#include <cstdint>
+constexpr std::int64_t kAlphaOffset = 10;
