@@ -546,21 +546,10 @@ class LocalBackend : public StorageBackend {
 
   nlohmann::json read_version(std::string_view name, std::uint64_t version) override {
     std::string rel = "names/" + std::string(name) + "/" + std::to_string(version) + ".json";
-    fs::path path = root_ / rel;
-    std::string text;
     try {
-      text = detail::read_small_at(root_fd_.get(), rel, path, kMaxRecordBytes);
+      return read_json_record(rel, kMaxRecordBytes, "name record");
     } catch (const NotFound&) {
       throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "'");
-    } catch (const CorruptData& e) {
-      throw CorruptData(std::string("name record ") + e.what());
-    }
-    try {
-      auto doc = parse_untrusted_json(text);
-      if (!doc.is_object()) throw CorruptData("name record " + path.string() + " is not a JSON object");
-      return doc;
-    } catch (const nlohmann::json::exception& e) {
-      throw CorruptData("name record " + path.string() + " is not valid JSON: " + e.what());
     }
   }
 
@@ -659,8 +648,16 @@ class LocalBackend : public StorageBackend {
                             std::to_string(text.size()) + " bytes, more than the " + std::to_string(max_bytes) +
                             " a store accepts");
     detail::Fd target = dir(rel_dir, true);
+    replace_file_at(target.get(), rel_dir, file, text, "record-");
+  }
+
+  // Writes `text` to `file` in the directory `dirfd` (`rel_dir` in the store)
+  // by a temporary in tmp/ renamed over it: readers see the old file or the
+  // new one, never part of one.
+  void replace_file_at(int dirfd, const std::string& rel_dir, const std::string& file, const std::string& text,
+                       const char* tmp_prefix) {
     detail::Fd tmp = dir("tmp");
-    std::string tmp_name = "record-" + random_id() + ".json";
+    std::string tmp_name = tmp_prefix + random_id() + ".json";
     fs::path tmp_shown = root_ / "tmp" / tmp_name;
     {
       detail::Fd fd(::openat(tmp.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
@@ -673,12 +670,12 @@ class LocalBackend : public StorageBackend {
         throw;
       }
     }
-    if (::renameat(tmp.get(), tmp_name.c_str(), target.get(), file.c_str()) != 0) {
+    if (::renameat(tmp.get(), tmp_name.c_str(), dirfd, file.c_str()) != 0) {
       int err = errno;
       ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
       detail::throw_errno("cannot write", root_ / rel_dir / file, err);
     }
-    if (durable_) sync_fd(target.get(), root_ / rel_dir);
+    if (durable_) sync_fd(dirfd, root_ / rel_dir);
   }
 
   std::unique_ptr<Lease> lease(const std::string& file, int operation) {
@@ -782,22 +779,7 @@ class LocalBackend : public StorageBackend {
 
   // Replaces the tombstone atomically: written in tmp/, then renamed over.
   void write_tombstone(int name_dir, const std::string& rel, std::uint64_t highest) {
-    detail::Fd tmp = dir("tmp");
-    std::string tmp_name = "tombstone-" + random_id() + ".json";
-    fs::path tmp_shown = root_ / "tmp" / tmp_name;
-    std::string text = nlohmann::json{{"highest_version", highest}}.dump(2) + "\n";
-    {
-      detail::Fd fd(::openat(tmp.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-      if (!fd) detail::throw_errno("cannot create", tmp_shown);
-      detail::pwrite_all(fd.get(), text.data(), text.size(), 0, tmp_shown);
-      if (durable_) sync_fd(fd.get(), tmp_shown);
-    }
-    if (::renameat(tmp.get(), tmp_name.c_str(), name_dir, kTombstone) != 0) {
-      int err = errno;
-      ::unlinkat(tmp.get(), tmp_name.c_str(), 0);
-      detail::throw_errno("cannot write", root_ / rel / kTombstone, err);
-    }
-    if (durable_) sync_fd(name_dir, root_ / rel);
+    replace_file_at(name_dir, rel, kTombstone, nlohmann::json{{"highest_version", highest}}.dump(2) + "\n", "tombstone-");
   }
 
  private:

@@ -98,59 +98,55 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
   diff("params", "parameter", true);
   diff("inputs", "input", false);
   if (previous.value("outputs", nlohmann::json()) != now["outputs"]) why.push_back("output materializers changed");
-  if (previous.value("schema", 0) != now["schema"]) why.push_back("cache key schema changed");
+  if (previous.value("schema", nlohmann::json()) != now["schema"]) why.push_back("cache key schema changed");
   std::string text;
   for (const auto& w : why) text += (text.empty() ? "" : "; ") + w;
   return text;
 }
 
-// Empty when the artifact `digest` is there and looks whole: its manifest
-// parses, its materializer is `materializer` (when given), every payload
-// file has its recorded size, and the same holds for its children. With
-// `full`, every byte is re-hashed instead (Store::verify).
+// Empty when the artifact `digest` is there, was made by `materializer`
+// and is whole (Store::damage), else what is wrong.
 std::string artifact_problem(const Store& store, const Digest& digest, std::string_view materializer, bool full) {
   try {
     auto reader = store.open_artifact(digest);
-    if (!materializer.empty() && reader.manifest().materializer != materializer)
+    if (reader.manifest().materializer != materializer)
       return "artifact " + digest.short_str() + " was made by " + reader.manifest().materializer + ", not " +
              std::string(materializer);
-    if (full) {
-      auto report = store.verify(digest.str());
-      return report.ok() ? "" : report.problems.front();
-    }
-    std::vector<Digest> pending{digest};
-    std::set<Digest> seen;
-    while (!pending.empty()) {
-      Digest d = pending.back();
-      pending.pop_back();
-      if (!seen.insert(d).second) continue;
-      const auto manifest = d == digest ? reader.manifest() : store.open_artifact(d).manifest();
-      for (const auto& file : manifest.files) {
-        auto size = store.backend()->open_file(d, file.path)->size();
-        if (size != file.size)
-          return "artifact " + d.short_str() + " file " + file.path + " has " + std::to_string(size) +
-                 " bytes, not " + std::to_string(file.size);
-      }
-      for (const auto& child : manifest.children) pending.push_back(child.digest);
-    }
-    return "";
+    auto problems = store.damage(reader, full);
+    return problems.empty() ? "" : problems.front();
   } catch (const Error& e) {
     return e.what();
   }
 }
 
-// Earlier run records of one pipeline, newest first, read as needed.
+// Ingredients as an earlier run record holds them, when they have the form
+// explain_change reads: records come from the store, so anything else is
+// skipped (the miss is then explained from an older run, or not at all).
+bool well_formed_ingredients(const nlohmann::json& i) {
+  auto holds = [&](const char* key, bool (nlohmann::json::*is)() const noexcept) {
+    auto it = i.find(key);
+    return it != i.end() && ((*it).*is)();
+  };
+  return i.is_object() && holds("version", &nlohmann::json::is_string) && holds("code", &nlohmann::json::is_string) &&
+         holds("params", &nlohmann::json::is_object) && holds("inputs", &nlohmann::json::is_object);
+}
+
+// Earlier run records of one pipeline, newest first, read only when a step
+// misses: a fully cached run never lists them.
 class History {
  public:
-  History(const Store& store, std::string pipeline, std::string current) : store_(store), pipeline_(std::move(pipeline)) {
-    for (auto& [p, id] : store_.backend()->list_runs())
-      if (p == pipeline_ && id != current) ids_.push_back(id);
-    std::sort(ids_.rbegin(), ids_.rend());
-  }
+  History(const Store& store, std::string pipeline, std::string current)
+      : store_(store), pipeline_(std::move(pipeline)), current_(std::move(current)) {}
   // The ingredients `step` was last keyed with (in a run where it ran or was
   // cached), or null.
   nlohmann::json last_ingredients(const std::string& step) {
     std::lock_guard lock(mutex_);
+    if (!listed_) {
+      for (auto& [p, id] : store_.backend()->list_runs())
+        if (p == pipeline_ && id != current_) ids_.push_back(id);
+      std::sort(ids_.rbegin(), ids_.rend());
+      listed_ = true;
+    }
     for (std::size_t i = 0; i < ids_.size() && i < kLookBack; ++i) {
       if (i == records_.size()) {
         try {
@@ -162,8 +158,9 @@ class History {
       const auto& record = records_[i];
       if (!record.is_object() || !record.contains("steps") || !record["steps"].is_array()) continue;
       for (const auto& s : record["steps"])
-        if (s.is_object() && s.value("name", "") == step && s.contains("ingredients") &&
-            s["ingredients"].is_object() && (s.value("status", "") == "ran" || s.value("status", "") == "cached"))
+        if (s.is_object() && s.value("name", nlohmann::json()) == step &&
+            (s.value("status", nlohmann::json()) == "ran" || s.value("status", nlohmann::json()) == "cached") &&
+            s.contains("ingredients") && well_formed_ingredients(s["ingredients"]))
           return s["ingredients"];
     }
     return nullptr;
@@ -173,6 +170,8 @@ class History {
   static constexpr std::size_t kLookBack = 20;
   const Store& store_;
   std::string pipeline_;
+  std::string current_;
+  bool listed_ = false;
   std::vector<std::string> ids_;
   std::vector<nlohmann::json> records_;
   std::mutex mutex_;

@@ -3,10 +3,14 @@
 
 #include <amphora/pipeline.hpp>
 
+#include "posix.hpp"
+
 #include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
+#include <fcntl.h>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -15,6 +19,9 @@
 namespace amphora {
 
 namespace {
+
+// A run configuration names parameters; megabytes of it are a mistake.
+constexpr std::size_t kMaxRunConfigBytes = 1u << 20;
 
 // A plain YAML scalar as YAML 1.2's core schema reads it.
 nlohmann::json plain_scalar(const std::string& text) {
@@ -83,11 +90,23 @@ void apply_override(nlohmann::json& params, std::string_view assignment) {
 }
 
 nlohmann::json read_run_config(const std::filesystem::path& file) {
+  // Opened without blocking and read only if it is a regular file of
+  // reasonable size: a FIFO or a device given by mistake is refused, not
+  // waited on or read forever.
+  detail::Fd fd(::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) throw NotFound("run configuration " + file.string() + " does not exist");
+    detail::throw_errno("cannot open run configuration", file);
+  }
+  std::string text;
+  try {
+    text = detail::read_small_fd(fd.get(), file, kMaxRunConfigBytes);
+  } catch (const CorruptData& e) {
+    throw InvalidArgument(std::string("run configuration ") + e.what());
+  }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file.string());
-  } catch (const YAML::BadFile&) {
-    throw NotFound("cannot read run configuration " + file.string());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw InvalidArgument("run configuration " + where_in(file, e.mark) + ": " + e.msg);
   }

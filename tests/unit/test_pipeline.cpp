@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sys/stat.h>
 #include <thread>
 
 using namespace amphora;
@@ -209,7 +210,7 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     fs::resize_file(file, fs::file_size(file) - 1);
     auto r = chain.run(store);
     CHECK(status_of(r, "numbers") == "ran");
-    CHECK_THAT(reason_of(r, "numbers"), Catch::Contains("bytes, not"));
+    CHECK_THAT(reason_of(r, "numbers"), Catch::Contains("manifest says"));
     CHECK(store.verify().ok());  // the save replaced the damaged copy
   }
   SECTION("a flipped bit is found when hits are verified") {
@@ -508,4 +509,86 @@ TEST_CASE("Code fingerprints registered by the build are found by source path", 
   auto store = test::make_store(dir.path());
   auto r = p.run(store);
   CHECK(r.record["steps"][0]["ingredients"]["code"] == "sha256:this");
+}
+
+TEST_CASE("Hostile cache entries are misses, never followed or waited on", "[pipeline][hostile]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  auto first = chain.run(store);
+  REQUIRE(first.ok);
+  const auto entry = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
+  const auto outside = dir.path() / "outside.json";
+  const std::string planted = test::read_text(entry);
+  fs::remove(entry);
+
+  SECTION("a symbolic link out of the store") {
+    test::write_text(outside, planted);
+    fs::create_symlink(outside, entry);
+  }
+  SECTION("a FIFO") { REQUIRE(::mkfifo(entry.c_str(), 0644) == 0); }
+  SECTION("larger than a record may be") { test::write_text(entry, planted + std::string(2u << 20, ' ')); }
+  bool directory = false;
+  SECTION("a directory") {
+    fs::create_directory(entry);
+    directory = true;
+  }
+
+  auto r = chain.run(store);
+  CHECK(status_of(r, "report") == (directory ? "failed" : "ran"));
+  CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("cache entry damaged"));
+  if (fs::exists(outside)) CHECK(test::read_text(outside) == planted);  // the link's target is untouched
+  if (directory) {
+    // Nothing can replace it: the run fails saying where, the outputs stay.
+    CHECK_THAT(r.error, Catch::Contains(entry.string()));
+    CHECK(store.load<std::string>("chain.report.out") == "even");
+  } else {
+    REQUIRE(r.ok);
+    CHECK(fs::is_regular_file(fs::symlink_status(entry)));  // replaced by a real entry
+    CHECK(chain.run(store).count("cached") == 3);
+  }
+  CHECK(store.gc(false, std::chrono::seconds(0)).removed.empty());  // gc skips what it cannot read
+}
+
+TEST_CASE("Hostile run records are skipped by runs and by explanations", "[pipeline][hostile]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  REQUIRE(chain.run(store).ok);
+  // Newer than the real run, so explanations would read them first.
+  const auto runs = dir.path() / "runs" / "chain";
+  test::write_text(runs / "99990101T000000.000000Z-aaaaaa.json", "{\"steps\": [");
+  test::write_text(runs / "99990101T000000.000000Z-bbbbbb.json", "[1, 2, 3]");
+  test::write_text(runs / "99990101T000000.000000Z-cccccc.json",
+                   R"({"run": "x", "started_at": "9999", "steps": [{"name": "numbers", "status": "ran",
+                       "ingredients": {"version": 5, "code": [], "params": "n", "inputs": 3}}, "junk"]})");
+  test::write_text(dir.path() / "elsewhere.json", R"({"run": "planted", "steps": []})");
+  fs::create_symlink(dir.path() / "elsewhere.json", runs / "99990101T000000.000000Z-dddddd.json");
+  REQUIRE(::mkfifo((runs / "99990101T000000.000000Z-eeeeee.json").c_str(), 0644) == 0);
+  test::write_text(runs / "99990101T000000.000000Z-ffffff.json", std::string(65u << 20, ' '));
+  fs::create_symlink(dir.path(), dir.path() / "runs" / "linked");
+
+  std::vector<std::string> problems;
+  auto listed = list_runs(store, &problems);
+  REQUIRE(listed.size() == 2);  // the real run and the one with odd ingredients
+  CHECK(listed[1]["run"] == "x");
+  CHECK(problems.size() == 6);  // bad JSON, not an object, link, FIFO, too large, linked directory
+  for (const auto& p : problems) CHECK_THAT(p, Catch::Contains(dir.path().string()));
+
+  // The miss is still explained, from the real run.
+  auto r = chain.run(store, {.params = {{"numbers", {{"n", 5}}}}});
+  REQUIRE(r.ok);
+  CHECK(reason_of(r, "numbers") == "parameter `n` changed from 4 to 5");
+}
+
+TEST_CASE("A run configuration must be a small regular file", "[pipeline][config][hostile]") {
+  test::TempDir dir;
+  REQUIRE(::mkfifo((dir / "fifo.yaml").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(read_run_config(dir / "fifo.yaml"), Catch::Contains("fifo.yaml is a FIFO"));
+  CHECK_THROWS_WITH(read_run_config(dir.path()), Catch::Contains("not a regular file"));
+  test::write_text(dir / "huge.yaml", "numbers:\n  n: 1\n" + std::string(2u << 20, '#'));
+  CHECK_THROWS_WITH(read_run_config(dir / "huge.yaml"), Catch::Contains("more than the 1048576 allowed"));
+  test::write_text(dir / "target.yaml", "numbers:\n  n: 3\n");
+  fs::create_symlink(dir / "target.yaml", dir / "link.yaml");
+  CHECK(read_run_config(dir / "link.yaml")["numbers"]["n"] == 3);  // the user's own file may be a link
 }

@@ -154,8 +154,8 @@ struct RunOptions {
   nlohmann::json params = nlohmann::json::object();
   /// Steps to run even on a cache hit; "*" forces every step.
   std::vector<std::string> force{};
-  /// Re-hash every output of a cache hit (Store::verify) instead of checking
-  /// that its manifest and files are there with the right sizes.
+  /// Re-hash every output of a cache hit (Store::damage with rehash) instead
+  /// of checking that its manifests and files are there with the right sizes.
   bool verify_hits = false;
   /// Called, one call at a time, as each step starts waiting for another
   /// process computing the same key, and as each step ends.
@@ -327,8 +327,9 @@ class Pipeline {
 void apply_override(nlohmann::json& params, std::string_view assignment);
 
 /// Parameter overrides from a YAML run configuration: a mapping from step
-/// name to a mapping of parameters (FORMAT.md §1.9). Throws InvalidArgument
-/// naming the file and line for anything else.
+/// name to a mapping of parameters (FORMAT.md §1.9). Throws NotFound for a
+/// missing file, InvalidArgument naming the file (and line) for anything
+/// else: not YAML of that form, not a regular file, over 1 MiB.
 nlohmann::json read_run_config(const std::filesystem::path& file);
 
 /// A pipeline program's main(): parses `--store DIR`, `--config FILE`,

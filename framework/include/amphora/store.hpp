@@ -164,6 +164,14 @@ class Store {
   std::vector<VersionInfo> names_of(const Digest& digest, std::vector<std::string>* problems = nullptr) const;
   std::vector<Digest> artifacts() const;
 
+  /// What makes the opened `artifact` unusable, one line each, or nothing:
+  /// every payload file it and its children list must be a regular file of
+  /// its recorded size, and each child's manifest must read and match its
+  /// digest; with `rehash`, payloads are re-hashed and unlisted files
+  /// reported too (Store::verify without the materializers' checks). Cheap
+  /// without `rehash`: a few system calls per file. Throws IoError.
+  std::vector<std::string> damage(const ArtifactReader& artifact, bool rehash = false) const;
+
   /// Re-hashes every payload file of `ref` (or of every artifact and checks
   /// every name record) against the manifests, each manifest against its
   /// digest, and runs the materializer's structural validation.
