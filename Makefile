@@ -73,11 +73,11 @@ fuzz: $(FUZZ_DIR)/CMakeCache.txt
 	cmake --build $(FUZZ_DIR) -j$(JOBS) --target amphora_fuzz
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
+# The document-frequency pipeline run twice (the second from the cache) and
+# once with another top_k; the store is $AMPHORA_STORE, else a fresh
+# $(BUILD_DIR)/demo-store (scripts/demo.sh).
 demo: build
-	rm -rf $(BUILD_DIR)/demo-store
-	$(BUILD_DIR)/bin/amphora_tensor_demo $(BUILD_DIR)/demo-store
-	$(BUILD_DIR)/bin/amphora --store $(BUILD_DIR)/demo-store ls
-	$(BUILD_DIR)/bin/amphora --store $(BUILD_DIR)/demo-store verify
+	bash scripts/demo.sh $(BUILD_DIR)
 
 # Benchmarks and stress runs are programs, kept out of `make test`.
 bench: build

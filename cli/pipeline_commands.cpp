@@ -137,6 +137,23 @@ std::string label_of(const nlohmann::json& node) {
   return label;
 }
 
+// What a step read outside the store (StepSpec::external), in a line: the
+// member names of an object (file_digests: the files), else the JSON.
+std::string external_summary(const nlohmann::json& external) {
+  std::string text;
+  if (external.is_object()) {
+    text = std::to_string(external.size()) + (external.size() == 1 ? " entry" : " entries");
+    std::size_t shown = 0;
+    for (auto it = external.begin(); it != external.end() && shown < 3; ++it, ++shown)
+      text += (shown ? ", " : ": ") + it.key();
+    if (external.size() > 3) text += ", ...";
+  } else {
+    text = external.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > 80) text = text.substr(0, 77) + "...";
+  }
+  return text;
+}
+
 }  // namespace
 
 int cmd_lineage(const Args& a) {
@@ -158,6 +175,11 @@ int cmd_lineage(const Args& a) {
       std::cout << "  " << dot_quoted(step_id) << " [shape=ellipse, label="
                 << dot_quoted(text_of(n, "pipeline") + "." + text_of(n, "step") + " " + params) << "];\n";
       std::cout << "  " << dot_quoted(step_id) << " -> " << dot_quoted(id) << ";\n";
+      if (n.contains("external")) {
+        std::cout << "  " << dot_quoted("external " + step_id) << " [shape=note, label="
+                  << dot_quoted(external_summary(n["external"])) << "];\n";
+        std::cout << "  " << dot_quoted("external " + step_id) << " -> " << dot_quoted(step_id) << ";\n";
+      }
       if (n.contains("inputs") && n["inputs"].is_object())
         for (auto it = n["inputs"].begin(); it != n["inputs"].end(); ++it)
           if (it->is_string())
@@ -182,6 +204,7 @@ int cmd_lineage(const Args& a) {
       for (auto it = n["inputs"].begin(); it != n["inputs"].end(); ++it)
         std::cout << "    input " << printable(it.key()) << " = " << printable(it->is_string() ? it->get<std::string>() : it->dump())
                   << "\n";
+    if (n.contains("external")) std::cout << "    read outside the store: " << printable(external_summary(n["external"])) << "\n";
   }
   return 0;
 }

@@ -129,12 +129,19 @@ void ArtifactWriter::write_file(std::string_view path, std::span<const ConstByte
 }
 
 Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry& entry, const void* value) {
+  return save_child(role, entry, value, impl_->options.options);
+}
+
+Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry& entry, const void* value,
+                                  const MaterializerOptions& options) {
   if (!impl_->context) throw InvalidArgument("this artifact writer is not attached to a store; cannot save child '" + std::string(role) + "'");
   impl_->reserve_role(role);
   Digest digest;
   try {
     std::weak_ptr<Impl> parent = impl_;
-    digest = impl_->context->save_child(entry, value, impl_->options, impl_->depth + 1, [parent](std::uint64_t bytes) {
+    SaveOptions child_options;
+    child_options.options = options;
+    digest = impl_->context->save_child(entry, value, child_options, impl_->depth + 1, [parent](std::uint64_t bytes) {
       if (auto p = parent.lock()) p->report(bytes);
     });
   } catch (...) {

@@ -1,6 +1,7 @@
 // Running a pipeline: cache keys, the action cache, leases, explained
 // misses and run records (docs/FORMAT.md §1.7, §1.8, §3.8).
 
+#include <amphora/buffer.hpp>
 #include <amphora/canonical.hpp>
 #include <amphora/manifest.hpp>
 #include <amphora/pipeline.hpp>
@@ -59,6 +60,8 @@ std::string shown_value(const nlohmann::json& value) {
   return text;
 }
 
+constexpr std::size_t kMaxChangesListed = 5;
+
 // Why a step whose ingredients differ from those `previous` recorded missed.
 std::string explain_change(const nlohmann::json& now, const nlohmann::json& previous) {
   std::vector<std::string> why;
@@ -73,18 +76,28 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
     else
       why.push_back("code changed");
   }
-  auto diff = [&](const char* field, const char* noun, bool show_values) {
-    const nlohmann::json empty = nlohmann::json::object();
-    const auto& a = previous.contains(field) && previous[field].is_object() ? previous[field] : empty;
-    const auto& b = now[field];
+  const nlohmann::json none;
+  const nlohmann::json empty = nlohmann::json::object();
+  auto field = [](const nlohmann::json& ingredients, const char* name, const nlohmann::json& otherwise) -> const nlohmann::json& {
+    auto it = ingredients.find(name);
+    return it != ingredients.end() ? *it : otherwise;
+  };
+  // Compared as the key compares them: 1 and 1.0 differ, and a number read
+  // back from a record as unsigned is the same integer.
+  auto same = [](const nlohmann::json& a, const nlohmann::json& b) { return typed_encoding(a) == typed_encoding(b); };
+  auto diff = [&](const nlohmann::json& a, const nlohmann::json& b, const char* noun, bool show_values) {
     std::set<std::string> keys;
     for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
     for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+    std::size_t listed = 0, more = 0;
     for (const auto& k : keys) {
       bool in_a = a.contains(k), in_b = b.contains(k);
-      // Compared as the key compares them: 1 and 1.0 differ, and a number
-      // read back from a record as unsigned is the same integer.
-      if (in_a && in_b && typed_encoding(a[k]) == typed_encoding(b[k])) continue;
+      if (in_a && in_b && same(a[k], b[k])) continue;
+      if (listed == kMaxChangesListed) {  // a reason stays a line, even when a thousand files changed
+        ++more;
+        continue;
+      }
+      ++listed;
       std::string line = std::string(noun) + " `" + k + "` ";
       if (!in_a)
         line += show_values ? "added (" + shown_value(b[k]) + ")" : "added";
@@ -94,9 +107,24 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
         line += show_values ? "changed from " + shown_value(a[k]) + " to " + shown_value(b[k]) : "changed";
       why.push_back(std::move(line));
     }
+    if (more > 0) why.push_back(std::to_string(more) + " more " + noun + (more == 1 ? "" : "s") + " changed");
   };
-  diff("params", "parameter", true);
-  diff("inputs", "input", false);
+  auto earlier_object = [&](const char* name) -> const nlohmann::json& {
+    const auto& v = field(previous, name, empty);
+    return v.is_object() ? v : empty;
+  };
+  diff(earlier_object("params"), now["params"], "parameter", true);
+  diff(earlier_object("inputs"), now["inputs"], "input", false);
+  // What the step reads outside the store: by member when it is an object
+  // (file_digests names each file), else as a whole.
+  const auto& was = field(previous, "external", none);
+  const auto& is = field(now, "external", none);
+  if (!same(was, is)) {
+    if (was.is_object() && is.is_object())
+      diff(was, is, "external input", false);
+    else
+      why.push_back(was.is_null() ? "external input added" : is.is_null() ? "external input removed" : "external input changed");
+  }
   if (previous.value("outputs", nlohmann::json()) != now["outputs"]) why.push_back("output materializers changed");
   if (previous.value("schema", nlohmann::json()) != now["schema"]) why.push_back("cache key schema changed");
   std::string text;
@@ -270,17 +298,59 @@ const nlohmann::json& Pipeline::step_params(std::string_view step) const {
 nlohmann::json Pipeline::cache_key_ingredients(std::string_view step, std::string_view version, std::string_view code,
                                                const nlohmann::json& params,
                                                const std::vector<std::pair<std::string, Digest>>& inputs,
-                                               const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs) {
+                                               const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs,
+                                               const nlohmann::json& external) {
   nlohmann::json in = nlohmann::json::object();
   for (const auto& [name, digest] : inputs) in[name] = digest.str();
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, entry] : outputs)
     out[name] = {{"materializer", entry->name}, {"format_version", entry->version}};
-  return {{"schema", kCacheSchemaVersion}, {"step", step}, {"version", version}, {"code", code},
-          {"params", params},              {"inputs", in},  {"outputs", out}};
+  nlohmann::json ingredients = {{"schema", kCacheSchemaVersion}, {"step", step}, {"version", version}, {"code", code},
+                                {"params", params},              {"inputs", in},  {"outputs", out}};
+  if (!external.is_null()) ingredients["external"] = external;
+  return ingredients;
 }
 
 Digest Pipeline::cache_key(const nlohmann::json& ingredients) { return typed_digest(ingredients); }
+
+nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix, std::size_t max_files) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) throw NotFound("no file or directory " + path.string());
+  std::vector<std::pair<std::string, fs::path>> files;  // (key, file)
+  auto add = [&](std::string key, fs::path file) {
+    if (files.size() == max_files)
+      throw InvalidArgument(path.string() + " holds more than " + std::to_string(max_files) + " files" +
+                            (suffix.empty() ? "" : " ending with '" + std::string(suffix) + "'") +
+                            " to digest; narrow it down or raise the limit");
+    if (!is_valid_utf8(key)) throw InvalidArgument("file name " + file.string() + " is not UTF-8");
+    files.emplace_back(std::move(key), std::move(file));
+  };
+  if (fs::is_directory(status)) {
+    try {
+      for (const auto& e : fs::recursive_directory_iterator(path)) {
+        if (e.is_directory()) continue;
+        const std::string name = e.path().filename().string();
+        if (!name.ends_with(suffix)) continue;
+        add(e.path().lexically_relative(path).generic_string(), e.path());
+      }
+    } catch (const fs::filesystem_error& e) {
+      throw IoError("listing " + path.string() + ": " + e.code().message());
+    }
+  } else {
+    add(path.filename().string(), path);
+  }
+  nlohmann::json digests = nlohmann::json::object();
+  std::vector<std::byte> block(std::size_t{1} << 20);
+  for (const auto& [key, file] : files) {
+    auto in = InputFile::open(file);  // a FIFO is refused, not waited on
+    Sha256 hash;
+    while (std::size_t n = in.read(block)) hash.update(block.data(), n);
+    digests[key] = Digest(hash.finish()).str();
+  }
+  return digests;
+}
 
 std::size_t RunReport::count(std::string_view status) const {
   return static_cast<std::size_t>(
@@ -547,8 +617,11 @@ class Run {
       auto [producer, slot] = node.inputs[k];
       inputs.emplace_back(node.spec.inputs[k], digests_[producer][slot]);
     }
+    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i]);
+    nlohmann::json external;
+    if (node.spec.external) external = node.spec.external(context);
     ingredients_[i] = Pipeline::cache_key_ingredients(node.spec.name, node.spec.version, node.spec.code, params_[i],
-                                                      inputs, outputs);
+                                                      inputs, outputs, external);
     report.key = Pipeline::cache_key(ingredients_[i]);
 
     std::string problem;
@@ -572,7 +645,6 @@ class Run {
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;
     for (const auto& [producer, slot] : node.inputs) args.push_back(input_value(producer, slot));
-    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i]);
     auto values = node.invoke(args, context);
     args.clear();
 
@@ -580,6 +652,7 @@ class Run {
                                  {"step_version", node.spec.version}, {"run", report_.run_id},
                                  {"cache_key", report.key.str()}, {"params", params_[i]},
                                  {"inputs", ingredients_[i]["inputs"]}};
+    if (!external.is_null()) provenance["external"] = external;
     nlohmann::json produced = nlohmann::json::object();
     std::vector<Digest> digests;
     for (std::size_t s = 0; s < values.size(); ++s) {

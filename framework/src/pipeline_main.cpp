@@ -127,7 +127,10 @@ nlohmann::json read_run_config(const std::filesystem::path& file) {
   return params;
 }
 
-int run_main(const Pipeline& pipeline, int argc, char** argv) {
+int run_main(const Pipeline& pipeline, int argc, char** argv) { return run_main(pipeline, argc, argv, {}); }
+
+int run_main(const Pipeline& pipeline, int argc, char** argv,
+             const std::function<void(Store& store, const RunReport& report)>& after) {
   CLI::App app("Runs the " + pipeline.name() + " pipeline; steps whose code, parameters and inputs are "
                "unchanged come from the store's cache.",
                argc > 0 ? std::filesystem::path(argv[0]).filename().string() : pipeline.name());
@@ -178,6 +181,14 @@ int run_main(const Pipeline& pipeline, int argc, char** argv) {
     if (!report.ok) {
       std::cerr << pipeline.name() << ": " << report.error << std::endl;
       return 1;
+    }
+    if (after && !quiet) {
+      try {
+        after(store, report);
+      } catch (const std::exception& e) {
+        std::cerr << pipeline.name() << ": after the run: " << e.what() << std::endl;
+        return 1;
+      }
     }
     return 0;
   } catch (const std::exception& e) {

@@ -16,6 +16,11 @@ struct Pair {
   std::string label;
 };
 
+// A pair whose second child is saved with options of its own.
+struct SortedPair {
+  Tensor values, sorted_ids;
+};
+
 // A chain `depth` children deep.
 struct Chain {
   int depth = 0;
@@ -38,6 +43,20 @@ struct amphora::materializer<Pair> {
   }
   static Pair load(const ArtifactReader& in) {
     return {in.load_child<Tensor>("first"), in.load_child<Tensor>("second"), in.meta<std::string>("label")};
+  }
+};
+
+template <>
+struct amphora::materializer<SortedPair> {
+  static constexpr std::string_view name = "test.sorted_pair";
+  static constexpr int version = 1;
+  static void save(const SortedPair& p, ArtifactWriter& out) {
+    out.save_child("values", p.values);
+    out.save_child("sorted_ids", p.sorted_ids,
+                   TensorOptions{.compression = Compression::lz4, .encoding = {.delta = true, .squeeze = true}});
+  }
+  static SortedPair load(const ArtifactReader& in) {
+    return {in.load_child<Tensor>("values"), in.load_child<Tensor>("sorted_ids")};
   }
 };
 
@@ -330,4 +349,25 @@ TEST_CASE("Materializer options reach the children of a composite", "[composite]
   CHECK_FALSE(MaterializerOptions{}.has<TensorOptions>());
   CHECK(MaterializerOptions{}.get<TensorOptions>().compression == Compression::automatic);
   CHECK_NOTHROW(store.save(p, {.options = options}));
+}
+
+TEST_CASE("A child saved with options of its own uses them; its siblings keep the save's", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::vector<std::int64_t> ids(5000);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 3);
+  SortedPair p{test::random_tensor(DType::float32, {64}, 4), Tensor::from_values({5000}, ids)};
+  auto saved = store.save(p, {.options = TensorOptions{.compression = Compression::none}});
+
+  auto reader = store.open_artifact(saved.digest);
+  auto values = reader.open_child("values");
+  auto sorted = reader.open_child("sorted_ids");
+  CHECK(values.has_file("tensor.npy"));
+  REQUIRE(sorted.has_file("tensor.npy.lz4"));
+  // Delta and squeeze made the ids one byte each before LZ4 shrank them.
+  CHECK(sorted.manifest().payload_bytes() < 2000);
+  auto back = store.load<SortedPair>(saved.digest);
+  CHECK(same_tensor(back.values, p.values));
+  CHECK(same_tensor(back.sorted_ids, p.sorted_ids));
+  CHECK(back.sorted_ids.dtype() == DType::int64);
 }

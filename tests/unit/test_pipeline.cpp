@@ -592,3 +592,108 @@ TEST_CASE("A run configuration must be a small regular file", "[pipeline][config
   fs::create_symlink(dir / "target.yaml", dir / "link.yaml");
   CHECK(read_run_config(dir / "link.yaml")["numbers"]["n"] == 3);  // the user's own file may be a link
 }
+
+TEST_CASE("file_digests names every matching file by relative path, and refuses what it cannot read", "[pipeline][external]") {
+  test::TempDir dir;
+  fs::create_directories(dir / "corpus" / "more");
+  test::write_text(dir / "corpus" / "a.txt", "alpha");
+  test::write_text(dir / "corpus" / "more" / "b.txt", "beta");
+  test::write_text(dir / "corpus" / "notes.md", "not a text");
+  auto digests = file_digests(dir / "corpus", ".txt");
+  CHECK(digests == nlohmann::json{{"a.txt", Digest(Sha256::of("alpha")).str()},
+                                  {"more/b.txt", Digest(Sha256::of("beta")).str()}});
+  CHECK(file_digests(dir / "corpus").size() == 3);
+  CHECK(file_digests(dir / "corpus" / "a.txt") == nlohmann::json{{"a.txt", Digest(Sha256::of("alpha")).str()}});
+  // An empty match is a value too: files all removed is a change, not "none".
+  CHECK(file_digests(dir / "corpus", ".csv") == nlohmann::json::object());
+
+  CHECK_THROWS_AS(file_digests(dir / "missing"), NotFound);
+  CHECK_THROWS_WITH(file_digests(dir / "corpus", "", 2), Catch::Contains("more than 2 files"));
+  fs::create_symlink(dir / "corpus" / "a.txt", dir / "corpus" / "link.txt");
+  CHECK(file_digests(dir / "corpus", ".txt")["link.txt"] == Digest(Sha256::of("alpha")).str());
+  REQUIRE(::mkfifo((dir / "corpus" / "pipe.txt").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(file_digests(dir / "corpus", ".txt"), Catch::Contains("pipe.txt"));
+}
+
+TEST_CASE("An external input joins the cache key and a change is explained by file", "[pipeline][external]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  fs::create_directories(dir / "corpus");
+  test::write_text(dir / "corpus" / "a.txt", "one two");
+  test::write_text(dir / "corpus" / "b.txt", "three");
+  const std::string corpus = (dir / "corpus").string();
+  int reads = 0, counts = 0;
+  Pipeline p("ext");
+  auto texts = p.step({.name = "read",
+                       .params = {{"corpus", corpus}},
+                       .outputs = {"size"},
+                       .external = [](const StepContext& c) { return file_digests(c.param<std::string>("corpus"), ".txt"); }},
+                      [&](const StepContext& c) {
+                        ++reads;
+                        std::int64_t bytes = 0;
+                        for (const auto& e : fs::directory_iterator(c.param<std::string>("corpus")))
+                          if (e.path().extension() == ".txt") bytes += static_cast<std::int64_t>(e.file_size());
+                        return bytes;
+                      });
+  p.step({.name = "double"}, [&](const std::int64_t& n) {
+    ++counts;
+    return 2 * n;
+  }, texts);
+
+  auto first = p.run(store);
+  REQUIRE(first.ok);
+  CHECK(first.count("ran") == 2);
+  auto second = p.run(store);
+  CHECK(second.count("cached") == 2);
+  CHECK(reads == 1);
+  CHECK(second.step("read").key == first.step("read").key);
+
+  // The same bytes under new content: a rerun naming the file; the output is
+  // the same size, so early cutoff keeps the next step cached.
+  test::write_text(dir / "corpus" / "b.txt", "THREE");
+  auto edited = p.run(store);
+  CHECK(edited.step("read").status == "ran");
+  CHECK(edited.step("read").reason == "external input `b.txt` changed");
+  CHECK(edited.step("double").status == "cached");
+  CHECK(counts == 1);
+
+  test::write_text(dir / "corpus" / "c.txt", "four");
+  fs::remove(dir / "corpus" / "a.txt");
+  auto moved = p.run(store);
+  CHECK(moved.step("read").reason == "external input `a.txt` removed; external input `c.txt` added");
+  CHECK(moved.step("double").status == "ran");
+
+  // Many files changed: the reason stays one line.
+  for (int i = 0; i < 9; ++i) test::write_text(dir / "corpus" / ("n" + std::to_string(i) + ".txt"), "x");
+  auto many = p.run(store);
+  CHECK_THAT(many.step("read").reason, Catch::EndsWith("; 4 more external inputs changed"));
+
+  // Provenance and the run record keep what was read.
+  auto record = list_runs(store).back();
+  CHECK(record["steps"][0]["ingredients"]["external"].size() == 11);
+  CHECK(store.versions("ext.read.size").back().record["external"].size() == 11);
+
+  // An external function that throws fails its step, naming the problem.
+  auto broken = p.run(store, {.params = {{"read", {{"corpus", (dir / "nowhere").string()}}}}});
+  CHECK_FALSE(broken.ok);
+  CHECK(broken.step("read").status == "failed");
+  CHECK_THAT(broken.step("read").error, Catch::Contains("nowhere"));
+  CHECK(broken.step("double").status == "skipped");
+}
+
+TEST_CASE("The external ingredient is absent from keys of steps without one", "[pipeline][external][key]") {
+  const MaterializerEntry* entry = &materializer_entry<std::int64_t>();
+  auto without = Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {}, {{"out", entry}});
+  CHECK_FALSE(without.contains("external"));
+  auto with = Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {}, {{"out", entry}},
+                                              {{"a.txt", "sha256:00"}});
+  CHECK(with["external"] == nlohmann::json{{"a.txt", "sha256:00"}});
+  CHECK(Pipeline::cache_key(with) != Pipeline::cache_key(without));
+  // null means none; an empty object (no files) is a value.
+  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {},
+                                                            {{"out", entry}}, nullptr)) ==
+        Pipeline::cache_key(without));
+  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {},
+                                                            {{"out", entry}}, nlohmann::json::object())) !=
+        Pipeline::cache_key(without));
+}

@@ -254,6 +254,13 @@ class ArtifactWriter {
   Digest save_child(std::string_view role, const T& value);
   /// The same through a type-erased materializer; `value` points to its type.
   Digest save_child(std::string_view role, const MaterializerEntry& entry, const void* value);
+  /// The same with `options` in place of this save's materializer options,
+  /// for the child and everything it saves: a composite that knows one of
+  /// its arrays is sorted asks for delta coding there alone.
+  template <class T>
+  Digest save_child(std::string_view role, const T& value, const MaterializerOptions& options);
+  Digest save_child(std::string_view role, const MaterializerEntry& entry, const void* value,
+                    const MaterializerOptions& options);
   /// Lists the artifact `digest`, already in the store, as child `role`.
   /// Throws NotFound when the store has no such artifact.
   void add_child(std::string_view role, const Digest& digest);

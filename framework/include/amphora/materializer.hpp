@@ -103,6 +103,12 @@ Digest ArtifactWriter::save_child(std::string_view role, const T& value) {
 }
 
 template <class T>
+Digest ArtifactWriter::save_child(std::string_view role, const T& value, const MaterializerOptions& options) {
+  detail::require_materializable<T>();
+  return save_child(role, materializer_entry<T>(), &value, options);
+}
+
+template <class T>
 T ArtifactReader::load_child(std::string_view role) const {
   detail::require_materializable<T>();
   ArtifactReader child = open_child(role);

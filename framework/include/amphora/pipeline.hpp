@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -107,6 +108,14 @@ struct StepSpec {
   /// Code fingerprint. Empty = the fingerprint the program's build
   /// registered for the source file that declares the step, or none.
   std::string code{};
+  /// What the step reads from outside the store (files, a database), for a
+  /// step whose parameters cannot say whether that changed: called on every
+  /// run before the cache lookup, and the JSON value it returns (for files,
+  /// amphora::file_digests) joins the cache key as the `external` ingredient.
+  /// A change reruns the step, with a reason naming the member that changed
+  /// ("external input `a.txt` changed"); by early cutoff, the steps after it
+  /// rerun only if its outputs change too. Returning null leaves it out.
+  std::function<nlohmann::json(const StepContext&)> external{};
   /// Options for the output materializers (compression, encodings, ...).
   MaterializerOptions save_options{};
   /// Where the step is declared; leave the default.
@@ -300,11 +309,13 @@ class Pipeline {
   /// (IoError, ...) that leave the run unrecorded.
   RunReport run(Store& store, const RunOptions& options = {}) const;
 
-  /// The cache key ingredients of a step as documented in FORMAT.md §3.8.
+  /// The cache key ingredients of a step as documented in FORMAT.md §3.8;
+  /// `external` (StepSpec::external's value) is left out when null.
   static nlohmann::json cache_key_ingredients(std::string_view step, std::string_view version, std::string_view code,
                                               const nlohmann::json& params,
                                               const std::vector<std::pair<std::string, Digest>>& inputs,
-                                              const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs);
+                                              const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs,
+                                              const nlohmann::json& external = nullptr);
   /// typed_digest of the ingredients: the cache key.
   static Digest cache_key(const nlohmann::json& ingredients);
 
@@ -338,6 +349,23 @@ nlohmann::json read_run_config(const std::filesystem::path& file);
 /// (status, time, reason) and returns 0 when the run succeeded, 1 when a
 /// step failed, 2 for bad usage or a store error.
 int run_main(const Pipeline& pipeline, int argc, char** argv);
+/// The same, calling `after` once a run has succeeded (unless --quiet), for
+/// the program's own summary: print a report, a table. An exception from
+/// `after` is reported and the program returns 1.
+int run_main(const Pipeline& pipeline, int argc, char** argv,
+             const std::function<void(Store& store, const RunReport& report)>& after);
+
+/// A digest of each regular file under `path` (or of `path` itself, a
+/// regular file) whose name ends with `suffix` (empty = every file), for
+/// StepSpec::external: a JSON object from the path relative to `path`
+/// (generic form; the file name itself for a file) to its `sha256:` digest.
+/// Subdirectories are searched; links to files are followed, links to
+/// directories are not. Throws NotFound
+/// when `path` does not exist, InvalidArgument naming a file that is not
+/// regular (a FIFO, a socket) or when more than `max_files` files match,
+/// IoError when one cannot be read.
+nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix = "",
+                            std::size_t max_files = 100000);
 
 /// Every run record in the store, oldest first (by start time, then id).
 /// Unreadable records are described in `problems` when given, else skipped.
