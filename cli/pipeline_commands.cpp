@@ -138,8 +138,11 @@ std::string label_of(const nlohmann::json& node) {
 }
 
 // What a step read outside the store (StepSpec::external), in a line: the
-// member names of an object (file_digests: the files), else the JSON.
-std::string external_summary(const nlohmann::json& external) {
+// member names of an object (file_digests: the files), else the JSON; only
+// its digest when it was too long to keep in the name record.
+std::string external_summary(const nlohmann::json& node) {
+  if (!node.contains("external")) return "too long to keep here, typed digest " + text_of(node, "external_digest");
+  const auto& external = node["external"];
   std::string text;
   if (external.is_object()) {
     text = std::to_string(external.size()) + (external.size() == 1 ? " entry" : " entries");
@@ -175,9 +178,9 @@ int cmd_lineage(const Args& a) {
       std::cout << "  " << dot_quoted(step_id) << " [shape=ellipse, label="
                 << dot_quoted(text_of(n, "pipeline") + "." + text_of(n, "step") + " " + params) << "];\n";
       std::cout << "  " << dot_quoted(step_id) << " -> " << dot_quoted(id) << ";\n";
-      if (n.contains("external")) {
+      if (n.contains("external") || n.contains("external_digest")) {
         std::cout << "  " << dot_quoted("external " + step_id) << " [shape=note, label="
-                  << dot_quoted(external_summary(n["external"])) << "];\n";
+                  << dot_quoted(external_summary(n)) << "];\n";
         std::cout << "  " << dot_quoted("external " + step_id) << " -> " << dot_quoted(step_id) << ";\n";
       }
       if (n.contains("inputs") && n["inputs"].is_object())
@@ -204,7 +207,8 @@ int cmd_lineage(const Args& a) {
       for (auto it = n["inputs"].begin(); it != n["inputs"].end(); ++it)
         std::cout << "    input " << printable(it.key()) << " = " << printable(it->is_string() ? it->get<std::string>() : it->dump())
                   << "\n";
-    if (n.contains("external")) std::cout << "    read outside the store: " << printable(external_summary(n["external"])) << "\n";
+    if (n.contains("external") || n.contains("external_digest"))
+      std::cout << "    read outside the store: " << printable(external_summary(n)) << "\n";
   }
   return 0;
 }

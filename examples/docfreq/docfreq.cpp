@@ -18,7 +18,7 @@
 #include <amphora/record_collection.hpp>
 #include <amphora/tensor.hpp>
 
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -130,17 +130,23 @@ struct amphora::materializer<docfreq::Model> {
 
 namespace docfreq {
 
-// The .txt files under `dir`, by path relative to it: what file_digests
-// hashes for the read step's cache key.
-std::map<std::string, std::string> read_corpus(const fs::path& dir) {
+// The files the read step's key lists (file_digests of the corpus), each
+// checked against its digest as it is read: a file edited since it was
+// listed would otherwise be cached under the digest of its old content.
+std::map<std::string, std::string> read_corpus(const fs::path& dir, const nlohmann::json& listed) {
   std::map<std::string, std::string> texts;
-  const auto files = amphora::file_digests(dir, ".txt");
-  for (const auto& [file, digest] : files.items()) {
-    std::ifstream in(dir / file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) throw amphora::IoError("cannot read " + (dir / file).string());
-    texts[file] = text.str();
+  for (const auto& [file, digest] : listed.items()) {
+    auto in = amphora::InputFile::open(dir / file);
+    std::string text(in.size(), '\0');
+    std::size_t got = 0;
+    while (got < text.size()) {
+      std::size_t n = in.read({reinterpret_cast<std::byte*>(text.data()) + got, text.size() - got});
+      if (n == 0) break;
+      got += n;
+    }
+    if (got != text.size() || amphora::Digest(amphora::Sha256::of(text)).str() != digest.get<std::string>())
+      throw amphora::InvalidArgument((dir / file).string() + " changed while the corpus was read; run again");
+    texts[file] = std::move(text);
   }
   if (texts.empty()) throw amphora::NotFound("corpus directory " + dir.string() + " holds no .txt files");
   return texts;
@@ -213,7 +219,9 @@ void print_sizes(const amphora::Store& store, const amphora::Digest& stored) {
   }
   by_word.documents = sorted.documents;
 
-  const fs::path scratch_dir = fs::temp_directory_path() / ("amphora-docfreq-sizes-" + std::to_string(::getpid()));
+  std::string scratch_template = (fs::temp_directory_path() / "amphora-docfreq-sizes-XXXXXX").string();
+  if (!::mkdtemp(scratch_template.data())) throw amphora::IoError("cannot create a directory like " + scratch_template);
+  const fs::path scratch_dir = scratch_template;
   struct Remove {
     fs::path dir;
     ~Remove() {
@@ -244,17 +252,28 @@ void print_sizes(const amphora::Store& store, const amphora::Digest& stored) {
 
 int main(int argc, char** argv) {
   // The program's own options, around run_main's: --corpus DIR is the read
-  // step's parameter `corpus`; --sizes prints the size table after the run.
+  // step's parameter `corpus` (passed quoted, so --set reads it as a string
+  // whatever it holds); --sizes prints the size table after the run.
   std::vector<std::string> args;
   bool sizes = false;
+  auto corpus = [&](const std::string& dir) {
+    std::string quoted;
+    for (char ch : std::filesystem::absolute(dir).string()) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
+    args.push_back("--set");
+    args.push_back("read.corpus='" + quoted + "'");
+  };
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--sizes") {
       sizes = true;
     } else if (arg == "--corpus" && i + 1 < argc) {
-      args.push_back("--set");
-      args.push_back("read.corpus=" + std::filesystem::absolute(argv[++i]).string());
+      corpus(argv[++i]);
+    } else if (arg.starts_with("--corpus=")) {
+      corpus(arg.substr(9));
     } else {
+      if (arg == "--help" || arg == "-h")
+        std::cout << "docfreq options: --corpus DIR (the .txt files to read; default the bundled corpus), --sizes (print\n"
+                     "the model's size in each layout after the run); the pipeline's options follow.\n\n";
       args.push_back(std::move(arg));
     }
   }
@@ -268,7 +287,9 @@ int main(int argc, char** argv) {
                        .external = [](const amphora::StepContext& c) {
                          return amphora::file_digests(c.param<std::string>("corpus"), ".txt");
                        }},
-                      [](const amphora::StepContext& c) { return docfreq::read_corpus(c.param<std::string>("corpus")); });
+                      [](const amphora::StepContext& c) {
+                        return docfreq::read_corpus(c.param<std::string>("corpus"), c.external());
+                      });
   auto docs = p.step({.name = "tokenize", .params = {{"lowercase", true}, {"min_length", 2}}, .outputs = {"docs"}},
                      docfreq::tokenize, texts);
   auto df = p.step({.name = "count", .outputs = {"df"}}, docfreq::count, docs);

@@ -61,6 +61,7 @@ std::string shown_value(const nlohmann::json& value) {
 }
 
 constexpr std::size_t kMaxChangesListed = 5;
+constexpr std::size_t kMaxExternalInProvenance = 64u << 10;
 
 // Why a step whose ingredients differ from those `previous` recorded missed.
 std::string explain_change(const nlohmann::json& now, const nlohmann::json& previous) {
@@ -317,7 +318,11 @@ nlohmann::json file_digests(const std::filesystem::path& path, std::string_view 
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) throw NotFound("no file or directory " + path.string());
+  if (!fs::exists(status)) {
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      throw IoError("cannot read " + path.string() + ": " + ec.message());
+    throw NotFound("no file or directory " + path.string());
+  }
   std::vector<std::pair<std::string, fs::path>> files;  // (key, file)
   auto add = [&](std::string key, fs::path file) {
     if (files.size() == max_files)
@@ -336,7 +341,7 @@ nlohmann::json file_digests(const std::filesystem::path& path, std::string_view 
         add(e.path().lexically_relative(path).generic_string(), e.path());
       }
     } catch (const fs::filesystem_error& e) {
-      throw IoError("listing " + path.string() + ": " + e.code().message());
+      throw IoError("listing " + (e.path1().empty() ? path : e.path1()).string() + ": " + e.code().message());
     }
   } else {
     add(path.filename().string(), path);
@@ -617,12 +622,15 @@ class Run {
       auto [producer, slot] = node.inputs[k];
       inputs.emplace_back(node.spec.inputs[k], digests_[producer][slot]);
     }
-    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i]);
     nlohmann::json external;
-    if (node.spec.external) external = node.spec.external(context);
-    ingredients_[i] = Pipeline::cache_key_ingredients(node.spec.name, node.spec.version, node.spec.code, params_[i],
-                                                      inputs, outputs, external);
-    report.key = Pipeline::cache_key(ingredients_[i]);
+    if (node.spec.external) {
+      external = node.spec.external(StepContext(pipeline_.name(), node.spec.name, report_.run_id, params_[i]));
+      validate_storable_json(external, "the external input of step '" + node.spec.name + "'");
+    }
+    auto ingredients = Pipeline::cache_key_ingredients(node.spec.name, node.spec.version, node.spec.code, params_[i],
+                                                       inputs, outputs, external);
+    report.key = Pipeline::cache_key(ingredients);
+    ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
 
     std::string problem;
     nlohmann::json entry;
@@ -645,6 +653,7 @@ class Run {
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;
     for (const auto& [producer, slot] : node.inputs) args.push_back(input_value(producer, slot));
+    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i], &external);
     auto values = node.invoke(args, context);
     args.clear();
 
@@ -652,7 +661,12 @@ class Run {
                                  {"step_version", node.spec.version}, {"run", report_.run_id},
                                  {"cache_key", report.key.str()}, {"params", params_[i]},
                                  {"inputs", ingredients_[i]["inputs"]}};
-    if (!external.is_null()) provenance["external"] = external;
+    // Name records and cache entries are small (1 MiB at most): a long
+    // external value is kept by its digest there, and whole in the run record.
+    if (!external.is_null()) {
+      provenance["external_digest"] = typed_digest(external).str();
+      if (external.dump().size() <= kMaxExternalInProvenance) provenance["external"] = external;
+    }
     nlohmann::json produced = nlohmann::json::object();
     std::vector<Digest> digests;
     for (std::size_t s = 0; s < values.size(); ++s) {

@@ -188,6 +188,9 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
       } catch (const std::exception& e) {
         std::cerr << pipeline.name() << ": after the run: " << e.what() << std::endl;
         return 1;
+      } catch (...) {
+        std::cerr << pipeline.name() << ": after the run: unknown exception" << std::endl;
+        return 1;
       }
     }
     return 0;

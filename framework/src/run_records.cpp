@@ -54,7 +54,7 @@ std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
     }
     if (made) {
       const auto& r = made->record;
-      for (const char* field : {"pipeline", "step", "step_version", "output", "run", "params", "inputs", "external", "cache_key"})
+      for (const char* field : {"pipeline", "step", "step_version", "output", "run", "params", "inputs", "external", "external_digest", "cache_key"})
         if (r.contains(field)) node[field] = r[field];
       if (r.contains("inputs") && r["inputs"].is_object())
         for (auto it = r["inputs"].begin(); it != r["inputs"].end(); ++it)

@@ -11,6 +11,7 @@ Run as:
 
 import collections
 import glob
+import json
 import os
 import re
 import shutil
@@ -95,6 +96,25 @@ class DocfreqTest(cli_support.StoreTestCase):
         self.assertIn("made by step docfreq.read", out)
         self.assertIn("read outside the store: 60 entries: 01-harbour.txt", out)
         self.run_cli("verify", check=EXIT_OK)
+
+    def test_demo_script_twice_on_a_kept_store(self):
+        env = dict(os.environ, AMPHORA_STORE=self.store)
+        build = os.path.dirname(os.path.dirname(DOCFREQ))
+        for attempt in range(2):
+            proc = subprocess.run(["bash", DEMO, build], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=env, timeout=600)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        # The second time round every run is served from the cache.
+        self.assertEqual(proc.stdout.count("(0 ran, 5 cached)"), 3)
+
+    def test_a_corpus_path_is_taken_as_it_is(self):
+        odd = self.path("it's a #corpus: [x]")
+        shutil.copytree(self.corpus, odd)
+        proc = subprocess.run([DOCFREQ, "--store", self.store, f"--corpus={odd}"], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        runs = self.run_cli("runs", "--json", check=EXIT_OK).stdout
+        self.assertEqual(json.loads(runs)[-1]["overrides"]["read"]["corpus"], odd)
 
     def test_counts_and_model_match_an_independent_count(self):
         self.docfreq("--set", "model.top_k=300")

@@ -697,3 +697,59 @@ TEST_CASE("The external ingredient is absent from keys of steps without one", "[
                                                             {{"out", entry}}, nlohmann::json::object())) !=
         Pipeline::cache_key(without));
 }
+
+TEST_CASE("External values that cannot be stored fail the step; long ones are kept by digest", "[pipeline][external]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  nlohmann::json value;
+  nlohmann::json seen;
+  Pipeline p("extv");
+  p.step({.name = "read", .outputs = {"n"}, .external = [&](const StepContext&) { return value; }},
+         [&](const StepContext& c) {
+           seen = c.external();
+           return std::int64_t{7};
+         });
+
+  value = std::numeric_limits<double>::quiet_NaN();
+  auto nan = p.run(store);
+  CHECK_FALSE(nan.ok);
+  CHECK_THAT(nan.step("read").error, Catch::Contains("external input of step 'read'"));
+  value = std::string("\xff\xfe");
+  auto bad_text = p.run(store);
+  CHECK_FALSE(bad_text.ok);
+  CHECK_THAT(bad_text.step("read").error, Catch::Contains("external input of step 'read'"));
+  CHECK(list_runs(store).back()["status"] == "failed");  // the record was still written
+
+  // 20,000 entries: too long for a name record, kept there by its digest.
+  value = nlohmann::json::object();
+  for (int i = 0; i < 20000; ++i) value["file-" + std::to_string(i) + ".txt"] = "sha256:" + std::string(64, 'a');
+  auto big = p.run(store);
+  REQUIRE(big.ok);
+  CHECK(seen == value);
+  auto record = store.versions("extv.read.n").back().record;
+  CHECK_FALSE(record.contains("external"));
+  CHECK(record["external_digest"] == typed_digest(value).str());
+  CHECK(list_runs(store).back()["steps"][0]["ingredients"]["external"].size() == 20000);
+  auto chain = lineage(store, big.step("read").outputs[0].digest);
+  CHECK(chain[0]["external_digest"] == typed_digest(value).str());
+  value["file-0.txt"] = "sha256:" + std::string(64, 'b');
+  CHECK(p.run(store).step("read").reason == "external input `file-0.txt` changed");
+
+  // Small ones are kept whole.
+  value = {{"a.txt", "sha256:00"}};
+  REQUIRE(p.run(store).ok);
+  CHECK(store.versions("extv.read.n").back().record["external"] == value);
+}
+
+TEST_CASE("Integer parameters take only integers within range", "[pipeline]") {
+  const std::string pipeline = "p", step = "s", run = "r";
+  const nlohmann::json params = {{"k", -1}, {"big", 1ull << 40}, {"half", 2.5}, {"n", 3}};
+  StepContext c(pipeline, step, run, params);
+  CHECK(c.param<int>("k") == -1);
+  CHECK_THROWS_WITH(c.param<std::size_t>("k"), "parameter 'k' of step 's' is -1, out of range here");
+  CHECK_THROWS_WITH(c.param<std::int32_t>("big"), Catch::Contains("out of range here"));
+  CHECK(c.param<std::int64_t>("big") == (std::int64_t{1} << 40));
+  CHECK_THROWS_WITH(c.param<int>("half"), "parameter 'half' of step 's' is 2.5, not an integer");
+  CHECK(c.param<double>("n") == 3.0);
+  CHECK(c.external().is_null());
+}

@@ -43,22 +43,41 @@ inline constexpr int kCacheSchemaVersion = 1;
 class StepContext {
  public:
   StepContext(const std::string& pipeline, const std::string& step, const std::string& run_id,
-              const nlohmann::json& params)
-      : pipeline_(pipeline), step_(step), run_id_(run_id), params_(params) {}
+              const nlohmann::json& params, const nlohmann::json* external = nullptr)
+      : pipeline_(pipeline), step_(step), run_id_(run_id), params_(params), external_(external) {}
   /// The step's parameters: its declared defaults with the run's overrides.
   const nlohmann::json& params() const { return params_; }
   /// Parameter `key` as a T. Throws InvalidArgument naming the step and the
-  /// key when it is missing or not convertible to T.
+  /// key when it is missing or not convertible to T; an integer T takes only
+  /// integers within its range (no -1 as a size, no 2.5 as a count).
   template <class T>
   T param(std::string_view key) const {
     auto it = params_.find(key);
     if (it == params_.end()) throw InvalidArgument("step '" + step_ + "' has no parameter '" + std::string(key) + "'");
+    auto refuse = [&](std::string_view why) {
+      return InvalidArgument("parameter '" + std::string(key) + "' of step '" + step_ + "' is " + it->dump() + ", " +
+                             std::string(why));
+    };
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (!it->is_number_integer()) throw refuse("not an integer");
+      const bool fits = it->is_number_unsigned() ? std::in_range<T>(it->template get<std::uint64_t>())
+                                                 : std::in_range<T>(it->template get<std::int64_t>());
+      if (!fits) throw refuse("out of range here");
+    }
     try {
       return it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw InvalidArgument("parameter '" + std::string(key) + "' of step '" + step_ + "' is " + it->dump() +
-                            ", which has the wrong type");
+      throw refuse("which has the wrong type");
     }
+  }
+  /// The value StepSpec::external returned for this run, the one the cache
+  /// key holds (null for a step without one, and while external itself
+  /// runs). Read what it lists, and check what you read against it, so a
+  /// file edited meanwhile cannot be cached under the digest of its old
+  /// content.
+  const nlohmann::json& external() const {
+    static const nlohmann::json none;
+    return external_ ? *external_ : none;
   }
   const std::string& pipeline() const { return pipeline_; }
   const std::string& step() const { return step_; }
@@ -69,6 +88,7 @@ class StepContext {
   const std::string& step_;
   const std::string& run_id_;
   const nlohmann::json& params_;
+  const nlohmann::json* external_;
 };
 
 /// A typed handle to one output of a step, or to a value read from the
@@ -110,11 +130,16 @@ struct StepSpec {
   std::string code{};
   /// What the step reads from outside the store (files, a database), for a
   /// step whose parameters cannot say whether that changed: called on every
-  /// run before the cache lookup, and the JSON value it returns (for files,
-  /// amphora::file_digests) joins the cache key as the `external` ingredient.
-  /// A change reruns the step, with a reason naming the member that changed
-  /// ("external input `a.txt` changed"); by early cutoff, the steps after it
-  /// rerun only if its outputs change too. Returning null leaves it out.
+  /// run before the cache lookup (so keep it cheaper than the step), on a
+  /// worker thread, possibly alongside other steps; it must be thread-safe
+  /// and give the same value for the same state. Its JSON value (for files,
+  /// amphora::file_digests) joins the cache key as the `external` ingredient
+  /// and reaches the step as StepContext::external(). A change reruns the
+  /// step, with a reason naming the member that changed ("external input
+  /// `a.txt` changed"); by early cutoff, the steps after it rerun only if
+  /// its outputs change too. Returning null leaves it out. An exception, or
+  /// a value that cannot be stored (NaN, text that is not UTF-8), fails the
+  /// step and skips its dependents.
   std::function<nlohmann::json(const StepContext&)> external{};
   /// Options for the output materializers (compression, encodings, ...).
   MaterializerOptions save_options{};
@@ -351,19 +376,20 @@ nlohmann::json read_run_config(const std::filesystem::path& file);
 int run_main(const Pipeline& pipeline, int argc, char** argv);
 /// The same, calling `after` once a run has succeeded (unless --quiet), for
 /// the program's own summary: print a report, a table. An exception from
-/// `after` is reported and the program returns 1.
+/// `after` is reported and the program returns 1, as for a failed step.
 int run_main(const Pipeline& pipeline, int argc, char** argv,
              const std::function<void(Store& store, const RunReport& report)>& after);
 
-/// A digest of each regular file under `path` (or of `path` itself, a
-/// regular file) whose name ends with `suffix` (empty = every file), for
-/// StepSpec::external: a JSON object from the path relative to `path`
-/// (generic form; the file name itself for a file) to its `sha256:` digest.
-/// Subdirectories are searched; links to files are followed, links to
-/// directories are not. Throws NotFound
-/// when `path` does not exist, InvalidArgument naming a file that is not
-/// regular (a FIFO, a socket) or when more than `max_files` files match,
-/// IoError when one cannot be read.
+/// A digest of each regular file under `path` whose name ends with `suffix`
+/// (empty = every file), or of `path` itself when it is a regular file
+/// (whatever its name), for StepSpec::external: a JSON object from the path
+/// relative to `path` (generic form; the file name itself for a file) to its
+/// `sha256:` digest. Subdirectories are searched; links to files are
+/// followed, directories reached through links are skipped. Reads every
+/// byte: cost grows with the files' size. Thread-safe. Throws NotFound when
+/// `path` or a listed file is missing, InvalidArgument naming a file that is
+/// not regular (a FIFO, a socket) or whose name is not UTF-8, or when more
+/// than `max_files` files match, IoError when one cannot be listed or read.
 nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix = "",
                             std::size_t max_files = 100000);
 
