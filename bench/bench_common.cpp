@@ -1,7 +1,6 @@
 #include "bench_common.hpp"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -17,12 +16,7 @@ std::uint64_t status_kib(const char* key) {
   return 0;
 }
 
-// Memory an earlier section freed is handed back to the system first, so a
-// section's peak does not start from what malloc kept of the one before.
-void reset_peak_rss() {
-  ::malloc_trim(0);
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 void fill_random_f32(std::span<float> v, std::uint64_t seed) {
   amphora::parallel_for(64, [&](std::size_t part) {
