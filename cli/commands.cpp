@@ -41,11 +41,7 @@ amphora::Progress terminal_progress(const char* what) {
 }
 
 // Name records are provenance written by any version of any writer: read
-// their informational fields leniently.
-std::string text_field(const nlohmann::json& record, const char* key) {
-  auto it = record.find(key);
-  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+// their informational fields leniently (text_field, output.hpp).
 std::uint64_t count_field(const nlohmann::json& record, const char* key) {
   auto it = record.find(key);
   return it != record.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;

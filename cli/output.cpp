@@ -53,6 +53,11 @@ std::string one_line(std::string text) {
 
 std::string json_text(const nlohmann::json& value) { return value.dump(2, ' ', true); }
 
+std::string text_field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string human_bytes(std::uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(n);

@@ -23,6 +23,10 @@ std::string json_text(const nlohmann::json& value);
 std::string human_bytes(std::uint64_t n);
 /// "1 artifact", "2 artifacts".
 std::string count_of(std::uint64_t n, std::string_view singular, std::string_view plural);
+/// The string `key` of a record read from a store (a name record, a run
+/// record), or "" when it is missing or not a string: such records come from
+/// any version of any writer, so their informational fields are read leniently.
+std::string text_field(const nlohmann::json& record, const char* key);
 /// "amphora: warning: <text>" on standard error.
 void warn(const std::string& text);
 

@@ -12,11 +12,6 @@ namespace amphora::cli {
 
 namespace {
 
-std::string text_of(const nlohmann::json& j, const char* field) {
-  auto it = j.find(field);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 std::vector<nlohmann::json> runs_of(const Store& store) {
   std::vector<std::string> problems;
   auto runs = list_runs(store, &problems);
@@ -26,20 +21,20 @@ std::vector<nlohmann::json> runs_of(const Store& store) {
 
 // One line per step: status, duration, name, and why.
 void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
-  std::cout << "run " << printable(text_of(run, "run")) << " of " << printable(text_of(run, "pipeline")) << ": "
-            << printable(text_of(run, "status")) << "\n";
+  std::cout << "run " << printable(text_field(run, "run")) << " of " << printable(text_field(run, "pipeline")) << ": "
+            << printable(text_field(run, "status")) << "\n";
   for (const auto& s : run["steps"]) {
     if (!s.is_object()) continue;
-    auto name = text_of(s, "name");
-    auto status = text_of(s, "status");
+    auto name = text_field(s, "name");
+    auto status = text_field(s, "status");
     char time[32] = "";
     if (auto d = s.find("duration"); d != s.end() && d->is_number())
       std::snprintf(time, sizeof time, "%8.3f s", d->get<double>());
     std::cout << (name == marked ? "* " : "  ") << printable(status)
               << std::string(8 - std::min<std::size_t>(8, status.size()), ' ') << time << "  " << printable(name);
-    auto reason = text_of(s, "reason");
+    auto reason = text_field(s, "reason");
     if (!reason.empty()) std::cout << "  (" << one_line(reason) << ")";
-    auto error = text_of(s, "error");
+    auto error = text_field(s, "error");
     if (!error.empty()) std::cout << "\n      error: " << one_line(error);
     std::cout << "\n";
   }
@@ -48,15 +43,15 @@ void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
 std::size_t count_status(const nlohmann::json& run, std::string_view status) {
   std::size_t n = 0;
   for (const auto& s : run["steps"])
-    if (s.is_object() && text_of(s, "status") == status) ++n;
+    if (s.is_object() && text_field(s, "status") == status) ++n;
   return n;
 }
 
 // "12:00:01 for 0.25 s", from two ISO timestamps (same day or not: only the
 // seconds within the minute matter for a short run; long ones show the end).
 std::string when(const nlohmann::json& run) {
-  auto start = text_of(run, "started_at");
-  auto end = text_of(run, "ended_at");
+  auto start = text_field(run, "started_at");
+  auto end = text_field(run, "ended_at");
   std::string out = start.size() >= 19 ? start.substr(0, 10) + " " + start.substr(11, 8) : start;
   if (!end.empty() && end.size() >= 19) out += " .. " + end.substr(11, 8);
   return out;
@@ -81,8 +76,8 @@ int cmd_runs(const Args& a) {
     return 0;
   }
   for (const auto& r : runs) {
-    std::cout << printable(text_of(r, "run")) << "  " << printable(text_of(r, "pipeline")) << "  "
-              << printable(text_of(r, "status")) << "  " << when(r) << "  " << count_status(r, "ran") << " ran, "
+    std::cout << printable(text_field(r, "run")) << "  " << printable(text_field(r, "pipeline")) << "  "
+              << printable(text_field(r, "status")) << "  " << when(r) << "  " << count_status(r, "ran") << " ran, "
               << count_status(r, "cached") << " cached";
     if (auto n = count_status(r, "failed")) std::cout << ", " << n << " failed";
     if (auto n = count_status(r, "skipped")) std::cout << ", " << n << " skipped";
@@ -97,7 +92,7 @@ int cmd_why(const Args& a) {
   auto runs = runs_of(store);
   // A run id, or a pipeline's name: that run, or the pipeline's latest.
   for (auto it = runs.rbegin(); it != runs.rend(); ++it)
-    if (text_of(*it, "run") == ref || text_of(*it, "pipeline") == ref) {
+    if (text_field(*it, "run") == ref || text_field(*it, "pipeline") == ref) {
       print_steps(*it);
       return 0;
     }
@@ -106,12 +101,12 @@ int cmd_why(const Args& a) {
   const auto& made = chain.front();
   if (!made.contains("step"))
     throw NotFound("'" + ref + "' was not made by a pipeline step (it is no run id or pipeline name either)");
-  auto pipeline = text_of(made, "pipeline");
-  auto step = text_of(made, "step");
+  auto pipeline = text_field(made, "pipeline");
+  auto step = text_field(made, "step");
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    if (text_of(*it, "pipeline") != pipeline) continue;
+    if (text_field(*it, "pipeline") != pipeline) continue;
     for (const auto& s : (*it)["steps"])
-      if (s.is_object() && text_of(s, "name") == step) {
+      if (s.is_object() && text_field(s, "name") == step) {
         print_steps(*it, step);
         return 0;
       }
@@ -141,7 +136,7 @@ std::string label_of(const nlohmann::json& node) {
 // member names of an object (file_digests: the files), else the JSON; only
 // its digest when it was too long to keep in the name record.
 std::string external_summary(const nlohmann::json& node) {
-  if (!node.contains("external")) return "too long to keep here, typed digest " + text_of(node, "external_digest");
+  if (!node.contains("external")) return "too long to keep here, typed digest " + text_field(node, "external_digest");
   const auto& external = node["external"];
   std::string text;
   if (external.is_object()) {
@@ -173,10 +168,10 @@ int cmd_lineage(const Args& a) {
       auto id = n["digest"].get<std::string>();
       std::cout << "  " << dot_quoted(id) << " [shape=box, label=" << dot_quoted(label_of(n)) << "];\n";
       if (!n.contains("step")) continue;
-      auto step_id = "step " + text_of(n, "run") + " " + text_of(n, "pipeline") + "." + text_of(n, "step");
+      auto step_id = "step " + text_field(n, "run") + " " + text_field(n, "pipeline") + "." + text_field(n, "step");
       std::string params = n.contains("params") ? n["params"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) : "";
       std::cout << "  " << dot_quoted(step_id) << " [shape=ellipse, label="
-                << dot_quoted(text_of(n, "pipeline") + "." + text_of(n, "step") + " " + params) << "];\n";
+                << dot_quoted(text_field(n, "pipeline") + "." + text_field(n, "step") + " " + params) << "];\n";
       std::cout << "  " << dot_quoted(step_id) << " -> " << dot_quoted(id) << ";\n";
       if (n.contains("external") || n.contains("external_digest")) {
         std::cout << "  " << dot_quoted("external " + step_id) << " [shape=note, label="
@@ -198,8 +193,8 @@ int cmd_lineage(const Args& a) {
       std::cout << "    (not made by a pipeline step)\n";
       continue;
     }
-    std::cout << "    made by step " << printable(text_of(n, "pipeline")) << "." << printable(text_of(n, "step"))
-              << " in run " << printable(text_of(n, "run")) << "\n";
+    std::cout << "    made by step " << printable(text_field(n, "pipeline")) << "." << printable(text_field(n, "step"))
+              << " in run " << printable(text_field(n, "run")) << "\n";
     if (n.contains("params") && !n["params"].empty())
       std::cout << "    params " << printable(n["params"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace))
                 << "\n";

@@ -177,32 +177,43 @@ class History {
       listed_ = true;
     }
     for (std::size_t i = 0; i < ids_.size() && i < kLookBack; ++i) {
-      if (i == records_.size()) {
-        try {
-          records_.push_back(store_.backend()->read_run(pipeline_, ids_[i]));
-        } catch (const Error&) {
-          records_.push_back(nullptr);  // unreadable: explained from older runs
-        }
-      }
-      const auto& record = records_[i];
-      if (!record.is_object() || !record.contains("steps") || !record["steps"].is_array()) continue;
-      for (const auto& s : record["steps"])
-        if (s.is_object() && s.value("name", nlohmann::json()) == step &&
-            (s.value("status", nlohmann::json()) == "ran" || s.value("status", nlohmann::json()) == "cached") &&
-            s.contains("ingredients") && well_formed_ingredients(s["ingredients"]))
-          return s["ingredients"];
+      if (i == keyed_.size()) keyed_.push_back(load(ids_[i]));
+      auto it = keyed_[i].find(step);
+      if (it != keyed_[i].end()) return it->second;
     }
     return nullptr;
   }
 
  private:
   static constexpr std::size_t kLookBack = 20;
+  // One record's usable ingredients by step: those of steps that ran or were
+  // cached, in the form explain_change reads. Indexed once, so a run whose
+  // every step misses does not scan every record for each step.
+  std::map<std::string, nlohmann::json> load(const std::string& id) const {
+    std::map<std::string, nlohmann::json> by_step;
+    nlohmann::json record;
+    try {
+      record = store_.backend()->read_run(pipeline_, id);
+    } catch (const Error&) {
+      return by_step;  // unreadable: explained from older runs
+    }
+    auto steps = record.find("steps");
+    if (steps == record.end() || !steps->is_array()) return by_step;
+    for (auto& s : *steps) {
+      if (!s.is_object()) continue;
+      auto name = s.find("name"), status = s.find("status"), ingredients = s.find("ingredients");
+      if (name == s.end() || !name->is_string() || status == s.end() || ingredients == s.end()) continue;
+      if ((*status == "ran" || *status == "cached") && well_formed_ingredients(*ingredients))
+        by_step.emplace(name->get<std::string>(), std::move(*ingredients));
+    }
+    return by_step;
+  }
   const Store& store_;
   std::string pipeline_;
   std::string current_;
   bool listed_ = false;
   std::vector<std::string> ids_;
-  std::vector<nlohmann::json> records_;
+  std::vector<std::map<std::string, nlohmann::json>> keyed_;
   std::mutex mutex_;
 };
 
@@ -275,6 +286,9 @@ std::size_t Pipeline::add_node(detail::StepNode node) {
     require_step_name(out.name, "output name of step '" + spec.name + "'");
     if (!seen.insert(out.name).second)
       throw InvalidArgument("step '" + spec.name + "' has two outputs named '" + out.name + "'");
+    // The name the output is saved under, checked now rather than after the
+    // step has run (a pipeline named "-x", parts that add up past 128).
+    validate_name(name_ + "." + spec.name + "." + out.name);
   }
   if (spec.code.empty()) spec.code = detail::code_fingerprint_of(spec.where.file_name());
   nodes_.push_back(std::move(node));
@@ -372,7 +386,7 @@ const StepReport& RunReport::step(std::string_view name) const {
 
 namespace {
 
-nlohmann::json step_json(const StepReport& s, const nlohmann::json& ingredients) {
+nlohmann::json step_json(const StepReport& s, nlohmann::json ingredients) {
   nlohmann::json outputs = nlohmann::json::object(), digests = nlohmann::json::object();
   for (const auto& o : s.outputs) {
     outputs[o.name] = o.ref;
@@ -382,7 +396,7 @@ nlohmann::json step_json(const StepReport& s, const nlohmann::json& ingredients)
                       {"outputs", outputs}, {"output_digests", digests}};
   if (!s.error.empty()) j["error"] = s.error;
   if (s.key != Digest()) j["key"] = s.key.str();
-  if (!ingredients.is_null()) j["ingredients"] = ingredients;
+  if (!ingredients.is_null()) j["ingredients"] = std::move(ingredients);
   return j;
 }
 
@@ -411,7 +425,7 @@ class Run {
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       if (!nodes_[i].is_input) {
         report_.steps.push_back(reports_[i]);
-        record_["steps"].push_back(step_json(reports_[i], ingredients_[i]));
+        record_["steps"].push_back(step_json(reports_[i], std::move(ingredients_[i])));
         if (reports_[i].status == "failed" && report_.error.empty())
           report_.error = "step '" + reports_[i].name + "' failed: " + reports_[i].error;
       }
@@ -420,7 +434,7 @@ class Run {
     if (!report_.ok) record_["error"] = report_.error;
     record_["ended_at"] = utc_timestamp(std::chrono::system_clock::now(), false);
     store_.backend()->write_run(pipeline_.name(), report_.run_id, record_);
-    report_.record = record_;
+    report_.record = std::move(record_);
     return std::move(report_);
   }
 
@@ -562,11 +576,12 @@ class Run {
     }
     if (!entry) return std::nullopt;
     std::vector<Digest> digests;
-    const auto outputs = entry->value("outputs", nlohmann::json::object());
+    const auto outputs = entry->find("outputs");
+    const bool listed = outputs != entry->end() && outputs->is_object();
     for (std::size_t s = 0; s < node.outputs.size(); ++s) {
       const auto& name = node.outputs[s].name;
-      auto it = outputs.is_object() ? outputs.find(name) : outputs.end();
-      if (it == outputs.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) {
+      auto it = listed ? outputs->find(name) : entry->end();
+      if (!listed || it == outputs->end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) {
         problem = "cache entry damaged: no digest for output `" + name + "`";
         return std::nullopt;
       }
@@ -703,8 +718,7 @@ class Run {
     digests_[i] = digests;
     // `PIPELINE.STEP.OUTPUT` keeps meaning the latest run's output: a hit on
     // an older result (a parameter set back, say) records it as a new version.
-    auto provenance = entry.value("provenance", nlohmann::json::object());
-    if (!provenance.is_object()) provenance = nlohmann::json::object();
+    const auto recorded = entry.find("provenance");
     for (std::size_t s = 0; s < digests.size(); ++s) {
       auto name = output_name(node, s);
       auto latest = latest_version(store_, name);
@@ -712,7 +726,8 @@ class Run {
       if (latest && latest->second == digests[s]) {
         version = latest->first;
       } else {
-        auto p = provenance;
+        // Copied only here: a steady rerun records no new version.
+        auto p = recorded != entry.end() && recorded->is_object() ? *recorded : nlohmann::json::object();
         p["output"] = node.outputs[s].name;
         p["cached_in_run"] = report_.run_id;
         version = store_.name_artifact(digests[s], name, p).version;

@@ -754,9 +754,12 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
     auto scan = scan_names();
     if (keep_last > 0 && scan.problems.empty()) {
       std::vector<VersionInfo> kept;
+      std::size_t name_end = 0;  // one past the last version of the current name (scan is sorted by name, then version)
       for (std::size_t i = 0; i < scan.versions.size(); ++i) {
-        std::size_t newer = 0;  // later versions of the same name (scan is sorted by name, then version)
-        while (i + newer + 1 < scan.versions.size() && scan.versions[i + newer + 1].name == scan.versions[i].name) ++newer;
+        if (i == name_end)
+          while (++name_end < scan.versions.size() && scan.versions[name_end].name == scan.versions[i].name) {
+          }
+        const std::size_t newer = name_end - i - 1;
         if (newer >= keep_last) {
           if (!dry_run) {
             try {

@@ -385,6 +385,14 @@ TEST_CASE("Pipelines refuse bad declarations", "[pipeline]") {
   Pipeline other("other");
   CHECK_THROWS_WITH(other.step({.name = "x"}, [](const std::int64_t& v) { return v; }, one),
                     Catch::Contains("input handle from another pipeline"));
+  // The name each output is saved under is checked when the step is declared,
+  // not after it has run.
+  const std::string long_part(64, 's');
+  CHECK_THROWS_WITH(p.step({.name = long_part, .outputs = {long_part}}, [] { return std::int64_t{1}; }),
+                    Catch::Contains("invalid name 'ok." + long_part));
+  CHECK_NOTHROW(p.step({.name = long_part, .outputs = {"v"}}, [] { return std::int64_t{1}; }));
+  Pipeline dash("-x");
+  CHECK_THROWS_WITH(dash.step({.name = "s"}, [] { return std::int64_t{1}; }), Catch::Contains("invalid name '-x.s.out'"));
 }
 
 TEST_CASE("Cache keys are typed and canonical", "[pipeline][key]") {
@@ -752,4 +760,25 @@ TEST_CASE("Integer parameters take only integers within range", "[pipeline]") {
   CHECK_THROWS_WITH(c.param<int>("half"), "parameter 'half' of step 's' is 2.5, not an integer");
   CHECK(c.param<double>("n") == 3.0);
   CHECK(c.external().is_null());
+}
+
+TEST_CASE("A hostile step lock file is refused, never followed or waited on", "[pipeline][hostile]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  Chain chain;
+  const auto key = chain.run(store).step("numbers").key;
+  fs::create_directories(dir.path() / "locks");
+  const auto lock = dir.path() / "locks" / ("step-" + key.hex() + ".lock");
+  const auto outside = dir.path() / "outside.txt";
+  test::write_text(outside, "kept");
+
+  SECTION("a symbolic link out of the store") { fs::create_symlink(outside, lock); }
+  SECTION("a FIFO") { REQUIRE(::mkfifo(lock.c_str(), 0644) == 0); }
+  SECTION("a directory") { fs::create_directory(lock); }
+
+  // Named in the error; the link's target is neither locked open nor removed.
+  CHECK_THROWS_WITH(store.backend()->step_lease(key, false), Catch::Contains(lock.string()));
+  CHECK_THROWS_WITH(store.backend()->step_lease(key, true), Catch::Contains(lock.string()));
+  CHECK(test::read_text(outside) == "kept");
+  CHECK(fs::exists(fs::symlink_status(lock)));
 }
