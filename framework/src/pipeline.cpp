@@ -661,9 +661,13 @@ class Run {
         options_.on_wait(node.spec.name);
       }
       lease = store_.backend()->step_lease(report.key, true);
-      if (!forced_[i])
-        if (auto hit = lookup(node, report.key, entries, problem, entry))
-          return cached(i, *hit, entry, "computed meanwhile by another run");
+    }
+    // Looked up again under the lease: another run may have published the
+    // entry between our miss and our lease, whether or not we had to wait.
+    if (!forced_[i]) {
+      std::string late_problem;
+      if (auto hit = lookup(node, report.key, entries, late_problem, entry))
+        return cached(i, *hit, entry, "computed meanwhile by another run");
     }
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <thread>
 
@@ -781,4 +783,48 @@ TEST_CASE("A hostile step lock file is refused, never followed or waited on", "[
   CHECK_THROWS_WITH(store.backend()->step_lease(key, true), Catch::Contains(lock.string()));
   CHECK(test::read_text(outside) == "kept");
   CHECK(fs::exists(fs::symlink_status(lock)));
+}
+
+TEST_CASE("Two runs racing for one key compute it once, however their lookups and leases interleave", "[pipeline][concurrency]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  // Each round keys the step anew (its parameter), and two runs start it at
+  // once. Whichever takes the lease second, before or after the first let go,
+  // must find the first one's entry rather than compute again.
+  constexpr int kRounds = 40;
+  std::mutex mutex;
+  std::map<std::int64_t, int> computed;
+  Pipeline p("race");
+  p.step({.name = "work", .params = {{"round", 0}}}, [&](const StepContext& c) {
+    auto round = c.param<std::int64_t>("round");
+    std::lock_guard lock(mutex);
+    ++computed[round];
+    return round;
+  });
+  for (int round = 0; round < kRounds; ++round) {
+    RunOptions options;
+    options.params["work"]["round"] = round;
+    // The second start is staggered a little more each round, so that some
+    // round lands its lease attempt just after the first run let go.
+    std::atomic<int> ready{0};
+    auto run = [&](std::chrono::microseconds stagger) {
+      ++ready;
+      while (ready.load() < 2) std::this_thread::yield();
+      std::this_thread::sleep_for(stagger);
+      return p.run(store, options);
+    };
+    std::optional<RunReport> first, second;
+    std::thread other([&] { second = run(std::chrono::microseconds(150 * round)); });
+    first = run(std::chrono::microseconds(0));
+    other.join();
+    REQUIRE(first->ok);
+    REQUIRE(second->ok);
+    std::set<std::string> statuses{first->step("work").status, second->step("work").status};
+    CHECK(statuses == std::set<std::string>{"cached", "ran"});
+  }
+  for (const auto& [round, times] : computed) {
+    INFO("round " << round);
+    CHECK(times == 1);
+  }
+  CHECK(computed.size() == kRounds);
 }
