@@ -121,6 +121,54 @@ TEST_CASE("canonical_json gives nlohmann's compact dump, byte for byte", "[canon
   CHECK(canonical_json(json::array()) == "[]");
 }
 
+TEST_CASE("Every byte that needs escaping is found at every offset of a word", "[canonical][json_text]") {
+  // Strings are copied eight bytes at a time while no byte needs a look;
+  // each ASCII byte and a multi-byte sequence is tried at offsets 0-16.
+  for (int c = 0; c < 0x80; ++c) {
+    for (std::size_t at = 0; at < 17; ++at) {
+      std::string s(17, 'a');
+      s[at] = static_cast<char>(c);
+      INFO("byte " << c << " at " << at);
+      REQUIRE(canonical_json(json(s)) == nlohmann_canonical(json(s)));
+    }
+  }
+  for (std::size_t at = 0; at < 17; ++at) {
+    std::string s(20, 'b');
+    s.replace(at, 3, "\xe2\x82\xac");
+    REQUIRE(canonical_json(json(s)) == nlohmann_canonical(json(s)));
+    s[at + 1] = 'x';  // a broken sequence, wherever it falls
+    CHECK_THROWS_AS(canonical_json(json(s)), amphora::InvalidArgument);
+  }
+}
+
+TEST_CASE("Long arrays, written a block at a time, give the same bytes and the first error", "[canonical][json_text]") {
+  std::mt19937_64 rng(11);
+  json layers = json::array();
+  while (layers.size() < 3000) {
+    json item = random_json(rng, 0);
+    try {
+      amphora::validate_storable_json(item, "item");  // random doubles may overflow to infinity
+      layers.push_back(std::move(item));
+    } catch (const amphora::InvalidArgument&) {
+    }
+  }
+  json doc = {{"layers", layers}, {"nested", json::array({layers, json::array()})}};
+  REQUIRE(canonical_json(doc) == nlohmann_canonical(doc));
+  // Blocks are 256 items: a failure in a later block must not hide one in
+  // an earlier block, however the threads finish.
+  json bad = layers;
+  bad[2900] = std::string("\xff");
+  bad[700] = NAN;
+  CHECK_THROWS_WITH(canonical_json(json{{"layers", bad}}), Catch::Contains(".layers[700] holds NaN"));
+  bad[700] = 1;
+  CHECK_THROWS_WITH(canonical_json(json{{"layers", bad}}), Catch::Contains(".layers[2900] holds a string that is not valid UTF-8"));
+  json deep = 1;
+  for (int i = 0; i < 60; ++i) deep = json::array({deep});
+  json long_and_deep = json::array();
+  for (int i = 0; i < 600; ++i) long_and_deep.push_back(i == 599 ? deep : json(i));
+  CHECK_THROWS_WITH(canonical_json(long_and_deep), Catch::Contains("[599]") && Catch::Contains("nests deeper than 60 levels"));
+}
+
 TEST_CASE("canonical_json names what JSON cannot hold, and where", "[canonical][json_text]") {
   json bad_key = json::object();
   bad_key["ok"] = {{std::string("\xff"), 1}};
