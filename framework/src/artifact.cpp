@@ -5,6 +5,7 @@
 
 #include "artifact_context.hpp"
 #include "piece_hash.hpp"
+#include "posix.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -421,7 +422,7 @@ std::uint64_t ArtifactReader::file_size(std::string_view path) const {
 std::shared_ptr<const Buffer> ArtifactReader::read_file(std::string_view path) const {
   auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
   const std::uint64_t size = file->size();
-  auto buffer = Buffer::allocate(static_cast<std::size_t>(size));
+  auto buffer = detail::allocate_for_overwrite(static_cast<std::size_t>(size));
   // Blocks big enough to keep each pread streaming, small enough to spread
   // a file over every core.
   constexpr std::uint64_t kBlock = 8u << 20;
@@ -438,7 +439,7 @@ std::shared_ptr<const Buffer> ArtifactReader::read_file(std::string_view path) c
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::uint64_t offset, std::size_t size) const {
-  auto buffer = Buffer::allocate(size);
+  auto buffer = detail::allocate_for_overwrite(size);
   read_into(path, offset, size, buffer->mutable_data());
   return buffer;
 }

@@ -55,6 +55,15 @@ std::shared_ptr<Buffer> Buffer::allocate(std::size_t size) {
   return std::make_shared<Buffer>(static_cast<std::byte*>(address), size, true, std::move(mapping));
 }
 
+std::shared_ptr<Buffer> detail::allocate_for_overwrite(std::size_t size) {
+  if (size < kMmapThreshold || size >= kHugePageThreshold) return Buffer::allocate(size);
+  constexpr std::size_t kAlign = 64;  // the alignment npy payloads are written at
+  void* block = std::aligned_alloc(kAlign, (size + kAlign - 1) / kAlign * kAlign);
+  if (!block) throw OutOfResources("out of memory: cannot allocate " + std::to_string(size) + " bytes");
+  std::shared_ptr<std::byte> owner(static_cast<std::byte*>(block), [](std::byte* b) { std::free(b); });
+  return std::make_shared<Buffer>(owner.get(), size, true, std::shared_ptr<const void>(owner, owner.get()));
+}
+
 std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path) {
   detail::Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd) {
@@ -107,7 +116,7 @@ std::size_t InputFile::read(MutableBytes dst) {
 std::shared_ptr<Buffer> Buffer::read_file(const std::filesystem::path& path) {
   const InputFile file = InputFile::open(path);
   const auto size = static_cast<std::size_t>(file.size());
-  auto buffer = allocate(size);
+  auto buffer = detail::allocate_for_overwrite(size);
   std::byte* dst = buffer->mutable_data();
   constexpr std::size_t kBlock = 4u << 20;
   parallel_for((size + kBlock - 1) / kBlock, [&](std::size_t b) {

@@ -67,6 +67,13 @@ class Fd {
 /// "a symbolic link", "a directory", "a FIFO", ... for messages.
 std::string describe_file_type(mode_t mode);
 
+/// Writable memory of `size` bytes whose contents are unspecified, for a
+/// caller about to overwrite every byte (a read). Below the huge-page size it
+/// comes from malloc, as numpy's arrays do, so a process that loads again
+/// reuses what its last load freed instead of faulting in fresh zeroed pages.
+/// Throws OutOfResources when it cannot be had.
+std::shared_ptr<Buffer> allocate_for_overwrite(std::size_t size);
+
 /// Maps an open regular file read-only (the mapping outlives `fd`).
 std::shared_ptr<const Buffer> map_fd(int fd, const std::filesystem::path& path);
 
