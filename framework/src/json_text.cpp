@@ -27,6 +27,11 @@ namespace {
 
 constexpr int kMaxJsonDepth = 64;
 
+// Writing and building a document are both mostly per-item work: an array
+// of at least two blocks of this many items is done a block per core.
+constexpr std::size_t kArrayBlock = 256;
+bool split_array(std::size_t items) { return items >= 2 * kArrayBlock && parallel_threads() > 1; }
+
 // Where in a document a check failed, built only when one does: walking a
 // large document must not allocate a path string per node.
 struct JsonPath {
@@ -121,7 +126,7 @@ class CanonicalWalk {
       }
       case nlohmann::json::value_t::array: {
         const auto& items = v.get_ref<const nlohmann::json::array_t&>();
-        if (out_ && items.size() >= 2 * kBlock && parallel_threads() > 1) return blocks(items, at, depth);
+        if (out_ && split_array(items.size())) return blocks(items, at, depth);
         put('[');
         for (std::size_t i = 0; i < items.size(); ++i) {
           if (i) put(',');
@@ -159,27 +164,37 @@ class CanonicalWalk {
     if (!out_) {
       for (; p < end; ++p) ascii &= static_cast<unsigned char>(*p) < 0x80;
     } else {
-      char* w = out_->room(6 * s.size() + 2);  // every byte escaped, and the quotes
+      // Room is asked for a slice at a time: six bytes per byte at worst,
+      // which for a long string would be a large reservation for nothing.
+      constexpr std::size_t kSlice = 4096;
+      auto slice_room = [&] { return out_->room(6 * std::min<std::size_t>(kSlice, end - p) + 2); };  // + the quotes
+      char* w = slice_room();
       *w++ = '"';
-      while (p < end) {
-        if (end - p >= 8) {
-          std::uint64_t word;
-          std::memcpy(&word, p, 8);
-          if (!needs_a_look(word)) {
-            std::memcpy(w, p, 8);
-            w += 8;
-            p += 8;
+      for (;;) {
+        const char* const stop = p + std::min<std::size_t>(kSlice, end - p);
+        while (p < stop) {
+          if (stop - p >= 8) {
+            std::uint64_t word;
+            std::memcpy(&word, p, 8);
+            if (!needs_a_look(word)) {
+              std::memcpy(w, p, 8);
+              w += 8;
+              p += 8;
+              continue;
+            }
+          }
+          const auto c = static_cast<unsigned char>(*p++);
+          const std::uint8_t kind = kByteClass[c];
+          if (kind == 1) {
+            w = escape(w, c);
             continue;
           }
+          ascii &= kind == 0;
+          *w++ = static_cast<char>(c);
         }
-        const auto c = static_cast<unsigned char>(*p++);
-        const std::uint8_t kind = kByteClass[c];
-        if (kind == 1) {
-          w = escape(w, c);
-          continue;
-        }
-        ascii &= kind == 0;
-        *w++ = static_cast<char>(c);
+        if (p == end) break;
+        out_->commit(w);
+        w = slice_room();
       }
       *w++ = '"';
       out_->commit(w);
@@ -221,16 +236,15 @@ class CanonicalWalk {
   // A long array (a config's list of layers, say) is written a block of
   // items per core, each block into a text of its own, joined in order. A
   // failure is reported from the first failing block, as one pass would.
-  static constexpr std::size_t kBlock = 256;
   void blocks(const nlohmann::json::array_t& items, const JsonPath* at, int depth) {
-    const std::size_t count = (items.size() + kBlock - 1) / kBlock;
+    const std::size_t count = (items.size() + kArrayBlock - 1) / kArrayBlock;
     std::vector<std::string> texts(count);
     std::vector<std::exception_ptr> failures(count);
     parallel_for(count, [&](std::size_t b) {
       try {
         Appender text(texts[b]);
         CanonicalWalk walk(&text, what_, max_depth_);
-        for (std::size_t i = b * kBlock; i < std::min(items.size(), (b + 1) * kBlock); ++i) {
+        for (std::size_t i = b * kArrayBlock; i < std::min(items.size(), (b + 1) * kArrayBlock); ++i) {
           if (i) text.put(',');
           JsonPath here{at, nullptr, i};
           walk.value(items[i], &here, depth + 1);
@@ -457,8 +471,7 @@ nlohmann::json from_tape(simdjson::dom::element e, int depth) {
       const std::size_t count = elements.size();
       // Building the document is mostly allocation; a long array (a config's
       // list of layers, say) is built a block of elements per core.
-      constexpr std::size_t kBlock = 256;
-      if (count < 2 * kBlock || parallel_threads() == 1) {
+      if (!split_array(count)) {
         items.reserve(count);
         for (auto element : elements) items.push_back(from_tape(element, depth + 1));
         return array;
@@ -467,8 +480,9 @@ nlohmann::json from_tape(simdjson::dom::element e, int depth) {
       tape.reserve(count);
       for (auto element : elements) tape.push_back(element);
       items.resize(count);
-      parallel_for((count + kBlock - 1) / kBlock, [&](std::size_t b) {
-        for (std::size_t i = b * kBlock; i < std::min(count, (b + 1) * kBlock); ++i) items[i] = from_tape(tape[i], depth + 1);
+      parallel_for((count + kArrayBlock - 1) / kArrayBlock, [&](std::size_t b) {
+        for (std::size_t i = b * kArrayBlock; i < std::min(count, (b + 1) * kArrayBlock); ++i)
+          items[i] = from_tape(tape[i], depth + 1);
       });
       return array;
     }

@@ -132,6 +132,16 @@ TEST_CASE("Every byte that needs escaping is found at every offset of a word", "
       REQUIRE(canonical_json(json(s)) == nlohmann_canonical(json(s)));
     }
   }
+  // Long strings are written a 4 KiB slice at a time: escapes and a
+  // multi-byte sequence on and across the slice edges.
+  std::string long_text(3 * 4096 + 5, 'c');
+  for (std::size_t edge : {4096u, 8192u})
+    for (std::size_t k = edge - 3; k < edge + 2; ++k) long_text[k] = k % 2 ? '"' : '\n';
+  long_text.replace(4095 + 4096 - 8, 3, "\xe2\x82\xac");
+  long_text.replace(2 * 4096 - 1 + 4096 - 20, 4, "\xf0\x9f\x98\x80");
+  long_text.replace(4096 - 1 + 20, 3, "\xe2\x82\xac");
+  long_text.replace(4094, 3, "\xe2\x82\xac");  // straddles the first edge
+  REQUIRE(canonical_json(json(long_text)) == nlohmann_canonical(json(long_text)));
   for (std::size_t at = 0; at < 17; ++at) {
     std::string s(20, 'b');
     s.replace(at, 3, "\xe2\x82\xac");
