@@ -443,10 +443,12 @@ inline Key key_of(std::string_view s) {
 }
 
 // The distinct strings of one range of rows, in order of first appearance,
-// in an open-addressing table (power-of-two slots, at most half full). A slot
-// is 8 bytes, the top half of the hash and 1 + the string's code, so the
-// table stays in cache; the keys, by code, hold what matches short strings
-// without reading the strings themselves.
+// in an open-addressing table (power-of-two slots, at most three quarters
+// full). A slot holds a string's size, its first eight bytes (key_of's head)
+// and 1 + its code: for strings of up to 8 bytes, which head and size spell
+// out exactly, a lookup reads one slot and nothing else. Longer strings go on
+// to their key (by code) for the last eight bytes, and past 16 bytes to the
+// string itself.
 class LocalDictionary {
  public:
   std::vector<std::string_view> words;
@@ -455,9 +457,7 @@ class LocalDictionary {
   bool within_limits() const { return words.size() <= kMaxDictionaryWords && word_bytes <= kMaxDictionaryBytes; }
 
   /// Starts loading the slot `key` hashes to (call a few keys ahead of code_of).
-  void prefetch(const Key& key) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[key.hash & (slots_.size() - 1)]);
-  }
+  void prefetch(const Key& key) const { __builtin_prefetch(&slots_[key.hash & (slots_.size() - 1)]); }
 
   std::uint32_t code_of(std::string_view s) { return code_of(s, key_of(s)); }
 
@@ -465,47 +465,64 @@ class LocalDictionary {
   /// when the caller's strings do not) if it is new.
   template <class Persist = std::identity>
   std::uint32_t code_of(std::string_view s, const Key& key, const Persist& persist = {}) {
-    if (4 * (words.size() + 1) > 3 * slots_.size()) grow();
     std::size_t at = 0;
     if (const std::int64_t code = find(s, key, at); code >= 0) return static_cast<std::uint32_t>(code);
-    if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
-      throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
-    words.push_back(persist(s));
-    word_bytes += s.size();
-    keys_.push_back(key);
-    slots_[at] = (key.hash & 0xFFFFFFFF00000000ull) | words.size();
-    return static_cast<std::uint32_t>(words.size() - 1);
+    return insert(s, key, at, persist);
   }
 
   /// The code of `s`, or -1 with `at` the free slot where it would go.
   std::int64_t find(std::string_view s, const Key& key, std::size_t& at) const {
-    if (slots_.empty()) return -1;
-    const std::uint64_t tag = key.hash & 0xFFFFFFFF00000000ull;
-    at = key.hash & (slots_.size() - 1);
+    const std::size_t mask = slots_.size() - 1;
+    at = key.hash & mask;
     while (true) {
-      const std::uint64_t slot = slots_[at];
-      if (slot == 0) return -1;
-      if ((slot & 0xFFFFFFFF00000000ull) == tag) {
-        const std::uint32_t code = static_cast<std::uint32_t>(slot) - 1;
-        const Key& k = keys_[code];
-        if (k.hash == key.hash && k.size == key.size && k.head == key.head && k.tail == key.tail &&
-            (key.size <= 16 || words[code] == s))
-          return code;
+      const Slot& slot = slots_[at];
+      if (slot.code_plus_1 == 0) return -1;
+      if (slot.head == key.head && slot.size == key.size) {
+        const std::uint32_t code = slot.code_plus_1 - 1;
+        if (key.size <= 8 || (keys_[code].tail == key.tail && (key.size <= 16 || words[code] == s))) return code;
       }
-      at = (at + 1) & (slots_.size() - 1);
+      at = (at + 1) & mask;
     }
   }
 
  private:
+  struct Slot {
+    std::uint64_t head = 0;
+    std::uint32_t size = 0;
+    std::uint32_t code_plus_1 = 0;  // 0: free
+  };
+
+  // Out of line: most lookups find their string, and the loop around
+  // code_of stays small enough to inline.
+  template <class Persist>
+  [[gnu::noinline]] std::uint32_t insert(std::string_view s, const Key& key, std::size_t at, const Persist& persist) {
+    if (words.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+      throw InvalidArgument("dictionary encoding holds fewer than 2^32 - 1 distinct strings");
+    if (4 * (words.size() + 1) > 3 * slots_.size()) {
+      grow();
+      at = free_slot(key.hash);
+    }
+    words.push_back(persist(s));
+    word_bytes += s.size();
+    keys_.push_back(key);
+    slots_[at] = {key.head, key.size, static_cast<std::uint32_t>(words.size())};
+    return static_cast<std::uint32_t>(words.size() - 1);
+  }
+
+  std::size_t free_slot(std::uint64_t hash) const {
+    std::size_t at = hash & (slots_.size() - 1);
+    while (slots_[at].code_plus_1 != 0) at = (at + 1) & (slots_.size() - 1);
+    return at;
+  }
+
   void grow() {
-    slots_.assign(std::max<std::size_t>(64, slots_.size() * 2), 0);
+    slots_.assign(slots_.size() * 2, Slot{});
     for (std::size_t code = 0; code < keys_.size(); ++code) {
-      std::size_t at = keys_[code].hash & (slots_.size() - 1);
-      while (slots_[at] != 0) at = (at + 1) & (slots_.size() - 1);
-      slots_[at] = (keys_[code].hash & 0xFFFFFFFF00000000ull) | (code + 1);
+      const Key& k = keys_[code];
+      slots_[free_slot(k.hash)] = {k.head, k.size, static_cast<std::uint32_t>(code + 1)};
     }
   }
-  std::vector<std::uint64_t> slots_;
+  std::vector<Slot> slots_ = std::vector<Slot>(64);  // never empty, so lookups need no check
   std::vector<Key> keys_;
 };
 
@@ -525,14 +542,16 @@ DictionaryStrings encode_dictionary(std::size_t count, const Get& get) {
     // Keys are computed a batch ahead and their slots prefetched, so the
     // table's cache misses overlap instead of following one another.
     constexpr std::size_t kBatch = 16;
+    std::string_view views[kBatch];
     Key keys[kBatch];
     for (std::size_t b = begin; b < end; b += kBatch) {
       const std::size_t n = std::min(kBatch, end - b);
       for (std::size_t j = 0; j < n; ++j) {
-        keys[j] = key_of(get(b + j));
+        views[j] = get(b + j);
+        keys[j] = key_of(views[j]);
         local[r].prefetch(keys[j]);
       }
-      for (std::size_t j = 0; j < n; ++j) out.codes[b + j] = local[r].code_of(get(b + j), keys[j]);
+      for (std::size_t j = 0; j < n; ++j) out.codes[b + j] = local[r].code_of(views[j], keys[j]);
       if (!local[r].within_limits()) past_limits = true;
       if (past_limits.load(std::memory_order_relaxed)) return;
     }

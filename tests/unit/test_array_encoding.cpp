@@ -6,7 +6,9 @@
 #include <amphora/array_encoding.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 
@@ -206,6 +208,66 @@ TEST_CASE("Dictionary encoding keeps first appearance order and knows when it pa
   std::vector<std::string_view> unique_views(unique.begin(), unique.end());
   CHECK_FALSE(dictionary_is_smaller(unique_views, dictionary_encode(unique_views)));
   CHECK(dictionary_encode({}).dictionary.empty());
+}
+
+TEST_CASE("Dictionary encoding tells apart strings that share their size and first or last bytes", "[encoding]") {
+  // The lookup table matches strings of up to 8 bytes by size and first
+  // bytes alone, longer ones by their last 8 bytes too, and past 16 bytes by
+  // the whole string: every family below differs only where a shortcut
+  // would not look.
+  std::vector<std::string> distinct;
+  for (int i = 0; i < 256; ++i) {
+    const char c = static_cast<char>(i);
+    distinct.push_back(std::string(1, c));                           // every byte, NUL included
+    distinct.push_back(std::string(3, '\0') + c);                    // size 4: NULs then one byte
+    distinct.push_back(std::string("abcdefgh") + c);                 // size 9: same first 8 bytes
+    distinct.push_back(std::string("abcdefgh") + c + "ijklmnop");    // size 17: same first and last 8
+    distinct.push_back(std::string("0123456789abcdef") + c + "01234567");  // size 25, same ends
+  }
+  distinct.push_back("");
+  distinct.push_back(std::string(8, '\0'));
+  distinct.push_back(std::string(7, '\0'));
+  // Rows: every string many times in a scrambled order, across both halves
+  // that are encoded on separate cores and merged.
+  std::mt19937_64 rng(5);
+  std::vector<std::string_view> rows;
+  for (int round = 0; round < 60; ++round)
+    for (const auto& s : distinct) rows.push_back(s);
+  std::shuffle(rows.begin(), rows.end(), rng);
+
+  // The reference: first appearance order by full string comparison.
+  std::map<std::string_view, std::uint32_t> seen;
+  std::vector<std::string_view> want_words;
+  std::vector<std::uint32_t> want_codes;
+  for (std::string_view r : rows) {
+    auto [it, added] = seen.emplace(r, static_cast<std::uint32_t>(want_words.size()));
+    if (added) want_words.push_back(r);
+    want_codes.push_back(it->second);
+  }
+  REQUIRE(want_words.size() == distinct.size());
+
+  const DictionaryStrings d = dictionary_encode(rows);
+  CHECK(d.dictionary == want_words);
+  CHECK(d.codes == want_codes);
+
+  // The same with merged strings, and through the two-pass streaming form.
+  std::string bytes;
+  std::vector<std::int64_t> offsets{0};
+  for (std::string_view r : rows) {
+    bytes += r;
+    offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+  }
+  const DictionaryStrings merged = dictionary_encode(std::as_bytes(std::span(bytes)), offsets);
+  CHECK(merged.codes == want_codes);
+  StreamingDictionary streaming;
+  for (std::string_view r : rows) streaming.add(r);
+  REQUIRE(streaming.within_limits());
+  CHECK(std::vector<std::string_view>(streaming.words().begin(), streaming.words().end()) == want_words);
+  bool all_equal = true;
+  for (std::size_t i = 0; i < rows.size(); ++i) all_equal = all_equal && streaming.code_of(rows[i]) == want_codes[i];
+  CHECK(all_equal);
+  CHECK_THROWS_WITH(streaming.code_of(std::string("abcdefgh") + '\x01' + "ijklmnoq"),
+                    Catch::Contains("a string the dictionary was not given"));
 }
 
 TEST_CASE("Dictionary encoding stops past its limits, which it says", "[encoding]") {
