@@ -101,15 +101,29 @@ int cmd_ls(const Args& a) {
       std::cout << "(no names in " << printable(store.path().string()) << ")\n";
     return 0;
   }
-  std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", "NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED");
+  struct Line {
+    std::string name, version, digest, materializer, size, created;
+  };
+  std::vector<Line> lines;
+  // Columns as wide as their longest cell, so long names never push the
+  // cells after them out of line.
+  std::size_t name_width = 4, materializer_width = 12;
   for (const auto& r : rows) {
-    std::string version = std::to_string(r.version);
-    if (!only && version_counts[r.name] > 1) version.append(1, '/').append(std::to_string(version_counts[r.name]));
-    std::printf("%-32s %-8s %-20s %-18s %10s  %s\n", r.name.c_str(), version.c_str(), r.digest.short_str().c_str(),
-                printable(text_field(r.record, "materializer")).c_str(),
-                human_bytes(count_field(r.record, "payload_bytes")).c_str(),
-                printable(text_field(r.record, "created_at")).c_str());
+    Line l{printable(r.name), std::to_string(r.version), r.digest.short_str(),
+           printable(text_field(r.record, "materializer")), human_bytes(count_field(r.record, "payload_bytes")),
+           printable(text_field(r.record, "created_at"))};
+    if (!only && version_counts[r.name] > 1) l.version.append(1, '/').append(std::to_string(version_counts[r.name]));
+    name_width = std::max(name_width, l.name.size());
+    materializer_width = std::max(materializer_width, l.materializer.size());
+    lines.push_back(std::move(l));
   }
+  auto print = [&](const Line& l) {
+    std::printf("%-*s  %-8s %-20s %-*s %10s  %s\n", static_cast<int>(name_width), l.name.c_str(), l.version.c_str(),
+                l.digest.c_str(), static_cast<int>(materializer_width), l.materializer.c_str(), l.size.c_str(),
+                l.created.c_str());
+  };
+  print({"NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED"});
+  for (const auto& l : lines) print(l);
   return 0;
 }
 

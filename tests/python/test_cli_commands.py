@@ -317,6 +317,35 @@ def main():
 WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")
 
 
+class LsTest(CliTestCase):
+    import_array = RmTest.import_array
+
+    def test_columns_line_up_whatever_the_lengths(self):
+        self.import_array(np.arange(3), "a")
+        self.import_array(np.arange(4), "a")
+        self.import_array(np.arange(5), "a-name-longer-than-the-thirty-two-columns-it-used-to-get")
+        records = self.path("r.jsonl")
+        with open(records, "w") as f:
+            f.write('{"x": 1}\n{"x": 2}\n')
+        self.run_cli("import", records, "--name", "r", check=EXIT_OK)
+        lines = self.run_cli("ls", check=EXIT_OK).stdout.splitlines()
+        self.assertEqual(len(lines), 4, lines)
+        header = lines[0]
+        self.assertEqual(header.split(), ["NAME", "VERSION", "DIGEST", "MATERIALIZER", "SIZE", "CREATED"])
+        for column in ("VERSION", "DIGEST", "MATERIALIZER", "CREATED"):
+            start = header.index(column)
+            for line in lines[1:]:
+                self.assertNotEqual(line[start], " ", f"{column} out of line in {line!r}")
+                self.assertEqual(line[start - 1], " ", f"{column} out of line in {line!r}")
+        size_end = header.index("SIZE") + len("SIZE")  # right-aligned
+        for line in lines[1:]:
+            self.assertEqual(line[size_end - 1], "B", line)
+            self.assertEqual(line[size_end], " ", line)
+        rows = {line.split()[0]: line.split() for line in lines[1:]}
+        self.assertEqual(rows["a"][1], "2/2")  # latest version of two
+        self.assertEqual(rows["r"][3], "amphora.records")
+
+
 class CompositeTest(cli_support.StoreTestCase):
     def composite(self):
         self.assertTrue(WRITER, "set AMPHORA_TEST_WRITER to the amphora_test_writer program")
