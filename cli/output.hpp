@@ -2,6 +2,7 @@
 // What the `amphora` command prints: text from a store made safe for a
 // terminal, sizes for people, JSON for programs.
 
+#include <amphora/manifest.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -10,10 +11,9 @@
 
 namespace amphora::cli {
 
-/// Text that came from a store (records, metadata, file names, messages that
-/// quote them) with control characters escaped, so a crafted store cannot send
-/// escape sequences to the user's terminal.
-std::string printable(std::string_view text);
+// Text that came from a store (records, metadata, file names, messages that
+// quote them) goes through amphora::printable before it is printed.
+using amphora::printable;
 /// printable(), on one line: line breaks become spaces.
 std::string one_line(std::string text);
 /// --json output: indented, ASCII only (everything else escaped as \uXXXX,

@@ -12,6 +12,8 @@
 
 #include <simdjson.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -525,6 +527,44 @@ nlohmann::json parse_untrusted_json(std::string_view text) {
   // integer beyond 64 bits, which nlohmann accepts) gets nlohmann's verdict
   // and its error message, which names the offending byte.
   return nlohmann::json::parse(text);
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char buf[12];
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  std::size_t i = 0, n = text.size();
+  while (i < n) {
+    unsigned c = p[i];
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence is kept unless it encodes a C1 control;
+    // any other byte (a stray 8-bit C1 byte included) is shown as \xNN.
+    std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || i + len > n || !amphora::is_valid_utf8(text.substr(i, len))) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (len == 2 && c == 0xc2 && p[i + 1] <= 0x9f) {  // U+0080..U+009F
+      std::snprintf(buf, sizeof buf, "\\u%04x", p[i + 1]);
+      out += buf;
+    } else {
+      out.append(text.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
 }
 
 }  // namespace amphora

@@ -1,6 +1,7 @@
 // A pipeline program's command line: run configuration (YAML), --set
 // overrides, and a line per step as the run goes.
 
+#include <amphora/manifest.hpp>
 #include <amphora/pipeline.hpp>
 
 #include "posix.hpp"
@@ -158,19 +159,19 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
                              {.create = true});
     if (!quiet) {
       options.on_wait = [&](std::string_view step) {
-        std::cout << "  " << step << ": waiting for another run computing the same result" << std::endl;
+        std::cout << "  " << printable(step) << ": waiting for another run computing the same result" << std::endl;
       };
       options.on_step = [&](const StepReport& s) {
         char time[32];
         std::snprintf(time, sizeof time, "%8.3f s", s.seconds);
         std::cout << "  " << s.status << std::string(8 - std::min<std::size_t>(8, s.status.size()), ' ') << time
-                  << "  " << s.name;
-        if (!s.reason.empty()) std::cout << "  (" << s.reason << ")";
-        if (!s.error.empty()) std::cout << "\n      error: " << s.error;
+                  << "  " << printable(s.name);
+        if (!s.reason.empty()) std::cout << "  (" << printable(s.reason) << ")";
+        if (!s.error.empty()) std::cout << "\n      error: " << printable(s.error);
         std::cout << std::endl;
       };
     }
-    if (!quiet) std::cout << pipeline.name() << ": running against " << store.path().string() << std::endl;
+    if (!quiet) std::cout << pipeline.name() << ": running against " << printable(store.path().string()) << std::endl;
     auto report = pipeline.run(store, options);
     if (!quiet)
       std::cout << pipeline.name() << ": run " << report.run_id << " " << (report.ok ? "succeeded" : "failed") << " ("
@@ -179,14 +180,14 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
                 << (report.count("skipped") ? ", " + std::to_string(report.count("skipped")) + " skipped" : "")
                 << ")" << std::endl;
     if (!report.ok) {
-      std::cerr << pipeline.name() << ": " << report.error << std::endl;
+      std::cerr << pipeline.name() << ": " << printable(report.error) << std::endl;
       return 1;
     }
     if (after && !quiet) {
       try {
         after(store, report);
       } catch (const std::exception& e) {
-        std::cerr << pipeline.name() << ": after the run: " << e.what() << std::endl;
+        std::cerr << pipeline.name() << ": after the run: " << printable(e.what()) << std::endl;
         return 1;
       } catch (...) {
         std::cerr << pipeline.name() << ": after the run: unknown exception" << std::endl;
@@ -195,7 +196,7 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
     }
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << pipeline.name() << ": " << e.what() << std::endl;
+    std::cerr << pipeline.name() << ": " << printable(e.what()) << std::endl;
     return 2;
   }
 }

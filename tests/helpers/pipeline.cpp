@@ -3,7 +3,8 @@
 // touching cache keys: $AMPHORA_TEST_LOG (a file each executed step appends
 // its name to), $AMPHORA_TEST_DELAY (seconds `numbers` sleeps),
 // $AMPHORA_TEST_MARKER (a file `numbers` creates before sleeping) and
-// $AMPHORA_TEST_FAIL (the name of a step that throws).
+// $AMPHORA_TEST_FAIL (the name of a step that throws) with the message
+// $AMPHORA_TEST_FAIL_MESSAGE (default "asked to fail").
 
 #include <amphora/amphora.hpp>
 #include <amphora/everyday.hpp>
@@ -21,7 +22,8 @@ namespace {
 
 void executed(const std::string& step) {
   if (const char* fail = std::getenv("AMPHORA_TEST_FAIL"); fail && step == fail)
-    throw std::runtime_error("asked to fail");
+    throw std::runtime_error(std::getenv("AMPHORA_TEST_FAIL_MESSAGE") ? std::getenv("AMPHORA_TEST_FAIL_MESSAGE")
+                                                                       : "asked to fail");
   if (const char* log = std::getenv("AMPHORA_TEST_LOG")) std::ofstream(log, std::ios::app) << step << "\n";
 }
 

@@ -171,6 +171,19 @@ class FailureTest(PipelineTestCase):
         self.assertEqual(self.statuses(self.runs()[-1]), {"numbers": "cached", "square": "cached", "total": "ran"})
         self.assertEqual(self.executed(), ["numbers", "square", "total"])
 
+    def test_a_step_message_cannot_drive_the_terminal(self):
+        message = "bad \x1b[2J\x1b]0;owned\x07 input\u009b"
+        failed = self.pipe(check=EXIT_FAILURE, AMPHORA_TEST_FAIL="total", AMPHORA_TEST_FAIL_MESSAGE=message)
+        for stream in (failed.stdout, failed.stderr):
+            self.assertNotIn("\x1b", stream)
+            self.assertNotIn("\x07", stream)
+            self.assertNotIn("\u009b", stream)
+        escaped = "bad \\x1b[2J\\x1b]0;owned\\x07 input\\u009b"
+        self.assertIn("      error: " + escaped + "\n", failed.stdout)  # the step's line
+        self.assertIn("step 'total' failed: " + escaped, failed.stderr)         # the run's verdict
+        # The run record keeps the message as it was.
+        self.assertEqual(self.runs()[-1]["error"], "step 'total' failed: " + message)
+
 
 class ConcurrencyTest(PipelineTestCase):
     def test_two_processes_compute_each_step_once(self):

@@ -90,5 +90,9 @@ void validate_storable_json(const nlohmann::json& value, std::string_view what);
 /// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
 /// code points above U+10FFFF).
 bool is_valid_utf8(std::string_view text);
+/// `text` safe to print to a terminal: control characters (C0, DEL, C1) and
+/// bytes that are not well-formed UTF-8 are escaped as \xNN or \uNNNN, so
+/// text from a store or from a step's exception cannot send escape sequences.
+std::string printable(std::string_view text);
 
 }  // namespace amphora
