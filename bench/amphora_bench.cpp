@@ -11,7 +11,7 @@
 //   jsonl      200,000 COCO-style JSON records (amphora.records) vs JSON lines (json) and pickle
 //   pipeline   fully cached reruns: a 100-step chain, 1,000-step chain and wide DAG; per-step costs
 //
-//   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--sections a,b,...]
+//   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle] [--sections a,b,...]
 //
 // Figures are medians over R runs. MB/s are 10^6 bytes per second (as lz4
 // prints them). Before each timed operation a 64 MiB scratch block is touched
@@ -331,9 +331,10 @@ void run_tensor(const Options& o, Verdicts& verdict) {
 int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
+  bool settle = true;
   const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline"};
   auto usage = [] {
-    std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick]\n"
+    std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle]\n"
                  "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline]\n";
     return 2;
   };
@@ -349,6 +350,8 @@ int main(int argc, char** argv) {
       o.dir = argv[++i];
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--no-settle") {
+      settle = false;
     } else if (a == "--sections" && i + 1 < argc) {
       std::stringstream list(argv[++i]);
       std::string name;
@@ -375,7 +378,8 @@ int main(int argc, char** argv) {
   std::printf("amphora_bench: %lld MiB tensors, median of %d runs, %zu threads, scratch dir %s%s\n\n",
               static_cast<long long>(o.mib), o.repeats, amphora::parallel_threads(), o.dir.string().c_str(),
               o.quick ? " (quick: small counts)" : "");
-  warn_if_recent_cleanup();
+  // A quick run checks content, not timings: it never waits.
+  settle_after_recent_cleanup(settle && !o.quick);
   // Figures are only as good as the machine is quiet: say how busy it was.
   auto loadavg = [] {
     std::ifstream in("/proc/loadavg");

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 namespace amphora_bench {
 
@@ -107,22 +108,44 @@ void retire(const fs::path& path) {
   fs::rename(path, retired_dir / ("cpp-" + std::to_string(++count) + "-" + path.filename().string()));
 }
 
+namespace {
+// ext4 skips an inode freed within the last 60 s when its inode table block
+// is clean, 360 s while it is dirty; a few seconds on top cover the rounding.
+constexpr long long kSettleSeconds = 65;
+
+fs::path cleanup_stamp() { return retired_dir.parent_path() / "last-cleanup"; }
+}  // namespace
+
 void remove_retired() {
   if (retired_dir.empty()) return;
   fs::remove_all(retired_dir);
-  // Stamped so that the next run can say how recent the deletion was.
-  std::ofstream(retired_dir.parent_path() / "last-cleanup") << "";
+  // Written back now, the freed inodes are skipped for one minute, not six.
+  if (int fd = ::open(retired_dir.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    ::syncfs(fd);
+    ::close(fd);
+  }
+  // Stamped so that the next run can tell how recent the deletion was.
+  std::ofstream(cleanup_stamp()) << "";
 }
 
-void warn_if_recent_cleanup() {
+void settle_after_recent_cleanup(bool wait) {
   std::error_code ec;
-  auto stamp = fs::last_write_time(retired_dir.parent_path() / "last-cleanup", ec);
+  auto stamp = fs::last_write_time(cleanup_stamp(), ec);
   if (ec) return;
   auto age = std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() - stamp).count();
-  if (age < 360)
+  if (age < 0 || age >= kSettleSeconds) return;
+  if (wait) {
+    std::printf("waiting %lld s: the previous run deleted its scratch files %lld s ago, and for a minute after that\n"
+                "this machine's ext4 (no journal) skips the freed inodes at every file creation, which would slow\n"
+                "the side that creates more files (--no-settle: do not wait)\n\n",
+                static_cast<long long>(kSettleSeconds - age), static_cast<long long>(age));
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(kSettleSeconds - age));
+  } else {
     std::printf("note: the previous run deleted its scratch files %lld s ago; on an ext4 without a journal file\n"
-                "creation stays slower for up to 6 minutes after that, so save figures may read low\n\n",
+                "creation stays slower for a minute after that, so save figures may read low\n\n",
                 static_cast<long long>(age));
+  }
 }
 
 std::vector<nlohmann::json> run_peer(const std::string& script, const std::vector<std::string>& args) {

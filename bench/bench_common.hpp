@@ -74,11 +74,15 @@ void set_scratch_dir(const fs::path& dir);
 /// the figures depend on what ran before. Nothing happens if `path` is absent.
 void retire(const fs::path& path);
 
-/// Deletes everything retired so far; the bench calls it once, at the end.
+/// Deletes everything retired so far and writes the deletion back to disk;
+/// the bench calls it once, at the end.
 void remove_retired();
 
-/// Prints a note when the previous run's remove_retired() was minutes ago.
-void warn_if_recent_cleanup();
+/// The inodes a run's cleanup freed are skipped by every file creation for
+/// a minute after they were written back (six while still dirty), which
+/// slows whichever side creates more files. When the previous run cleaned up
+/// less than that ago, waits out the rest if `wait`, else prints a note.
+void settle_after_recent_cleanup(bool wait);
 
 inline amphora::Store fresh_store(const fs::path& dir) {
   retire(dir);
