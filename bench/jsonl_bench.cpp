@@ -137,6 +137,10 @@ void run_jsonl(const Options& o, Verdicts& verdict) {
   std::printf("  %-46s %9.2f MB %9.2f MB %8.3fx %9.2f MB %8.3fx\n", "bytes on disk", ours_bytes / 1e6, jbytes / 1e6,
               static_cast<double>(ours_bytes) / static_cast<double>(jbytes), pbytes / 1e6,
               static_cast<double>(ours_bytes) / static_cast<double>(pbytes));
+  std::printf("  %-46s %9.0f    %9.0f     %9s %9.0f     (each side's bytes on disk / its save time)\n", "save MB/s",
+              mb_per_s(ours_bytes, save), mb_per_s(jbytes, js), "", mb_per_s(pbytes, ps));
+  std::printf("  %-46s %9.0f    %9.0f     %9s %9.0f     (the same over the load time)\n", "load MB/s",
+              mb_per_s(ours_bytes, load), mb_per_s(jbytes, jl), "", mb_per_s(pbytes, pl));
   std::printf("  (pickle load: %.1f ms with the cyclic collector on, %.1f ms off; the faster is compared)\n",
               pl_gc * 1e3, pl_nogc * 1e3);
   std::printf("  content: %zu records: %s\n", n, equal ? "loaded back equal, line for line" : "MISMATCH");

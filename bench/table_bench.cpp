@@ -147,6 +147,10 @@ void run_table(const Options& o, Verdicts& verdict) {
               pl * 1e3, pl / c);
   std::printf("  %-44s %9.2f MB %9.2f MB %8.3fx\n", "bytes on disk", payload / 1e6, pk["bytes"].get<double>() / 1e6,
               static_cast<double>(payload) / pk["bytes"].get<double>());
+  std::printf("  %-44s %9.0f    %9.0f     (each side's bytes on disk / its save time)\n", "save MB/s",
+              mb_per_s(payload, s), mb_per_s(pk["bytes"].get<std::uint64_t>(), ps));
+  std::printf("  %-44s %9.0f    %9.0f     (the same over the load + pass time)\n", "load + pass MB/s",
+              mb_per_s(payload, l), mb_per_s(pk["bytes"].get<std::uint64_t>(), pl));
   if (peers[0].contains("parquet")) {
     const auto& pq = peers[0]["parquet"];
     std::printf("  parquet (pyarrow): save %.1f ms (%.2fx), load %.1f ms (%.2fx), %.2f MB\n",
