@@ -4,7 +4,7 @@
 
 #include "bench_common.hpp"
 
-#include <amphora/records.hpp>
+#include <amphora/record_list.hpp>
 
 #include <fstream>
 

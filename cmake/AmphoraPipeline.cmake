@@ -1,7 +1,8 @@
 # amphora_add_pipeline(<target> SOURCES <file>... [LIBRARIES <lib>...])
 #
 # Adds executable <target> built from SOURCES and linked to LIBRARIES
-# (default amphora::amphora), whose pipeline steps carry a code fingerprint:
+# (default amphora::amphora and amphora::run, which has run_main), whose
+# pipeline steps carry a code fingerprint:
 # the SHA-256 of the preprocessed text of the source file that declares
 # each step (comments gone, whitespace runs collapsed), so editing a step, a
 # helper in its file or a header that file includes is a cache miss for the
@@ -21,7 +22,7 @@ function(amphora_add_pipeline target)
     message(FATAL_ERROR "amphora_add_pipeline(${target}): unexpected arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
   if(NOT arg_LIBRARIES)
-    set(arg_LIBRARIES amphora::amphora)
+    set(arg_LIBRARIES amphora::amphora amphora::run)
   endif()
   set(sources)
   foreach(source IN LISTS arg_SOURCES)

@@ -3,7 +3,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/describe.hpp>
-#include <amphora/records.hpp>
+#include <amphora/record_list.hpp>
 #include <amphora/tensor.hpp>
 
 #include <iostream>

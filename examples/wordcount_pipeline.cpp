@@ -2,7 +2,7 @@
 // comes from the cache; `--set count.min_length=5` reruns only `count`.
 #include <amphora/amphora.hpp>
 #include <amphora/everyday.hpp>
-#include <amphora/pipeline.hpp>
+#include <amphora/run_main.hpp>
 
 #include <map>
 #include <sstream>

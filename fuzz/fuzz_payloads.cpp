@@ -11,7 +11,7 @@
 
 #include <amphora/npy_format.hpp>
 #include <amphora/amphora.hpp>
-#include <amphora/records.hpp>
+#include <amphora/record_list.hpp>
 
 #include <cstdint>
 #include <cstdlib>

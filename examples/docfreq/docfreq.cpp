@@ -14,7 +14,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/everyday.hpp>
-#include <amphora/pipeline.hpp>
+#include <amphora/run_main.hpp>
 #include <amphora/record_collection.hpp>
 #include <amphora/tensor.hpp>
 

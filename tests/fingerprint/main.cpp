@@ -1,4 +1,4 @@
-#include <amphora/pipeline.hpp>
+#include <amphora/run_main.hpp>
 
 void add_alpha(amphora::Pipeline& p);
 void add_beta(amphora::Pipeline& p);

@@ -8,7 +8,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/everyday.hpp>
-#include <amphora/pipeline.hpp>
+#include <amphora/run_main.hpp>
 
 #include <chrono>
 #include <cstdlib>

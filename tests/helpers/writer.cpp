@@ -13,7 +13,7 @@
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
 #include <amphora/everyday.hpp>
-#include <amphora/records.hpp>
+#include <amphora/record_list.hpp>
 #include <amphora/sparse.hpp>
 #include <amphora/table.hpp>
 #include <amphora/tensor.hpp>

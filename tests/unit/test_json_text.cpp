@@ -4,7 +4,7 @@
 // tests hold both paths to nlohmann on random documents and on the texts
 // where fast parsers and nlohmann are known to part ways.
 
-#include <amphora/canonical.hpp>
+#include <amphora/json.hpp>
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 

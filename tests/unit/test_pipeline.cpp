@@ -3,9 +3,9 @@
 
 #include "support.hpp"
 
-#include <amphora/canonical.hpp>
+#include <amphora/json.hpp>
 #include <amphora/everyday.hpp>
-#include <amphora/pipeline.hpp>
+#include <amphora/run_main.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -594,7 +594,7 @@ TEST_CASE("Hostile run records are skipped by runs and by explanations", "[pipel
 TEST_CASE("A run configuration must be a small regular file", "[pipeline][config][hostile]") {
   test::TempDir dir;
   REQUIRE(::mkfifo((dir / "fifo.yaml").c_str(), 0644) == 0);
-  CHECK_THROWS_WITH(read_run_config(dir / "fifo.yaml"), Catch::Contains("fifo.yaml is a FIFO"));
+  CHECK_THROWS_WITH(read_run_config(dir / "fifo.yaml"), Catch::Contains("fifo.yaml is not a regular file (a FIFO)"));
   CHECK_THROWS_WITH(read_run_config(dir.path()), Catch::Contains("not a regular file"));
   test::write_text(dir / "huge.yaml", "numbers:\n  n: 1\n" + std::string(2u << 20, '#'));
   CHECK_THROWS_WITH(read_run_config(dir / "huge.yaml"), Catch::Contains("more than the 1048576 allowed"));

@@ -2,7 +2,7 @@
 
 #include "support.hpp"
 
-#include <amphora/records.hpp>
+#include <amphora/record_list.hpp>
 #include <catch2/catch.hpp>
 
 #include <cstring>

@@ -1,0 +1,294 @@
+// The typed payload files of ArtifactWriter and ArtifactReader: JSON
+// documents, .npy arrays and merged strings. Built on write_file and map
+// only, so they add no path to the backend.
+
+#include <amphora/artifact.hpp>
+#include <amphora/json.hpp>
+#include <amphora/npy_format.hpp>
+
+#include "artifact_context.hpp"
+#include "json_text.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace amphora {
+
+namespace {
+
+constexpr std::size_t kArrayAlignment = 64;
+
+void check_bools(ConstBytes bytes, const std::string& where) {
+  auto bad = std::find_if(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+  if (bad != bytes.end())
+    throw CorruptData(where + ": bool element " + std::to_string(bad - bytes.begin()) + " is byte " +
+                      std::to_string(static_cast<unsigned>(*bad)) + ", not 0 or 1");
+}
+
+std::string strings_offsets_path(std::string_view path) { return std::string(path) + ".offsets.npy"; }
+std::string strings_bytes_path(std::string_view path) { return std::string(path) + ".bytes"; }
+
+template <class String>
+void write_merged(ArtifactWriter& out, std::string_view path, std::span<const String> values) {
+  std::vector<std::int64_t> offsets(values.size() + 1, 0);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    total += values[i].size();
+    offsets[i + 1] = static_cast<std::int64_t>(total);
+  }
+  std::string bytes;
+  bytes.reserve(total);
+  for (const auto& v : values) bytes.append(v.data(), v.size());
+  out.write_strings(path, std::as_bytes(std::span<const char>(bytes)), offsets);
+}
+
+}  // namespace
+
+void ArtifactWriter::write_json(std::string_view path, const nlohmann::json& document) {
+  // The text goes to the file and is dropped: a buffer kept per thread has
+  // its pages already mapped, where a fresh megabyte-sized string would
+  // fault in (and zero) every page it grows through, which took a third of
+  // the time of writing a large config.
+  constexpr std::size_t kKeptCapacity = 4u << 20;
+  thread_local std::string text;
+  text.clear();
+  struct Trim {
+    ~Trim() {
+      if (text.capacity() > kKeptCapacity) std::string().swap(text);
+    }
+  } trim;
+  detail::append_canonical_json(text, document, "JSON document '" + std::string(path) + "'");
+  write_file(path, std::as_bytes(std::span<const char>(text)));
+}
+
+void ArtifactWriter::write_array(std::string_view path, DType dtype, std::span<const std::int64_t> shape,
+                                 ConstBytes data, const ArrayEncoding& encoding) {
+  const std::uint64_t count = checked_element_count(shape, dtype);
+  if (count * dtype_size(dtype) != data.size())
+    throw InvalidArgument("array '" + std::string(path) + "': " + std::to_string(data.size()) + " bytes given, but " +
+                          std::to_string(count) + " " + std::string(dtype_name(dtype)) + " elements take " +
+                          std::to_string(count * dtype_size(dtype)));
+  if (dtype == DType::bool_) {
+    auto bad = std::find_if(data.begin(), data.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+    if (bad != data.end())
+      throw InvalidArgument("bool array '" + std::string(path) + "' holds byte " +
+                            std::to_string(static_cast<unsigned>(*bad)) + " at element " +
+                            std::to_string(bad - data.begin()) + "; a bool is 0 or 1");
+  }
+  if (!encoding.decimal && !encoding.delta && !encoding.squeeze && !encoding.shuffle) {
+    std::string header = make_npy_header(dtype, shape, kArrayAlignment);
+    write_file(path, {std::as_bytes(std::span<const char>(header)), data});
+    return;
+  }
+  EncodedArray encoded = encode_array(dtype, data, encoding);
+  encoded.recipe["shape"] = std::vector<std::int64_t>(shape.begin(), shape.end());
+  const std::int64_t stored_count = static_cast<std::int64_t>(count);
+  std::string header = make_npy_header(encoded.stored_dtype, std::span<const std::int64_t>(&stored_count, 1), kArrayAlignment);
+  write_file(path, {std::as_bytes(std::span<const char>(header)), ConstBytes(encoded.bytes.data(), encoded.bytes.size())});
+  detail::ArtifactAccess::record_encoding(*this, path, std::move(encoded.recipe));
+}
+
+ArrayStream::ArrayStream(FileStream file, std::string path, DType dtype, std::uint64_t count, nlohmann::json recipe,
+                         ArtifactWriter* writer)
+    : file_(std::move(file)), path_(std::move(path)), dtype_(dtype), count_(count), recipe_(std::move(recipe)),
+      writer_(writer) {}
+
+void ArrayStream::append(ConstBytes elements) {
+  const std::size_t width = dtype_size(dtype_);
+  if (elements.size() % width != 0)
+    throw InvalidArgument("array stream '" + path_ + "': " + std::to_string(elements.size()) +
+                          " bytes are not whole " + std::string(dtype_name(dtype_)) + " elements");
+  const std::uint64_t n = elements.size() / width;
+  if (n > count_ - written_)
+    throw InvalidArgument("array stream '" + path_ + "' was opened for " + std::to_string(count_) + " elements; " +
+                          std::to_string(written_ + n) + " would be more");
+  if (dtype_ == DType::bool_)
+    if (auto bad = std::find_if(elements.begin(), elements.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+        bad != elements.end())
+      throw InvalidArgument("bool array stream '" + path_ + "' got byte " + std::to_string(static_cast<unsigned>(*bad)) +
+                            "; a bool is 0 or 1");
+  file_.append(elements);
+  written_ += n;
+}
+
+void ArrayStream::close() {
+  if (written_ != count_)
+    throw InvalidArgument("array stream '" + path_ + "' was opened for " + std::to_string(count_) + " elements but got " +
+                          std::to_string(written_));
+  file_.close();
+  if (!recipe_.is_null()) detail::ArtifactAccess::record_encoding(*writer_, path_, std::move(recipe_));
+}
+
+ArrayStream ArtifactWriter::open_array(std::string_view path, DType dtype, std::uint64_t count) {
+  const std::int64_t n = static_cast<std::int64_t>(count);
+  if (count > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / dtype_size(dtype))
+    throw InvalidArgument("array stream '" + std::string(path) + "': " + std::to_string(count) + " elements are too many");
+  const std::string header = make_npy_header(dtype, std::span<const std::int64_t>(&n, 1), kArrayAlignment);
+  FileStream file = open_stream(path, header.size() + count * dtype_size(dtype));
+  file.append(std::as_bytes(std::span<const char>(header)));
+  return ArrayStream(std::move(file), std::string(path), dtype, count, nullptr, this);
+}
+
+ArrayStream ArtifactWriter::open_encoded_array(std::string_view path, nlohmann::json recipe) {
+  const std::string where = "encoded array stream '" + std::string(path) + "'";
+  if (!recipe.is_object() || !recipe.contains("stored_dtype") || !recipe["stored_dtype"].is_string() ||
+      !recipe.contains("count") || !recipe["count"].is_number_unsigned())
+    throw InvalidArgument(where + ": the recipe lacks a stored_dtype or a count");
+  DType stored;
+  try {
+    stored = dtype_from_name(recipe["stored_dtype"].get<std::string>());
+  } catch (const Unsupported& e) {
+    throw InvalidArgument(where + ": " + e.what());
+  }
+  const auto count = recipe["count"].get<std::uint64_t>();
+  recipe["shape"] = std::vector<std::uint64_t>{count};
+  ArrayStream stream = open_array(path, stored, count);
+  stream.recipe_ = std::move(recipe);
+  return stream;
+}
+
+void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string> values) {
+  write_merged(*this, path, values);
+}
+
+void ArtifactWriter::write_strings(std::string_view path, std::span<const std::string_view> values) {
+  write_merged(*this, path, values);
+}
+
+void ArtifactWriter::write_strings(std::string_view path, ConstBytes bytes, std::span<const std::int64_t> offsets) {
+  const std::string where = "strings '" + std::string(path) + "'";
+  if (offsets.empty()) throw InvalidArgument(where + ": no offsets (there is one more than there are strings)");
+  if (offsets.front() < 0 || static_cast<std::uint64_t>(offsets.back()) > bytes.size())
+    throw InvalidArgument(where + ": offsets " + std::to_string(offsets.front()) + " to " + std::to_string(offsets.back()) +
+                          " lie outside the " + std::to_string(bytes.size()) + " bytes given");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw InvalidArgument(where + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
+                            ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
+  const std::int64_t first = offsets.front();
+  const ConstBytes used = bytes.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(offsets.back() - first));
+  if (first == 0) {
+    write_array<std::int64_t>(strings_offsets_path(path), offsets);
+  } else {  // a slice of a longer list: the file's offsets start at 0
+    std::vector<std::int64_t> rebased(offsets.begin(), offsets.end());
+    for (auto& o : rebased) o -= first;
+    write_array<std::int64_t>(strings_offsets_path(path), rebased);
+  }
+  write_file(strings_bytes_path(path), used);
+}
+
+void validate_offsets(std::span<const std::int64_t> offsets, std::uint64_t end, const std::string& where,
+                      const std::string& end_what) {
+  if (offsets.empty()) throw CorruptData(where + " is empty; it holds at least the offset 0");
+  if (offsets[0] != 0) throw CorruptData(where + ": the first offset is " + std::to_string(offsets[0]) + ", not 0");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw CorruptData(where + ": offset " + std::to_string(i) + " (" + std::to_string(offsets[i]) +
+                        ") is below offset " + std::to_string(i - 1) + " (" + std::to_string(offsets[i - 1]) + ")");
+  if (static_cast<std::uint64_t>(offsets.back()) != end)
+    throw CorruptData(where + ": the last offset is " + std::to_string(offsets.back()) + ", but " + end_what);
+}
+
+// ---------------------------------------------------------------------------
+
+nlohmann::json ArtifactReader::read_json(std::string_view path) const {
+  auto file = map(path);
+  try {
+    return parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(file->data()), file->size()));
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(label_ + ": '" + std::string(path) + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+ArrayView ArtifactReader::read_array(std::string_view path) const {
+  const std::string where = label_ + ": '" + std::string(path) + "'";
+  if (auto encodings = manifest_->meta.find(detail::kEncodingsKey); encodings != manifest_->meta.end()) {
+    if (!encodings->is_object()) throw CorruptData(label_ + ": metadata 'encodings' is not an object");
+    if (auto recipe = encodings->find(path); recipe != encodings->end()) return read_encoded(path, *recipe, where);
+  }
+  return read_stored_array(path, where);
+}
+
+ArrayView ArtifactReader::read_stored_array(std::string_view path, const std::string& where) const {
+  auto file = map(path);
+  NpyHeader header = parse_npy_header(file->bytes(), where);
+  DType dtype;
+  bool big_endian;
+  try {
+    std::tie(dtype, big_endian) = dtype_from_descr(header.descr, where);
+  } catch (const Unsupported& e) {
+    throw CorruptData(e.what());
+  }
+  if (big_endian || header.fortran_order)
+    throw CorruptData(where + " is " + (big_endian ? "big-endian" : "in Fortran order") +
+                      "; arrays are stored C-ordered and little-endian");
+  std::uint64_t count;
+  try {
+    count = checked_element_count(header.shape, dtype);
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(where + ": " + e.what());
+  }
+  const std::size_t item = dtype_size(dtype);
+  if (header.data_offset % std::min<std::size_t>(item, 16) != 0)
+    throw CorruptData(where + ": data starts at byte " + std::to_string(header.data_offset) +
+                      ", not aligned for " + std::string(dtype_name(dtype)) + " elements");
+  const std::uint64_t have = file->size() - header.data_offset, want = count * item;
+  if (have != want)
+    throw CorruptData(where + " holds " + std::to_string(have) + " bytes of data, but its shape needs " +
+                      std::to_string(want) + (have < want ? " (truncated)" : " (trailing bytes)"));
+  auto data = Buffer::slice(file, header.data_offset, static_cast<std::size_t>(want));
+  if (dtype == DType::bool_) check_bools(data->bytes(), where);
+  return ArrayView(dtype, std::move(header.shape), std::move(data));
+}
+
+ArrayView ArtifactReader::read_encoded(std::string_view path, const nlohmann::json& recipe,
+                                       const std::string& where) const {
+  // The stored file is checked as any array; the recipe says what it becomes.
+  ArrayView stored = read_stored_array(path, where);
+  if (stored.shape().size() != 1) throw CorruptData(where + ": an encoded array is stored 1-d");
+  std::vector<std::byte> bytes = decode_array(recipe, stored.bytes(), where);
+  const DType dtype = dtype_from_name(recipe.at("dtype").get<std::string>());  // checked by decode_array
+  std::vector<std::int64_t> shape;
+  auto s = recipe.find("shape");
+  if (s == recipe.end() || !s->is_array()) throw CorruptData(where + ": the encoding recipe has no shape");
+  for (const auto& d : *s) {
+    if (!d.is_number_integer()) throw CorruptData(where + ": the encoding recipe's shape is not integers");
+    shape.push_back(d.get<std::int64_t>());
+  }
+  try {
+    if (checked_element_count(shape, dtype) * dtype_size(dtype) != bytes.size())
+      throw CorruptData(where + ": the recipe's shape does not match its element count");
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(where + ": " + e.what());
+  }
+  if (dtype == DType::bool_) check_bools(bytes, where);
+  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  return ArrayView(dtype, std::move(shape), Buffer::wrap(owner->data(), owner->size(), owner));
+}
+
+ArrayView ArtifactReader::read_array(std::string_view path, DType dtype, int ndim) const {
+  ArrayView array = read_array(path);
+  // .npy has no bfloat16: it is written as uint16 words (as numpy sees them).
+  if (dtype == DType::bfloat16 && array.dtype() == DType::uint16)
+    array = ArrayView(DType::bfloat16, array.shape(), array.buffer());
+  if (array.dtype() != dtype)
+    throw CorruptData(label_ + ": '" + std::string(path) + "' holds " + std::string(dtype_name(array.dtype())) +
+                      " elements, expected " + std::string(dtype_name(dtype)));
+  if (ndim >= 0 && array.shape().size() != static_cast<std::size_t>(ndim))
+    throw CorruptData(label_ + ": '" + std::string(path) + "' has " + std::to_string(array.shape().size()) +
+                      " dimensions, expected " + std::to_string(ndim));
+  return array;
+}
+
+StringsView ArtifactReader::read_strings(std::string_view path) const {
+  const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
+  ArrayView offsets = read_array(offsets_path, DType::int64, 1);
+  auto bytes = map(bytes_path);
+  validate_offsets(offsets.values<std::int64_t>(), bytes->size(),
+                   label_ + ": strings '" + std::string(path) + "': '" + offsets_path + "'",
+                   "'" + bytes_path + "' holds " + std::to_string(bytes->size()) + " bytes");
+  return StringsView(std::move(offsets), std::move(bytes));
+}
+
+}  // namespace amphora

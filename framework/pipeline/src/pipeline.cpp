@@ -1,0 +1,830 @@
+// Running a pipeline: cache keys, the action cache, leases, explained
+// misses and run records (docs/FORMAT.md §1.7, §1.8, §3.8).
+
+#include <amphora/buffer.hpp>
+#include <amphora/json.hpp>
+#include <amphora/manifest.hpp>
+#include <amphora/pipeline.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+namespace amphora {
+
+namespace {
+
+bool valid_step_name(std::string_view name) {
+  auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  };
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), ok);
+}
+
+void require_step_name(std::string_view name, std::string_view what) {
+  if (!valid_step_name(name))
+    throw InvalidArgument("invalid " + std::string(what) + " '" + std::string(name) +
+                          "': use 1-64 letters, digits, '_' or '-' (no '.', which separates PIPELINE.STEP.OUTPUT)");
+}
+
+std::string utc_timestamp(std::chrono::system_clock::time_point t, bool compact) {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(micros / 1'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[48];
+  std::strftime(buf, sizeof buf, compact ? "%Y%m%dT%H%M%S" : "%Y-%m-%dT%H:%M:%S", &tm);
+  char frac[16];
+  std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(micros % 1'000'000));
+  return std::string(buf) + frac;
+}
+
+std::string new_run_id(std::chrono::system_clock::time_point start) {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 20));
+  char tail[8];
+  std::snprintf(tail, sizeof tail, "%06llx", static_cast<unsigned long long>(rng() & 0xffffff));
+  return utc_timestamp(start, true) + "-" + tail;
+}
+
+// A parameter value for a reason line: short JSON text.
+std::string shown_value(const nlohmann::json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+constexpr std::size_t kMaxChangesListed = 5;
+constexpr std::size_t kMaxExternalInProvenance = 64u << 10;
+
+// Why a step whose ingredients differ from those `previous` recorded missed.
+std::string explain_change(const nlohmann::json& now, const nlohmann::json& previous) {
+  std::vector<std::string> why;
+  if (previous.value("version", "") != now["version"])
+    why.push_back("version changed from " + shown_value(previous.value("version", nlohmann::json())) + " to " +
+                  shown_value(now["version"]));
+  if (previous.value("code", "") != now["code"]) {
+    if (previous.value("code", "").empty())
+      why.push_back("code fingerprint added");
+    else if (now["code"].get<std::string>().empty())
+      why.push_back("code fingerprint removed");
+    else
+      why.push_back("code changed");
+  }
+  const nlohmann::json none;
+  const nlohmann::json empty = nlohmann::json::object();
+  auto field = [](const nlohmann::json& ingredients, const char* name, const nlohmann::json& otherwise) -> const nlohmann::json& {
+    auto it = ingredients.find(name);
+    return it != ingredients.end() ? *it : otherwise;
+  };
+  // Compared as the key compares them: 1 and 1.0 differ, and a number read
+  // back from a record as unsigned is the same integer.
+  auto same = [](const nlohmann::json& a, const nlohmann::json& b) { return typed_encoding(a) == typed_encoding(b); };
+  auto diff = [&](const nlohmann::json& a, const nlohmann::json& b, const char* noun, bool show_values) {
+    std::set<std::string> keys;
+    for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+    for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+    std::size_t listed = 0, more = 0;
+    for (const auto& k : keys) {
+      bool in_a = a.contains(k), in_b = b.contains(k);
+      if (in_a && in_b && same(a[k], b[k])) continue;
+      if (listed == kMaxChangesListed) {  // a reason stays a line, even when a thousand files changed
+        ++more;
+        continue;
+      }
+      ++listed;
+      std::string line = std::string(noun) + " `" + k + "` ";
+      if (!in_a)
+        line += show_values ? "added (" + shown_value(b[k]) + ")" : "added";
+      else if (!in_b)
+        line += "removed";
+      else
+        line += show_values ? "changed from " + shown_value(a[k]) + " to " + shown_value(b[k]) : "changed";
+      why.push_back(std::move(line));
+    }
+    if (more > 0) why.push_back(std::to_string(more) + " more " + noun + (more == 1 ? "" : "s") + " changed");
+  };
+  auto earlier_object = [&](const char* name) -> const nlohmann::json& {
+    const auto& v = field(previous, name, empty);
+    return v.is_object() ? v : empty;
+  };
+  diff(earlier_object("params"), now["params"], "parameter", true);
+  diff(earlier_object("inputs"), now["inputs"], "input", false);
+  // What the step reads outside the store: by member when it is an object
+  // (file_digests names each file), else as a whole.
+  const auto& was = field(previous, "external", none);
+  const auto& is = field(now, "external", none);
+  if (!same(was, is)) {
+    if (was.is_object() && is.is_object())
+      diff(was, is, "external input", false);
+    else
+      why.push_back(was.is_null() ? "external input added" : is.is_null() ? "external input removed" : "external input changed");
+  }
+  if (previous.value("outputs", nlohmann::json()) != now["outputs"]) why.push_back("output materializers changed");
+  if (previous.value("schema", nlohmann::json()) != now["schema"]) why.push_back("cache key schema changed");
+  std::string text;
+  for (const auto& w : why) text += (text.empty() ? "" : "; ") + w;
+  return text;
+}
+
+// Empty when the artifact `digest` is there, was made by `materializer`
+// and is whole (Store::damage), else what is wrong.
+std::string artifact_problem(const Store& store, const Digest& digest, std::string_view materializer, bool full) {
+  try {
+    auto reader = store.open_artifact(digest);
+    if (reader.manifest().materializer != materializer)
+      return "artifact " + digest.short_str() + " was made by " + reader.manifest().materializer + ", not " +
+             std::string(materializer);
+    auto problems = store.damage(reader, full);
+    return problems.empty() ? "" : problems.front();
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Ingredients as an earlier run record holds them, when they have the form
+// explain_change reads: records come from the store, so anything else is
+// skipped (the miss is then explained from an older run, or not at all).
+bool well_formed_ingredients(const nlohmann::json& i) {
+  auto holds = [&](const char* key, bool (nlohmann::json::*is)() const noexcept) {
+    auto it = i.find(key);
+    return it != i.end() && ((*it).*is)();
+  };
+  return i.is_object() && holds("version", &nlohmann::json::is_string) && holds("code", &nlohmann::json::is_string) &&
+         holds("params", &nlohmann::json::is_object) && holds("inputs", &nlohmann::json::is_object);
+}
+
+// Earlier run records of one pipeline, newest first, read only when a step
+// misses: a fully cached run never lists them.
+class History {
+ public:
+  History(const Store& store, std::string pipeline, std::string current)
+      : store_(store), pipeline_(std::move(pipeline)), current_(std::move(current)) {}
+  // The ingredients `step` was last keyed with (in a run where it ran or was
+  // cached), or null.
+  nlohmann::json last_ingredients(const std::string& step) {
+    std::lock_guard lock(mutex_);
+    if (!listed_) {
+      for (auto& [p, id] : store_.backend()->list_runs())
+        if (p == pipeline_ && id != current_) ids_.push_back(id);
+      std::sort(ids_.rbegin(), ids_.rend());
+      listed_ = true;
+    }
+    for (std::size_t i = 0; i < ids_.size() && i < kLookBack; ++i) {
+      if (i == keyed_.size()) keyed_.push_back(load(ids_[i]));
+      auto it = keyed_[i].find(step);
+      if (it != keyed_[i].end()) return it->second;
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr std::size_t kLookBack = 20;
+  // One record's usable ingredients by step: those of steps that ran or were
+  // cached, in the form explain_change reads. Indexed once, so a run whose
+  // every step misses does not scan every record for each step.
+  std::map<std::string, nlohmann::json> load(const std::string& id) const {
+    std::map<std::string, nlohmann::json> by_step;
+    nlohmann::json record;
+    try {
+      record = store_.backend()->read_run(pipeline_, id);
+    } catch (const Error&) {
+      return by_step;  // unreadable: explained from older runs
+    }
+    auto steps = record.find("steps");
+    if (steps == record.end() || !steps->is_array()) return by_step;
+    for (auto& s : *steps) {
+      if (!s.is_object()) continue;
+      auto name = s.find("name"), status = s.find("status"), ingredients = s.find("ingredients");
+      if (name == s.end() || !name->is_string() || status == s.end() || ingredients == s.end()) continue;
+      if ((*status == "ran" || *status == "cached") && well_formed_ingredients(*ingredients))
+        by_step.emplace(name->get<std::string>(), std::move(*ingredients));
+    }
+    return by_step;
+  }
+  const Store& store_;
+  std::string pipeline_;
+  std::string current_;
+  bool listed_ = false;
+  std::vector<std::string> ids_;
+  std::vector<std::map<std::string, nlohmann::json>> keyed_;
+  std::mutex mutex_;
+};
+
+// The digest recorded by the newest version of `name`, if any.
+std::optional<std::pair<std::uint64_t, Digest>> latest_version(const Store& store, const std::string& name) {
+  auto& backend = *store.backend();
+  auto versions = backend.list_versions(name);
+  if (versions.empty()) return std::nullopt;
+  try {
+    auto record = backend.read_version(name, versions.back());
+    return std::make_pair(versions.back(), Digest::parse(record.value("digest", "")));
+  } catch (const Error&) {
+    return std::nullopt;  // a bad latest record: a new version is recorded
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- building
+
+Pipeline::Pipeline(std::string name) : name_(std::move(name)) { require_step_name(name_, "pipeline name"); }
+
+std::vector<std::string> Pipeline::output_names(const StepSpec& spec, std::size_t count) {
+  if (spec.outputs.empty()) {
+    if (count == 1) return {"out"};
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < count; ++i) names.push_back("out" + std::to_string(i));
+    return names;
+  }
+  if (spec.outputs.size() != count)
+    throw InvalidArgument("step '" + spec.name + "' names " + std::to_string(spec.outputs.size()) +
+                          " outputs but returns " + std::to_string(count));
+  return spec.outputs;
+}
+
+std::size_t Pipeline::add_node(detail::StepNode node) {
+  auto& spec = node.spec;
+  if (node.is_input) {
+    if (spec.name.empty()) throw InvalidArgument("pipeline '" + name_ + "': an input needs a ref");
+    nodes_.push_back(std::move(node));
+    return nodes_.size() - 1;
+  }
+  require_step_name(spec.name, "step name");
+  for (const auto& other : nodes_)
+    if (!other.is_input && other.spec.name == spec.name)
+      throw InvalidArgument("pipeline '" + name_ + "' already has a step named '" + spec.name + "'");
+  if (!spec.params.is_object())
+    throw InvalidArgument("step '" + spec.name + "': params must be a JSON object of defaults, not " +
+                          shown_value(spec.params));
+  validate_storable_json(spec.params, "step '" + spec.name + "' params");
+  for (const auto& [producer, slot] : node.inputs)
+    if (producer >= nodes_.size() || slot >= nodes_[producer].outputs.size())
+      throw InvalidArgument("step '" + spec.name + "' is given an input handle from another pipeline");
+  if (spec.inputs.empty()) {
+    for (const auto& [producer, slot] : node.inputs) {
+      const auto& p = nodes_[producer];
+      spec.inputs.push_back(p.is_input ? p.spec.name : p.outputs[slot].name);
+    }
+  } else if (spec.inputs.size() != node.inputs.size()) {
+    throw InvalidArgument("step '" + spec.name + "' names " + std::to_string(spec.inputs.size()) +
+                          " inputs but is given " + std::to_string(node.inputs.size()));
+  }
+  std::set<std::string> seen;
+  for (const auto& input : spec.inputs)
+    if (!seen.insert(input).second)
+      throw InvalidArgument("step '" + spec.name + "' has two inputs named '" + input +
+                            "'; name them with StepSpec::inputs");
+  seen.clear();
+  for (const auto& out : node.outputs) {
+    require_step_name(out.name, "output name of step '" + spec.name + "'");
+    if (!seen.insert(out.name).second)
+      throw InvalidArgument("step '" + spec.name + "' has two outputs named '" + out.name + "'");
+    // The name the output is saved under, checked now rather than after the
+    // step has run (a pipeline named "-x", parts that add up past 128).
+    validate_name(name_ + "." + spec.name + "." + out.name);
+  }
+  if (spec.code.empty()) spec.code = detail::code_fingerprint_of(spec.where.file_name());
+  nodes_.push_back(std::move(node));
+  return nodes_.size() - 1;
+}
+
+std::vector<std::string> Pipeline::step_names() const {
+  std::vector<std::string> names;
+  for (const auto& node : nodes_)
+    if (!node.is_input) names.push_back(node.spec.name);
+  return names;
+}
+
+const nlohmann::json& Pipeline::step_params(std::string_view step) const {
+  for (const auto& node : nodes_)
+    if (!node.is_input && node.spec.name == step) return node.spec.params;
+  throw NotFound("pipeline '" + name_ + "' has no step '" + std::string(step) + "'");
+}
+
+// ---------------------------------------------------------------- keys
+
+nlohmann::json Pipeline::cache_key_ingredients(std::string_view step, std::string_view version, std::string_view code,
+                                               const nlohmann::json& params,
+                                               const std::vector<std::pair<std::string, Digest>>& inputs,
+                                               const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs,
+                                               const nlohmann::json& external) {
+  nlohmann::json in = nlohmann::json::object();
+  for (const auto& [name, digest] : inputs) in[name] = digest.str();
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, entry] : outputs)
+    out[name] = {{"materializer", entry->name}, {"format_version", entry->version}};
+  nlohmann::json ingredients = {{"schema", kCacheSchemaVersion}, {"step", step}, {"version", version}, {"code", code},
+                                {"params", params},              {"inputs", in},  {"outputs", out}};
+  if (!external.is_null()) ingredients["external"] = external;
+  return ingredients;
+}
+
+Digest Pipeline::cache_key(const nlohmann::json& ingredients) { return typed_digest(ingredients); }
+
+nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix, std::size_t max_files) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) {
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      throw IoError("cannot read " + path.string() + ": " + ec.message());
+    throw NotFound("no file or directory " + path.string());
+  }
+  std::vector<std::pair<std::string, fs::path>> files;  // (key, file)
+  auto add = [&](std::string key, fs::path file) {
+    if (files.size() == max_files)
+      throw InvalidArgument(path.string() + " holds more than " + std::to_string(max_files) + " files" +
+                            (suffix.empty() ? "" : " ending with '" + std::string(suffix) + "'") +
+                            " to digest; narrow it down or raise the limit");
+    if (!is_valid_utf8(key)) throw InvalidArgument("file name " + file.string() + " is not UTF-8");
+    files.emplace_back(std::move(key), std::move(file));
+  };
+  if (fs::is_directory(status)) {
+    try {
+      for (const auto& e : fs::recursive_directory_iterator(path)) {
+        if (e.is_directory()) continue;
+        const std::string name = e.path().filename().string();
+        if (!name.ends_with(suffix)) continue;
+        add(e.path().lexically_relative(path).generic_string(), e.path());
+      }
+    } catch (const fs::filesystem_error& e) {
+      throw IoError("listing " + (e.path1().empty() ? path : e.path1()).string() + ": " + e.code().message());
+    }
+  } else {
+    add(path.filename().string(), path);
+  }
+  nlohmann::json digests = nlohmann::json::object();
+  std::vector<std::byte> block(std::size_t{1} << 20);
+  for (const auto& [key, file] : files) {
+    auto in = InputFile::open(file);  // a FIFO is refused, not waited on
+    Sha256 hash;
+    while (std::size_t n = in.read(block)) hash.update(block.data(), n);
+    digests[key] = Digest(hash.finish()).str();
+  }
+  return digests;
+}
+
+std::size_t RunReport::count(std::string_view status) const {
+  return static_cast<std::size_t>(
+      std::count_if(steps.begin(), steps.end(), [&](const StepReport& s) { return s.status == status; }));
+}
+
+const StepReport& RunReport::step(std::string_view name) const {
+  for (const auto& s : steps)
+    if (s.name == name) return s;
+  throw NotFound("run " + run_id + " has no step '" + std::string(name) + "'");
+}
+
+// ---------------------------------------------------------------- running
+
+namespace {
+
+nlohmann::json step_json(const StepReport& s, nlohmann::json ingredients) {
+  nlohmann::json outputs = nlohmann::json::object(), digests = nlohmann::json::object();
+  for (const auto& o : s.outputs) {
+    outputs[o.name] = o.ref;
+    digests[o.name] = o.digest.str();
+  }
+  nlohmann::json j = {{"name", s.name}, {"status", s.status}, {"reason", s.reason}, {"duration", s.seconds},
+                      {"outputs", outputs}, {"output_digests", digests}};
+  if (!s.error.empty()) j["error"] = s.error;
+  if (s.key != Digest()) j["key"] = s.key.str();
+  if (!ingredients.is_null()) j["ingredients"] = std::move(ingredients);
+  return j;
+}
+
+class Run {
+ public:
+  Run(const Pipeline& pipeline, const std::vector<detail::StepNode>& nodes, Store& store, const RunOptions& options)
+      : pipeline_(pipeline), nodes_(nodes), store_(store), options_(options) {}
+
+  RunReport execute() {
+    prepare();
+    auto start = std::chrono::system_clock::now();
+    report_.run_id = new_run_id(start);
+    report_.pipeline = pipeline_.name();
+    record_ = {{"run", report_.run_id},
+               {"pipeline", pipeline_.name()},
+               {"started_at", utc_timestamp(start, false)},
+               {"status", "running"},
+               {"host_pid", ::getpid()},
+               {"jobs", jobs_},
+               {"overrides", options_.params},
+               {"inputs", store_inputs_},
+               {"steps", nlohmann::json::array()}};
+    store_.backend()->write_run(pipeline_.name(), report_.run_id, record_);
+    history_.emplace(store_, pipeline_.name(), report_.run_id);
+    schedule();
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (!nodes_[i].is_input) {
+        report_.steps.push_back(reports_[i]);
+        record_["steps"].push_back(step_json(reports_[i], std::move(ingredients_[i])));
+        if (reports_[i].status == "failed" && report_.error.empty())
+          report_.error = "step '" + reports_[i].name + "' failed: " + reports_[i].error;
+      }
+    report_.ok = report_.error.empty();
+    record_["status"] = report_.ok ? "succeeded" : "failed";
+    if (!report_.ok) record_["error"] = report_.error;
+    record_["ended_at"] = utc_timestamp(std::chrono::system_clock::now(), false);
+    store_.backend()->write_run(pipeline_.name(), report_.run_id, record_);
+    report_.record = std::move(record_);
+    return std::move(report_);
+  }
+
+ private:
+  // Effective parameters, forced steps, store inputs; all checked before
+  // anything runs.
+  void prepare() {
+    const auto n = nodes_.size();
+    params_.assign(n, nlohmann::json());
+    forced_.assign(n, false);
+    reports_.assign(n, StepReport{});
+    ingredients_.assign(n, nlohmann::json());
+    digests_.assign(n, {});
+    values_.assign(n, {});
+    value_mutex_ = std::vector<std::mutex>(n);
+    consumers_.assign(n, 0);
+    store_inputs_ = nlohmann::json::object();
+    if (!options_.params.is_object())
+      throw InvalidArgument("run parameters must be an object of {\"STEP\": {\"PARAM\": value}}");
+    for (auto it = options_.params.begin(); it != options_.params.end(); ++it) {
+      const auto& defaults = pipeline_.step_params(it.key());  // NotFound names the step
+      if (!it->is_object())
+        throw InvalidArgument("parameters for step '" + it.key() + "' must be a mapping, not " + shown_value(*it));
+      for (auto p = it->begin(); p != it->end(); ++p)
+        if (!defaults.contains(p.key())) {
+          std::string known;
+          for (auto d = defaults.begin(); d != defaults.end(); ++d) known += (known.empty() ? "" : ", ") + d.key();
+          throw InvalidArgument("step '" + it.key() + "' has no parameter '" + p.key() + "' (it has " +
+                                (known.empty() ? std::string("none") : known) + ")");
+        }
+    }
+    for (const auto& f : options_.force)
+      if (f != "*") pipeline_.step_params(f);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& node = nodes_[i];
+      if (node.is_input) {
+        Digest d = store_.resolve(node.spec.name);
+        digests_[i] = {d};
+        store_inputs_[node.spec.name] = d.str();
+        continue;
+      }
+      auto params = node.spec.params;
+      if (auto it = options_.params.find(node.spec.name); it != options_.params.end())
+        for (auto p = it->begin(); p != it->end(); ++p) params[p.key()] = *p;
+      validate_storable_json(params, "parameters of step '" + node.spec.name + "'");
+      params_[i] = std::move(params);
+      forced_[i] = std::find_if(options_.force.begin(), options_.force.end(), [&](const std::string& f) {
+                     return f == "*" || f == node.spec.name;
+                   }) != options_.force.end();
+      for (const auto& [producer, slot] : node.inputs) ++consumers_[producer];
+    }
+    std::size_t steps = std::count_if(nodes_.begin(), nodes_.end(), [](const auto& x) { return !x.is_input; });
+    jobs_ = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+    jobs_ = std::max<std::size_t>(1, std::min(jobs_, steps));
+  }
+
+  void schedule() {
+    const auto n = nodes_.size();
+    std::vector<std::vector<std::size_t>> dependents(n);
+    std::vector<std::size_t> waiting(n, 0);
+    std::deque<std::size_t> ready;
+    std::size_t remaining = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (nodes_[i].is_input) continue;
+      ++remaining;
+      std::set<std::size_t> producers;
+      for (const auto& [producer, slot] : nodes_[i].inputs)
+        if (!nodes_[producer].is_input) producers.insert(producer);
+      for (auto p : producers) dependents[p].push_back(i);
+      waiting[i] = producers.size();
+      if (waiting[i] == 0) ready.push_back(i);
+    }
+    std::mutex mutex;
+    std::condition_variable cv;
+    auto worker = [&] {
+      std::unique_lock lock(mutex);
+      for (;;) {
+        cv.wait(lock, [&] { return remaining == 0 || !ready.empty(); });
+        if (ready.empty()) return;
+        std::size_t i = ready.front();
+        ready.pop_front();
+        lock.unlock();
+        process(i);
+        lock.lock();
+        for (auto d : dependents[i])
+          if (--waiting[d] == 0) ready.push_back(d);
+        --remaining;
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t t = 1; t < jobs_; ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+  }
+
+  // The value of (node, slot): the one in memory, or loaded from the store
+  // the first time a running step needs it.
+  std::shared_ptr<void> input_value(std::size_t node, std::size_t slot) {
+    std::lock_guard lock(value_mutex_[node]);
+    auto& values = values_[node];
+    if (values.size() <= slot) values.resize(nodes_[node].outputs.size());
+    if (!values[slot]) values[slot] = nodes_[node].outputs[slot].load(store_, digests_[node][slot]);
+    return values[slot];
+  }
+
+  void release_inputs(std::size_t i) {
+    for (const auto& [producer, slot] : nodes_[i].inputs) {
+      std::lock_guard lock(value_mutex_[producer]);
+      if (--consumers_[producer] == 0) values_[producer].clear();
+    }
+  }
+
+  void finish(std::size_t i, std::chrono::steady_clock::time_point started) {
+    reports_[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    release_inputs(i);
+    if (options_.on_step) {
+      std::lock_guard lock(callback_mutex_);
+      options_.on_step(reports_[i]);
+    }
+  }
+
+  std::string output_name(const detail::StepNode& node, std::size_t slot) const {
+    return pipeline_.name() + "." + node.spec.name + "." + node.outputs[slot].name;
+  }
+
+  // Output digests from a cache entry that is intact for `node`, or nullopt
+  // with `problem` saying what is wrong (empty when there is no entry).
+  std::optional<std::vector<Digest>> lookup(const detail::StepNode& node, const Digest& key,
+                                            const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
+                                            std::string& problem, nlohmann::json& entry_out) {
+    problem.clear();
+    std::optional<nlohmann::json> entry;
+    try {
+      entry = store_.backend()->read_cache_entry(key);
+    } catch (const CorruptData& e) {
+      problem = std::string("cache entry damaged: ") + e.what();
+      return std::nullopt;
+    }
+    if (!entry) return std::nullopt;
+    std::vector<Digest> digests;
+    const auto outputs = entry->find("outputs");
+    const bool listed = outputs != entry->end() && outputs->is_object();
+    for (std::size_t s = 0; s < node.outputs.size(); ++s) {
+      const auto& name = node.outputs[s].name;
+      auto it = listed ? outputs->find(name) : entry->end();
+      if (!listed || it == outputs->end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) {
+        problem = "cache entry damaged: no digest for output `" + name + "`";
+        return std::nullopt;
+      }
+      Digest d = Digest::parse(it->get<std::string>());
+      if (auto why = artifact_problem(store_, d, entries[s]->name, options_.verify_hits); !why.empty()) {
+        problem = "output `" + name + "` missing or damaged (" + why + ")";
+        return std::nullopt;
+      }
+      digests.push_back(d);
+    }
+    entry_out = std::move(*entry);
+    return digests;
+  }
+
+  void process(std::size_t i) {
+    const auto& node = nodes_[i];
+    auto& report = reports_[i];
+    report.name = node.spec.name;
+    const auto started = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      auto producer = node.inputs[k].first;
+      if (!nodes_[producer].is_input && reports_[producer].status != "ran" && reports_[producer].status != "cached") {
+        report.status = "skipped";
+        report.reason = "input `" + node.spec.inputs[k] + "` is missing: step '" + nodes_[producer].spec.name + "' " +
+                        reports_[producer].status;
+        finish(i, started);
+        return;
+      }
+    }
+    try {
+      run_step(i, started);
+    } catch (const std::exception& e) {
+      report.status = "failed";
+      report.error = e.what();
+    } catch (...) {
+      report.status = "failed";
+      report.error = "unknown exception";
+    }
+    finish(i, started);
+  }
+
+  void run_step(std::size_t i, std::chrono::steady_clock::time_point) {
+    const auto& node = nodes_[i];
+    auto& report = reports_[i];
+    std::vector<std::shared_ptr<const MaterializerEntry>> entries;
+    std::vector<std::pair<std::string, const MaterializerEntry*>> outputs;
+    for (const auto& slot : node.outputs) {
+      entries.push_back(slot.entry(store_));
+      outputs.emplace_back(slot.name, entries.back().get());
+    }
+    std::vector<std::pair<std::string, Digest>> inputs;
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      auto [producer, slot] = node.inputs[k];
+      inputs.emplace_back(node.spec.inputs[k], digests_[producer][slot]);
+    }
+    nlohmann::json external;
+    if (node.spec.external) {
+      external = node.spec.external(StepContext(pipeline_.name(), node.spec.name, report_.run_id, params_[i]));
+      validate_storable_json(external, "the external input of step '" + node.spec.name + "'");
+    }
+    auto ingredients = Pipeline::cache_key_ingredients(node.spec.name, node.spec.version, node.spec.code, params_[i],
+                                                       inputs, outputs, external);
+    report.key = Pipeline::cache_key(ingredients);
+    ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
+
+    std::string problem;
+    nlohmann::json entry;
+    if (!forced_[i]) {
+      if (auto hit = lookup(node, report.key, entries, problem, entry)) return cached(i, *hit, entry, "");
+    }
+    report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
+    // One process computes a key; the others wait for its entry.
+    auto lease = store_.backend()->step_lease(report.key, false);
+    if (!lease) {
+      if (options_.on_wait) {
+        std::lock_guard lock(callback_mutex_);
+        options_.on_wait(node.spec.name);
+      }
+      lease = store_.backend()->step_lease(report.key, true);
+    }
+    // Looked up again under the lease: another run may have published the
+    // entry between our miss and our lease, whether or not we had to wait.
+    if (!forced_[i]) {
+      std::string late_problem;
+      if (auto hit = lookup(node, report.key, entries, late_problem, entry))
+        return cached(i, *hit, entry, "computed meanwhile by another run");
+    }
+    report.status = "ran";  // from here a failure is this step's
+    std::vector<std::shared_ptr<void>> args;
+    for (const auto& [producer, slot] : node.inputs) args.push_back(input_value(producer, slot));
+    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i], &external);
+    auto values = node.invoke(args, context);
+    args.clear();
+
+    nlohmann::json provenance = {{"pipeline", pipeline_.name()}, {"step", node.spec.name},
+                                 {"step_version", node.spec.version}, {"run", report_.run_id},
+                                 {"cache_key", report.key.str()}, {"params", params_[i]},
+                                 {"inputs", ingredients_[i]["inputs"]}};
+    // Name records and cache entries are small (1 MiB at most): a long
+    // external value is kept by its digest there, and whole in the run record.
+    if (!external.is_null()) {
+      provenance["external_digest"] = typed_digest(external).str();
+      if (external.dump().size() <= kMaxExternalInProvenance) provenance["external"] = external;
+    }
+    nlohmann::json produced = nlohmann::json::object();
+    std::vector<Digest> digests;
+    for (std::size_t s = 0; s < values.size(); ++s) {
+      SaveOptions save;
+      save.name = output_name(node, s);
+      save.options = node.spec.save_options;
+      save.provenance = provenance;
+      save.provenance["output"] = node.outputs[s].name;
+      auto saved = store_.save_erased(*entries[s], values[s].get(), save);
+      digests.push_back(saved.digest);
+      produced[node.outputs[s].name] = saved.digest.str();
+      report.outputs.push_back({node.outputs[s].name, saved.name + "@" + std::to_string(saved.version), saved.digest});
+    }
+    {
+      std::lock_guard lock(value_mutex_[i]);
+      if (consumers_[i] > 0) values_[i] = std::move(values);  // handed to the steps that read them
+    }
+    digests_[i] = digests;
+    // Published only after every output is named, so an entry never points
+    // at what gc may collect.
+    store_.backend()->write_cache_entry(report.key, {{"key", report.key.str()},
+                                                     {"pipeline", pipeline_.name()},
+                                                     {"step", node.spec.name},
+                                                     {"outputs", produced},
+                                                     {"provenance", provenance},
+                                                     {"created_at", utc_timestamp(std::chrono::system_clock::now(), false)}});
+  }
+
+  void cached(std::size_t i, const std::vector<Digest>& digests, const nlohmann::json& entry, std::string reason) {
+    const auto& node = nodes_[i];
+    auto& report = reports_[i];
+    report.status = "cached";
+    report.reason = std::move(reason);
+    digests_[i] = digests;
+    // `PIPELINE.STEP.OUTPUT` keeps meaning the latest run's output: a hit on
+    // an older result (a parameter set back, say) records it as a new version.
+    const auto recorded = entry.find("provenance");
+    for (std::size_t s = 0; s < digests.size(); ++s) {
+      auto name = output_name(node, s);
+      auto latest = latest_version(store_, name);
+      std::uint64_t version;
+      if (latest && latest->second == digests[s]) {
+        version = latest->first;
+      } else {
+        // Copied only here: a steady rerun records no new version.
+        auto p = recorded != entry.end() && recorded->is_object() ? *recorded : nlohmann::json::object();
+        p["output"] = node.outputs[s].name;
+        p["cached_in_run"] = report_.run_id;
+        version = store_.name_artifact(digests[s], name, p).version;
+      }
+      report.outputs.push_back({node.outputs[s].name, name + "@" + std::to_string(version), digests[s]});
+    }
+  }
+
+  std::string reason_for_miss(std::size_t i, const std::string& problem) {
+    if (!problem.empty()) return problem;
+    auto previous = history_->last_ingredients(nodes_[i].spec.name);
+    if (previous.is_null()) return "no cache entry";
+    auto change = explain_change(ingredients_[i], previous);
+    if (change.empty()) return "no cache entry (removed since the last run)";
+    return change;
+  }
+
+  const Pipeline& pipeline_;
+  const std::vector<detail::StepNode>& nodes_;
+  Store& store_;
+  const RunOptions& options_;
+  std::size_t jobs_ = 1;
+  RunReport report_;
+  nlohmann::json record_;
+  nlohmann::json store_inputs_;
+  std::optional<History> history_;
+  std::vector<nlohmann::json> params_;
+  std::vector<bool> forced_;
+  std::vector<StepReport> reports_;
+  std::vector<nlohmann::json> ingredients_;
+  std::vector<std::vector<Digest>> digests_;
+  std::vector<std::vector<std::shared_ptr<void>>> values_;
+  std::vector<std::mutex> value_mutex_;
+  std::vector<std::size_t> consumers_;
+  std::mutex callback_mutex_;
+};
+
+}  // namespace
+
+RunReport Pipeline::run(Store& store, const RunOptions& options) const {
+  Run run(*this, nodes_, store, options);
+  return run.execute();
+}
+
+// ---------------------------------------------------------------- fingerprints
+
+namespace {
+std::mutex fingerprint_mutex;
+std::map<std::string, std::string>& fingerprint_table() {
+  static std::map<std::string, std::string> table;
+  return table;
+}
+}  // namespace
+
+void detail::register_code_fingerprints(std::span<const std::pair<const char*, const char*>> table) {
+  std::lock_guard lock(fingerprint_mutex);
+  for (const auto& [file, fingerprint] : table) fingerprint_table()[file] = fingerprint;
+}
+
+std::string detail::code_fingerprint_of(std::string_view source_file) {
+  std::lock_guard lock(fingerprint_mutex);
+  const auto& table = fingerprint_table();
+  if (auto it = table.find(std::string(source_file)); it != table.end()) return it->second;
+  // The compiler may have been given the file by another spelling of its
+  // path: match on the longest run of trailing path components, if unique.
+  auto components = [](std::string_view path) {
+    std::vector<std::string_view> parts;
+    while (!path.empty()) {
+      auto slash = path.rfind('/');
+      auto part = slash == std::string_view::npos ? path : path.substr(slash + 1);
+      if (!part.empty() && part != ".") parts.push_back(part);
+      if (slash == std::string_view::npos) break;
+      path = path.substr(0, slash);
+    }
+    return parts;
+  };
+  auto wanted = components(source_file);
+  std::size_t best = 0, ties = 0;
+  const std::string* found = nullptr;
+  for (const auto& [file, fingerprint] : table) {
+    auto have = components(file);
+    std::size_t common = 0;
+    while (common < have.size() && common < wanted.size() && have[common] == wanted[common]) ++common;
+    if (common == 0 || common < best) continue;
+    if (common > best) {
+      best = common;
+      found = &fingerprint;
+      ties = 1;
+    } else {
+      ++ties;
+    }
+  }
+  return ties == 1 ? *found : std::string();
+}
+
+}  // namespace amphora

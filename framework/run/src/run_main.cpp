@@ -1,0 +1,196 @@
+// A pipeline program's command line: run configuration (YAML), --set
+// overrides, and a line per step as the run goes.
+
+#include <amphora/buffer.hpp>
+#include <amphora/manifest.hpp>
+#include <amphora/run_main.hpp>
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+namespace amphora {
+
+namespace {
+
+// A run configuration names parameters; megabytes of it are a mistake.
+constexpr std::size_t kMaxRunConfigBytes = 1u << 20;
+
+// A plain YAML scalar as YAML 1.2's core schema reads it.
+nlohmann::json plain_scalar(const std::string& text) {
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") return nullptr;
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  const char* digits = begin + (text[0] == '+' ? 1 : 0);
+  std::int64_t i = 0;
+  if (auto [p, ec] = std::from_chars(digits, end, i); ec == std::errc() && p == end && digits != end) return i;
+  std::uint64_t u = 0;
+  if (auto [p, ec] = std::from_chars(digits, end, u); ec == std::errc() && p == end && digits != end) return u;
+  if (text == ".inf" || text == "+.inf" || text == "-.inf" || text == ".nan" || text == ".NaN")
+    throw InvalidArgument("'" + text + "' is not a parameter value Amphora can store (no infinities or NaN)");
+  double d = 0;
+  if (text.find_first_of("0123456789") != std::string::npos && text.find_first_not_of("0123456789+-.eE") == std::string::npos)
+    if (auto [p, ec] = std::from_chars(digits, end, d); ec == std::errc() && p == end) return d;
+  return text;
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      // Quoted scalars have the tag "!": they stay strings.
+      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(yaml_to_json(item, where));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = yaml_to_json(kv.second, where);
+      return out;
+    }
+    default:
+      throw InvalidArgument(where + ": a value YAML cannot describe");
+  }
+}
+
+std::string where_in(const std::filesystem::path& file, const YAML::Mark& mark) {
+  return file.string() + ":" + std::to_string(mark.line + 1);
+}
+
+}  // namespace
+
+void apply_override(nlohmann::json& params, std::string_view assignment) {
+  auto eq = assignment.find('=');
+  auto dot = assignment.substr(0, eq).find('.');
+  if (eq == std::string_view::npos || dot == std::string_view::npos || dot == 0 || dot + 1 == eq)
+    throw InvalidArgument("--set '" + std::string(assignment) + "': expected STEP.PARAM=VALUE");
+  std::string step(assignment.substr(0, dot));
+  std::string key(assignment.substr(dot + 1, eq - dot - 1));
+  std::string text(assignment.substr(eq + 1));
+  nlohmann::json value;
+  try {
+    value = yaml_to_json(YAML::Load(text), "--set " + std::string(assignment));
+  } catch (const YAML::Exception& e) {
+    throw InvalidArgument("--set '" + std::string(assignment) + "': the value is not valid YAML: " + e.msg);
+  }
+  if (!params.is_object()) params = nlohmann::json::object();
+  params[step][key] = std::move(value);
+}
+
+nlohmann::json read_run_config(const std::filesystem::path& file) {
+  // Read only if it is a regular file of reasonable size: a FIFO or a
+  // device given by mistake is refused, not waited on or read forever.
+  std::string text;
+  try {
+    text = read_text_file(file, kMaxRunConfigBytes);
+  } catch (const NotFound&) {
+    throw NotFound("run configuration " + file.string() + " does not exist");
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("run configuration ") + e.what());
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InvalidArgument("run configuration " + where_in(file, e.mark) + ": " + e.msg);
+  }
+  nlohmann::json params = nlohmann::json::object();
+  if (root.IsNull()) return params;
+  if (!root.IsMap())
+    throw InvalidArgument("run configuration " + where_in(file, root.Mark()) +
+                          ": expected a mapping of step names to their parameters");
+  for (const auto& step : root) {
+    auto name = step.first.as<std::string>();
+    if (!step.second.IsMap() && !step.second.IsNull())
+      throw InvalidArgument("run configuration " + where_in(file, step.second.Mark()) + ": the parameters of step '" +
+                            name + "' must be a mapping of names to values");
+    params[name] = nlohmann::json::object();
+    for (const auto& kv : step.second)
+      params[name][kv.first.as<std::string>()] = yaml_to_json(kv.second, where_in(file, kv.second.Mark()));
+  }
+  return params;
+}
+
+int run_main(const Pipeline& pipeline, int argc, char** argv) { return run_main(pipeline, argc, argv, {}); }
+
+int run_main(const Pipeline& pipeline, int argc, char** argv,
+             const std::function<void(Store& store, const RunReport& report)>& after) {
+  CLI::App app("Runs the " + pipeline.name() + " pipeline; steps whose code, parameters and inputs are "
+               "unchanged come from the store's cache.",
+               argc > 0 ? std::filesystem::path(argv[0]).filename().string() : pipeline.name());
+  std::string store_dir;
+  std::string config;
+  std::vector<std::string> sets;
+  RunOptions options;
+  bool quiet = false;
+  app.add_option("--store", store_dir, "store directory (default $AMPHORA_STORE, else ./.amphora)");
+  app.add_option("--config", config, "YAML run configuration: STEP: {PARAM: VALUE}")->check(CLI::ExistingFile);
+  app.add_option("--set", sets, "override a parameter, STEP.PARAM=VALUE (repeatable; after --config)");
+  app.add_option("--force", options.force, "run STEP even if cached ('*' = every step; repeatable)");
+  app.add_option("--jobs", options.jobs, "steps run at once (default: one per core)");
+  app.add_flag("--verify-hits", options.verify_hits, "re-hash the outputs of every cache hit");
+  app.add_flag("-q,--quiet", quiet, "print only failures");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (!config.empty()) options.params = read_run_config(config);
+    for (const auto& s : sets) apply_override(options.params, s);
+    auto store = Store::open(store_dir.empty() ? Store::default_path() : std::filesystem::path(store_dir),
+                             {.create = true});
+    if (!quiet) {
+      options.on_wait = [&](std::string_view step) {
+        std::cout << "  " << printable(step) << ": waiting for another run computing the same result" << std::endl;
+      };
+      options.on_step = [&](const StepReport& s) {
+        char time[32];
+        std::snprintf(time, sizeof time, "%8.3f s", s.seconds);
+        std::cout << "  " << s.status << std::string(8 - std::min<std::size_t>(8, s.status.size()), ' ') << time
+                  << "  " << printable(s.name);
+        if (!s.reason.empty()) std::cout << "  (" << printable(s.reason) << ")";
+        if (!s.error.empty()) std::cout << "\n      error: " << printable(s.error);
+        std::cout << std::endl;
+      };
+    }
+    if (!quiet) std::cout << pipeline.name() << ": running against " << printable(store.path().string()) << std::endl;
+    auto report = pipeline.run(store, options);
+    if (!quiet)
+      std::cout << pipeline.name() << ": run " << report.run_id << " " << (report.ok ? "succeeded" : "failed") << " ("
+                << report.count("ran") << " ran, " << report.count("cached") << " cached"
+                << (report.count("failed") ? ", " + std::to_string(report.count("failed")) + " failed" : "")
+                << (report.count("skipped") ? ", " + std::to_string(report.count("skipped")) + " skipped" : "")
+                << ")" << std::endl;
+    if (!report.ok) {
+      std::cerr << pipeline.name() << ": " << printable(report.error) << std::endl;
+      return 1;
+    }
+    if (after && !quiet) {
+      try {
+        after(store, report);
+      } catch (const std::exception& e) {
+        std::cerr << pipeline.name() << ": after the run: " << printable(e.what()) << std::endl;
+        return 1;
+      } catch (...) {
+        std::cerr << pipeline.name() << ": after the run: unknown exception" << std::endl;
+        return 1;
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << pipeline.name() << ": " << printable(e.what()) << std::endl;
+    return 2;
+  }
+}
+
+}  // namespace amphora

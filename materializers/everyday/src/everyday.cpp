@@ -1,0 +1,288 @@
+#include <amphora/describe.hpp>
+#include <amphora/everyday.hpp>
+#include <amphora/record_list.hpp>
+
+#include <amphora/npy_format.hpp>
+
+namespace amphora {
+
+namespace detail {
+
+Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
+  Tensor t = materializer<Tensor>::load(in);
+  if (t.dtype() != dtype || t.ndim() != static_cast<std::size_t>(ndim)) {
+    std::string shape;
+    for (std::size_t k = 0; k < t.ndim(); ++k) shape += (k ? "x" : "") + std::to_string(t.shape()[k]);
+    throw CorruptData(in.label() + " holds a " + std::to_string(t.ndim()) + "-d " + std::string(dtype_name(t.dtype())) +
+                      " tensor" + (shape.empty() ? "" : " of shape " + shape) + ", not " +
+                      (ndim == 0 ? "a single " : "a 1-d ") + std::string(dtype_name(dtype)) +
+                      (ndim == 0 ? " value" : " vector"));
+  }
+  return t;
+}
+
+std::string child_role(std::string_view prefix, std::size_t index) { return std::string(prefix) + std::to_string(index); }
+
+std::size_t checked_count(const ArtifactReader& in, std::string_view prefix) {
+  auto count = in.meta<std::uint64_t>("count");
+  if (count > in.children().size())
+    throw CorruptData(in.label() + ": meta says " + std::to_string(count) + " items but it lists " +
+                      std::to_string(in.children().size()) + " children");
+  for (std::uint64_t i = 0; i < count; ++i)
+    if (!in.has_child(child_role(prefix, i)))
+      throw CorruptData(in.label() + " lists no child '" + child_role(prefix, i) + "' of its " +
+                        std::to_string(count) + " items");
+  return static_cast<std::size_t>(count);
+}
+
+namespace {
+
+// A lower bound of the text's size, accumulated until it passes `limit`.
+bool add_size(const nlohmann::json& v, std::size_t limit, std::size_t& total) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::object:
+      total += 2;
+      for (auto it = v.begin(); it != v.end() && total <= limit; ++it) {
+        total += it.key().size() + 4;
+        if (add_size(it.value(), limit, total)) return true;
+      }
+      break;
+    case nlohmann::json::value_t::array:
+      total += 2;
+      for (const auto& e : v) {
+        total += 1;
+        if (add_size(e, limit, total)) return true;
+      }
+      break;
+    case nlohmann::json::value_t::string:
+      total += v.get_ref<const std::string&>().size() + 2;
+      break;
+    default:
+      total += 1;
+  }
+  return total > limit;
+}
+
+}  // namespace
+
+bool json_longer_than(const nlohmann::json& value, std::size_t limit) {
+  std::size_t total = 0;
+  return add_size(value, limit, total);
+}
+
+bool check_optional(const ArtifactReader& in) {
+  bool engaged = in.meta<bool>("engaged");
+  if (engaged != in.has_child("value") || in.children().size() != (engaged ? 1u : 0u))
+    throw CorruptData(in.label() + ": an optional that is " + (engaged ? "" : "not ") + "engaged must list exactly " +
+                      (engaged ? "the child 'value'" : "no child"));
+  return engaged;
+}
+
+const nlohmann::json& struct_fields(const ArtifactReader& in) {
+  auto it = in.meta().find("fields");
+  if (it == in.meta().end() || !it->is_object())
+    throw CorruptData(in.label() + ": metadata key 'fields' is " + (it == in.meta().end() ? "missing" : "not an object") +
+                      " (materializer " + in.manifest().materializer + ")");
+  return *it;
+}
+
+void check_rows(const ArtifactReader& in, const std::string& where, std::uint64_t have, std::size_t rows) {
+  if (have != rows)
+    throw CorruptData(in.label() + ": column '" + where + "' holds " + std::to_string(have) + " entries, expected " +
+                      std::to_string(rows));
+}
+
+void check_offsets(const ArtifactReader& in, const std::string& where, std::span<const std::int64_t> offsets,
+                   std::size_t rows, std::uint64_t values) {
+  const std::string what = in.label() + ": column '" + where + "'";
+  if (offsets.size() != rows + 1)
+    throw CorruptData(what + " holds " + std::to_string(offsets.size()) + " offsets, expected " + std::to_string(rows + 1));
+  validate_offsets(offsets, values, what, "there are " + std::to_string(values) + " values");
+}
+
+std::size_t check_record_list(const ArtifactReader& in, std::string_view name, int version) {
+  auto element = in.meta<std::string>("element");
+  if (element != name)
+    throw CorruptData(in.label() + " holds records of '" + element + "', not of '" + std::string(name) + "'");
+  auto element_version = in.meta<int>("element_version");
+  if (element_version > version)
+    throw Unsupported(in.label() + " holds '" + element + "' records of format version " +
+                      std::to_string(element_version) + ", newer than the version " + std::to_string(version) +
+                      " this program reads");
+  return in.meta<std::size_t>("count");
+}
+
+void save_map_keys(ArtifactWriter& out, std::span<const std::string_view> keys, std::string_view values_encoding) {
+  out.meta()["count"] = keys.size();
+  out.meta()["values"] = values_encoding;
+  out.write_strings("keys", keys);
+}
+
+MapLayout check_map(const ArtifactReader& in) {
+  MapLayout layout;
+  layout.count = in.meta<std::size_t>("count");
+  layout.values = in.meta<std::string>("values");
+  layout.keys = in.read_strings("keys");
+  const StringsView& keys = layout.keys;
+  if (keys.size() != layout.count)
+    throw CorruptData(in.label() + ": meta says " + std::to_string(layout.count) + " entries but 'keys' holds " +
+                      std::to_string(keys.size()));
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    if (!(keys[i - 1] < keys[i]))
+      throw CorruptData(in.label() + ": map keys are not sorted and unique at key " + std::to_string(i));
+  if (layout.values == "children") {
+    if (checked_count(in, "values/") != layout.count) throw CorruptData(in.label() + ": map children disagree with its keys");
+  } else if (layout.values != "array" && layout.values != "strings" && layout.values != "json") {
+    throw Unsupported(in.label() + ": unknown map value encoding '" + layout.values + "'");
+  }
+  return layout;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+
+void materializer<std::string>::save(const std::string& value, ArtifactWriter& out) {
+  out.meta()["bytes"] = value.size();
+  out.meta()["utf8"] = is_valid_utf8(value);
+  out.write_file("string.bin", std::as_bytes(std::span<const char>(value)));
+}
+
+std::string materializer<std::string>::load(const ArtifactReader& in) {
+  auto bytes = in.load_file("string.bin");
+  if (in.meta<std::uint64_t>("bytes") != bytes->size())
+    throw CorruptData(in.label() + ": meta says " + std::to_string(in.meta<std::uint64_t>("bytes")) +
+                      " bytes, 'string.bin' holds " + std::to_string(bytes->size()));
+  return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+}
+
+void materializer<nlohmann::json>::save(const nlohmann::json& value, ArtifactWriter& out) {
+  out.meta()["type"] = value.type_name();
+  if (value.is_object() || value.is_array()) out.meta()["size"] = value.size();
+  out.write_json("value.json", value);
+}
+
+nlohmann::json materializer<nlohmann::json>::load(const ArtifactReader& in) { return in.read_json("value.json"); }
+
+void materializer<std::vector<std::string>>::save(const std::vector<std::string>& values, ArtifactWriter& out) {
+  std::size_t bytes = 0;
+  for (const auto& v : values) bytes += v.size();
+  out.meta()["count"] = values.size();
+  out.meta()["bytes"] = bytes;
+  out.write_strings("strings", values);
+}
+
+StringsView load_strings_view(const ArtifactReader& in) {
+  StringsView view = in.read_strings("strings");
+  if (in.meta<std::uint64_t>("count") != view.size())
+    throw CorruptData(in.label() + ": meta says " + std::to_string(in.meta<std::uint64_t>("count")) +
+                      " strings, the payload holds " + std::to_string(view.size()));
+  return view;
+}
+
+std::vector<std::string> materializer<std::vector<std::string>>::load(const ArtifactReader& in) {
+  return load_strings_view(in).to_vector();
+}
+
+void materializer<std::vector<std::string>>::validate(const ArtifactReader& in) { (void)load_strings_view(in); }
+
+// ---------------------------------------------------------------------------
+// amphora.tensor_list: data.bin holds the items back to back, each starting
+// at a multiple of 64 bytes; index.json lists [dtype, shape, offset] per item.
+
+namespace {
+
+constexpr std::uint64_t kItemAlignment = 64;
+
+struct ListItem {
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0, bytes = 0;
+};
+
+std::vector<ListItem> read_index(const ArtifactReader& in) {
+  nlohmann::json index = in.read_json("index.json");
+  const std::uint64_t data_size = in.file_size("data.bin");
+  auto bad = [&](std::size_t i, const std::string& why) -> CorruptData {
+    return CorruptData(in.label() + ": 'index.json' item " + std::to_string(i) + " " + why);
+  };
+  if (!index.is_array()) throw CorruptData(in.label() + ": 'index.json' is not an array");
+  if (in.meta<std::uint64_t>("count") != index.size())
+    throw CorruptData(in.label() + ": meta says " + std::to_string(in.meta<std::uint64_t>("count")) +
+                      " items, 'index.json' lists " + std::to_string(index.size()));
+  std::vector<ListItem> items;
+  items.reserve(index.size());
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    const auto& e = index[i];
+    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_array() || !e[2].is_number_unsigned())
+      throw bad(i, "is not [dtype, shape, offset]");
+    ListItem item;
+    try {
+      item.dtype = dtype_from_name(e[0].get<std::string>());
+    } catch (const Unsupported&) {
+      throw bad(i, "has unknown dtype '" + e[0].get<std::string>() + "'");
+    }
+    for (const auto& d : e[1]) {
+      if (!d.is_number_integer()) throw bad(i, "has a dimension that is not an integer");
+      item.shape.push_back(d.get<std::int64_t>());
+    }
+    try {
+      item.bytes = checked_element_count(item.shape, item.dtype) * dtype_size(item.dtype);
+    } catch (const InvalidArgument& ex) {
+      throw bad(i, ex.what());
+    }
+    item.offset = e[2].get<std::uint64_t>();
+    if (item.offset % kItemAlignment != 0) throw bad(i, "starts at byte " + std::to_string(item.offset) + ", not a multiple of 64");
+    if (item.offset > data_size || item.bytes > data_size - item.offset)
+      throw bad(i, "spans bytes [" + std::to_string(item.offset) + ", +" + std::to_string(item.bytes) +
+                       ") past the end of 'data.bin' (" + std::to_string(data_size) + " bytes)");
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+}  // namespace
+
+void materializer<std::vector<Tensor>>::save(const std::vector<Tensor>& items, ArtifactWriter& out) {
+  static const std::byte zeros[kItemAlignment] = {};
+  nlohmann::json index = nlohmann::json::array();
+  std::vector<ConstBytes> parts;
+  std::uint64_t at = 0;
+  for (const auto& t : items) {
+    if (t.dtype() == DType::bool_) {
+      auto bytes = ConstBytes(t.data(), t.nbytes());
+      if (std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; }))
+        throw InvalidArgument("bool tensor in a tensor list holds a byte other than 0 or 1");
+    }
+    index.push_back({dtype_name(t.dtype()), t.shape(), at});
+    parts.emplace_back(t.data(), t.nbytes());
+    at += t.nbytes();
+    if (std::uint64_t pad = (kItemAlignment - at % kItemAlignment) % kItemAlignment; pad) {
+      parts.emplace_back(zeros, static_cast<std::size_t>(pad));
+      at += pad;
+    }
+  }
+  out.meta()["count"] = items.size();
+  out.meta()["data_bytes"] = at;
+  out.write_file("data.bin", parts);
+  out.write_json("index.json", index);
+}
+
+std::vector<Tensor> materializer<std::vector<Tensor>>::load(const ArtifactReader& in) {
+  auto items = read_index(in);
+  auto data = in.load_file("data.bin");
+  std::vector<Tensor> out;
+  out.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto bytes = Buffer::slice(data, static_cast<std::size_t>(items[i].offset), static_cast<std::size_t>(items[i].bytes));
+    if (items[i].dtype == DType::bool_ &&
+        std::any_of(bytes->bytes().begin(), bytes->bytes().end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; }))
+      throw CorruptData(in.label() + ": bool item " + std::to_string(i) + " holds a byte other than 0 or 1");
+    out.push_back(Tensor::Make(items[i].dtype, std::move(items[i].shape), std::move(bytes)));
+  }
+  return out;
+}
+
+void materializer<std::vector<Tensor>>::validate(const ArtifactReader& in) { (void)read_index(in); }
+
+}  // namespace amphora
