@@ -431,7 +431,7 @@ int cmd_rm(const Args& a) {
   Store store = open_store(a);
   if (!a.yes && ::isatty(STDIN_FILENO)) {
     // Ask only about what exists; otherwise remove() below says what is missing.
-    auto versions = store.backend()->list_versions(name);
+    auto versions = store.version_numbers(name);
     bool exists = version ? std::binary_search(versions.begin(), versions.end(), *version) : !versions.empty();
     if (exists) {
       std::string question = version ? "remove " + name + "@" + std::to_string(*version) + "?"

@@ -27,7 +27,8 @@ using amphora::cli::one_line;
 // The documented exit statuses.
 constexpr int kOk = 0, kFailure = 1, kUsage = 2, kNotFound = 3, kCorrupt = 4;
 
-constexpr const char* kStoreHelp = "the store directory (default: $AMPHORA_STORE, else ./.amphora)";
+constexpr const char* kStoreHelp =
+    "the store: a directory, or a URI such as file:///srv/store\n(default: $AMPHORA_STORE, else ./.amphora)";
 constexpr const char* kRefHelp = "NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits";
 
 struct UsageError : std::runtime_error {

@@ -9,6 +9,8 @@
 //       "collected" when gc took a child before its parent was published
 //   amphora_test_writer kinds STORE       save one value of every built-in kind under the names
 //       tests/python/test_reader.py expects (the values are written out there too)
+// With $AMPHORA_TEST_FAULT set to a fault point of tests/support/fault_medium.hpp
+// ("before:replace"), the store's medium kills the process when it gets there.
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
@@ -18,7 +20,10 @@
 #include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
 
+#include "fault_medium.hpp"
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <random>
@@ -27,7 +32,11 @@
 namespace {
 
 amphora::Store open_store(const char* dir) {
-  return amphora::Store::open(dir, {.create = true});
+  const char* fault = std::getenv("AMPHORA_TEST_FAULT");
+  if (!fault || !*fault) return amphora::Store::open(dir, {.create = true});
+  auto medium = std::make_shared<amphora::testing::FaultMedium>(amphora::open_local_medium(dir, true));
+  medium->arm(fault, amphora::testing::FaultMedium::Action::kill);
+  return amphora::Store::open({.create = true, .medium = medium});
 }
 
 amphora::Tensor random_floats(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {

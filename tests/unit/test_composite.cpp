@@ -164,7 +164,7 @@ TEST_CASE("A saved-again child is young again, so gc spares it until its parent 
   auto loose = store.save(t);
   // Age it past any grace period.
   auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
-  fs::last_write_time(test::object_dir(dir / "store", loose.digest), old);
+  fs::last_write_time(test::object_dir(dir / "store", loose.digest) / "manifest.json", old);
   CHECK(store.gc(true).removed == std::vector<Digest>{loose.digest});
   // A save that reuses it as a child makes it young again.
   store.save(Pair{t, t, "reuse"});

@@ -165,7 +165,8 @@ TEST_CASE("A thread waiting for its loop helps with the loops nested beneath it"
 
 TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are cut", "[digest][pieces]") {
   test::TempDir dir;
-  auto backend = open_local_backend(dir.path(), true);
+  auto medium = open_local_medium(dir.path(), true);
+  detail::ArtifactArea artifacts(medium);
   std::mt19937 rng(5);
   // 70 pieces of 4 KiB: enough for the sixteen-lane path on every thread count up to 4.
   const std::size_t piece = 4096, total = 70 * piece + 123;
@@ -175,14 +176,14 @@ TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are 
     INFO("parts of " << cut << " bytes");
     std::vector<ConstBytes> parts;
     for (std::size_t at = 0; at < total; at += cut) parts.emplace_back(bytes.data() + at, std::min(cut, total - at));
-    auto owned = detail::ArtifactAccess::writer(backend->begin_artifact(), {}, piece);
+    auto owned = detail::ArtifactAccess::writer(artifacts.begin(), {}, piece);
     ArtifactWriter& writer = *owned;
     writer.write_file("data.bin", std::span<const ConstBytes>(parts));
     FileStream stream = writer.open_stream("stream.bin");
     stream.append(std::span<const ConstBytes>(parts));
     stream.close();
     Manifest m = detail::ArtifactAccess::finish(writer, "test.pieces", 1);
-    detail::ArtifactAccess::publish(writer, m.digest());  // the same bytes every time: later rounds deduplicate
+    detail::ArtifactAccess::publish(writer, artifacts, m.digest());  // the same bytes every time: later rounds deduplicate
     static const Digest first_digest = m.digest();
     CHECK(m.digest() == first_digest);
     for (const char* file : {"data.bin", "stream.bin"}) {
@@ -191,7 +192,7 @@ TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are 
       REQUIRE(e->pieces.size() == 71);
       for (std::size_t k = 0; k < e->pieces.size(); ++k)
         REQUIRE(e->pieces[k] == Sha256::of(bytes.data() + k * piece, std::min(piece, total - k * piece)));
-      auto mapped = backend->map_file(m.digest(), file);
+      auto mapped = artifacts.map(m.digest(), file);
       REQUIRE(std::memcmp(mapped->data(), bytes.data(), total) == 0);
     }
   }

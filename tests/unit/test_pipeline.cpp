@@ -198,7 +198,7 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
   const auto numbers = first.step("numbers").outputs[0].digest;
 
   SECTION("deleted") {
-    store.backend()->remove_artifact(numbers);
+    fs::remove_all(test::object_dir(dir.path(), numbers));
     auto r = chain.run(store);
     REQUIRE(r.ok);
     CHECK(status_of(r, "numbers") == "ran");
@@ -225,7 +225,7 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     CHECK(store.verify().ok());
   }
   SECTION("cache entry removed") {
-    REQUIRE(store.backend()->remove_cache_entry(first.step("report").key));
+    REQUIRE(fs::remove(dir.path() / "cache" / (first.step("report").key.hex() + ".json")));
     auto r = chain.run(store);
     CHECK(status_of(r, "report") == "ran");
     CHECK(reason_of(r, "report") == "no cache entry (removed since the last run)");
@@ -779,8 +779,9 @@ TEST_CASE("A hostile step lock file is refused, never followed or waited on", "[
   SECTION("a directory") { fs::create_directory(lock); }
 
   // Named in the error; the link's target is neither locked open nor removed.
-  CHECK_THROWS_WITH(store.backend()->step_lease(key, false), Catch::Contains(lock.string()));
-  CHECK_THROWS_WITH(store.backend()->step_lease(key, true), Catch::Contains(lock.string()));
+  auto medium = open_local_medium(dir.path(), false);
+  CHECK_THROWS_WITH(medium->lease("step-" + key.hex(), LeaseMode::exclusive, false), Catch::Contains(lock.string()));
+  CHECK_THROWS_WITH(medium->lease("step-" + key.hex(), LeaseMode::exclusive, true), Catch::Contains(lock.string()));
   CHECK(test::read_text(outside) == "kept");
   CHECK(fs::exists(fs::symlink_status(lock)));
 }

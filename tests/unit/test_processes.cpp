@@ -179,21 +179,21 @@ TEST_CASE("A repair killed at any step never leaves the digest naming nothing", 
   Digest digest = Digest::parse(digest_text);
   auto payload = test::object_dir(dir / "store", digest) / "tensor.npy";
 
-  for (const char* point : {"repair-before-swap", "repair-after-swap"}) {
+  for (const char* point : {"before:replace", "after:replace"}) {
     INFO(point);
     test::flip_byte(payload, 4096 + 1000);
     REQUIRE_FALSE(store.verify(digest.str()).ok());
-    auto killed = spawn_writer(args, dir / "killed.out", {std::string("AMPHORA_FAULT_KILL_AT=") + point});
+    auto killed = spawn_writer(args, dir / "killed.out", {std::string("AMPHORA_TEST_FAULT=") + point});
     REQUIRE(wait_exit(killed) == 128 + SIGKILL);
     // Whichever step the kill hit, the digest still names a whole artifact:
     // the damaged copy before the swap, the repaired one after it.
-    REQUIRE(store.backend()->has_artifact(digest));
-    CHECK(store.verify(digest.str()).ok() == (std::string(point) == "repair-after-swap"));
+    REQUIRE(store.contains(digest));
+    CHECK(store.verify(digest.str()).ok() == (std::string(point) == "after:replace"));
     // gc keeps the named artifact and sweeps the killed writer's leftovers.
     auto gc = store.gc(false, std::chrono::seconds(0));
     CHECK(gc.kept == 1);
     CHECK(gc.removed.empty());
-    CHECK(store.backend()->has_artifact(digest));
+    CHECK(store.contains(digest));
     // The next save of the value repairs whatever is still damaged.
     auto again = spawn_writer(args, dir / "again.out");
     REQUIRE(wait_exit(again) == 0);

@@ -313,11 +313,6 @@ std::string read_small_fd(int fd, const std::filesystem::path& path, std::size_t
   return out;
 }
 
-void fault_point(const char* point) {
-  static const char* armed = std::getenv("AMPHORA_FAULT_KILL_AT");
-  if (armed && std::strcmp(armed, point) == 0) ::raise(SIGKILL);
-}
-
 }  // namespace amphora::detail
 
 namespace amphora {

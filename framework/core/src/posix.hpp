@@ -141,8 +141,4 @@ std::string read_small_at(int dirfd, std::string_view relpath, const std::filesy
 /// The same for an open descriptor; `path` is for messages.
 std::string read_small_fd(int fd, const std::filesystem::path& path, std::size_t max_size);
 
-/// Fault injection for crash-safety tests: when $AMPHORA_FAULT_KILL_AT names
-/// `point`, the process kills itself with SIGKILL right here.
-void fault_point(const char* point);
-
 }  // namespace amphora::detail

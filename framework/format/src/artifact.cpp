@@ -6,6 +6,7 @@
 #include "artifact_context.hpp"
 #include "piece_hash.hpp"
 #include "posix.hpp"
+#include "store_areas.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +38,7 @@ struct ArtifactWriter::Impl {
   std::atomic<bool> materializer_reports{false};
   std::mutex progress_mutex;
   std::uint64_t written = 0;
+  std::string manifest;  // canonical bytes, once finished
 
   void report(std::uint64_t bytes) {
     if (materializer_reports) return;
@@ -208,7 +210,7 @@ Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view
     throw InvalidArgument("materializer " + std::string(materializer) + " produced a manifest of " +
                           std::to_string(canonical.size()) + " bytes, more than the limit of " +
                           std::to_string(Manifest::kMaxBytes) + " (Manifest::kMaxBytes); store bulk data in payload files");
-  impl_->staging->write_manifest(canonical);
+  impl_->manifest = std::move(canonical);
   return m;
 }
 
@@ -217,11 +219,11 @@ void detail::ArtifactAccess::record_encoding(ArtifactWriter& writer, std::string
   writer.impl_->encodings[std::string(path)] = std::move(recipe);
 }
 
-bool detail::ArtifactAccess::publish(ArtifactWriter& writer, const Digest& digest) {
-  return writer.impl_->staging->publish(digest);
+bool detail::ArtifactAccess::publish(ArtifactWriter& writer, const ArtifactArea& area, const Digest& digest) {
+  return area.publish(*writer.impl_->staging, digest, writer.impl_->manifest);
 }
-void detail::ArtifactAccess::replace(ArtifactWriter& writer, const Digest& digest) {
-  writer.impl_->staging->replace(digest);
+void detail::ArtifactAccess::replace(ArtifactWriter& writer, const ArtifactArea& area, const Digest& digest) {
+  area.replace(*writer.impl_->staging, digest, writer.impl_->manifest);
 }
 
 // ---------------------------------------------------------------------------
@@ -343,10 +345,11 @@ FileStream ArtifactWriter::open_stream(std::string_view path, std::uint64_t size
 
 // ---------------------------------------------------------------------------
 
-ArtifactReader::ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<StorageBackend> backend,
-                               Digest digest, Manifest manifest, std::string label, int depth)
+ArtifactReader::ArtifactReader(std::shared_ptr<detail::ArtifactContext> context,
+                               std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest, Manifest manifest,
+                               std::string label, int depth)
     : context_(std::move(context)),
-      backend_(std::move(backend)),
+      artifacts_(std::move(artifacts)),
       digest_(digest),
       manifest_(std::make_shared<const Manifest>(std::move(manifest))),
       label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)),
@@ -387,7 +390,7 @@ ArtifactReader ArtifactReader::open_child(std::string_view role) const {
 }
 
 // Opens payload file `path` through `open` (map or positional reads) and
-// checks its size against the manifest, turning backend errors into ones
+// checks its size against the manifest, turning storage errors into ones
 // that name this artifact.
 template <class Open>
 auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
@@ -397,7 +400,7 @@ auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
     handle = open();
   } catch (const NotFound&) {
     // Collected (say by gc) since it was opened is not the same as damaged.
-    if (!backend_->has_artifact(digest_))
+    if (!artifacts_->has(digest_))
       throw NotFound(label_ + " was removed from the store (by gc?) while it was being read");
     throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is listed in the manifest but missing");
   } catch (const CorruptData& e) {
@@ -410,7 +413,7 @@ auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
-  return open_checked(path, [&] { return backend_->map_file(digest_, path); });
+  return open_checked(path, [&] { return artifacts_->map(digest_, path); });
 }
 
 std::uint64_t ArtifactReader::file_size(std::string_view path) const {
@@ -420,7 +423,7 @@ std::uint64_t ArtifactReader::file_size(std::string_view path) const {
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::read_file(std::string_view path) const {
-  auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
+  auto file = open_checked(path, [&] { return artifacts_->open(digest_, path); });
   const std::uint64_t size = file->size();
   auto buffer = detail::allocate_for_overwrite(static_cast<std::size_t>(size));
   // Blocks big enough to keep each pread streaming, small enough to spread
@@ -449,7 +452,7 @@ void ArtifactReader::read_into(std::string_view path, std::uint64_t offset, std:
   if (offset > listed || size > listed - offset)
     throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
                       std::string(path) + "' (" + std::to_string(listed) + " bytes)");
-  auto file = open_checked(path, [&] { return backend_->open_file(digest_, path); });
+  auto file = open_checked(path, [&] { return artifacts_->open(digest_, path); });
   try {
     file->read_at(offset, size, dst);
   } catch (const CorruptData& e) {

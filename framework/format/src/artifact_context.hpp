@@ -3,7 +3,9 @@
 // constructors and steps Store uses that materializers never see.
 
 #include <amphora/artifact.hpp>
-#include <amphora/backend.hpp>
+#include <amphora/storage/medium.hpp>
+
+#include "store_areas.hpp"
 
 #include <functional>
 #include <memory>
@@ -37,21 +39,20 @@ struct ArtifactAccess {
                                                 std::uint64_t min_piece_size = Manifest::kMinPieceSize,
                                                 std::shared_ptr<ArtifactContext> context = nullptr, int depth = 0,
                                                 std::function<void(std::uint64_t bytes)> progress = {});
-  /// Completes the manifest for `materializer`/`version`, writes it, and
-  /// returns it. Throws InvalidArgument if a stream was left open or
+  /// Completes the manifest for `materializer`/`version` and returns it. Throws InvalidArgument if a stream was left open or
   /// destroyed unclosed, the metadata cannot be stored exactly, or the
   /// manifest would exceed Manifest::kMaxBytes.
   static Manifest finish(ArtifactWriter& writer, std::string_view materializer, int version);
   /// Records the recipe of encoded array `path` for the manifest (thread-safe).
   static void record_encoding(ArtifactWriter& writer, std::string_view path, nlohmann::json recipe);
-  /// Publishes the finished artifact; false when it already existed.
-  static bool publish(ArtifactWriter& writer, const Digest& digest);
+  /// Publishes the finished artifact into `area`; false when it already existed.
+  static bool publish(ArtifactWriter& writer, const ArtifactArea& area, const Digest& digest);
   /// Publishes the finished artifact in place of a damaged copy.
-  static void replace(ArtifactWriter& writer, const Digest& digest);
+  static void replace(ArtifactWriter& writer, const ArtifactArea& area, const Digest& digest);
 
-  static ArtifactReader reader(std::shared_ptr<ArtifactContext> context, std::shared_ptr<StorageBackend> backend,
+  static ArtifactReader reader(std::shared_ptr<ArtifactContext> context, std::shared_ptr<const ArtifactArea> artifacts,
                                Digest digest, Manifest manifest, std::string label, int depth = 0) {
-    return ArtifactReader(std::move(context), std::move(backend), digest, std::move(manifest), std::move(label), depth);
+    return ArtifactReader(std::move(context), std::move(artifacts), digest, std::move(manifest), std::move(label), depth);
   }
 };
 

@@ -1,6 +1,6 @@
 // The typed payload files of ArtifactWriter and ArtifactReader: JSON
 // documents, .npy arrays and merged strings. Built on write_file and map
-// only, so they add no path to the backend.
+// only, so they add no path to storage.
 
 #include <amphora/artifact.hpp>
 #include <amphora/json.hpp>

@@ -6,6 +6,8 @@
 #include <amphora/manifest.hpp>
 #include <amphora/pipeline.hpp>
 
+#include "store_access.hpp"
+
 #include <algorithm>
 #include <condition_variable>
 #include <ctime>
@@ -171,7 +173,7 @@ class History {
   nlohmann::json last_ingredients(const std::string& step) {
     std::lock_guard lock(mutex_);
     if (!listed_) {
-      for (auto& [p, id] : store_.backend()->list_runs())
+      for (auto& [p, id] : detail::StoreAccess::runs(store_).list())
         if (p == pipeline_ && id != current_) ids_.push_back(id);
       std::sort(ids_.rbegin(), ids_.rend());
       listed_ = true;
@@ -193,7 +195,7 @@ class History {
     std::map<std::string, nlohmann::json> by_step;
     nlohmann::json record;
     try {
-      record = store_.backend()->read_run(pipeline_, id);
+      record = detail::StoreAccess::runs(store_).read(pipeline_, id);
     } catch (const Error&) {
       return by_step;  // unreadable: explained from older runs
     }
@@ -219,11 +221,11 @@ class History {
 
 // The digest recorded by the newest version of `name`, if any.
 std::optional<std::pair<std::uint64_t, Digest>> latest_version(const Store& store, const std::string& name) {
-  auto& backend = *store.backend();
-  auto versions = backend.list_versions(name);
+  const auto& names = detail::StoreAccess::names(store);
+  auto versions = names.versions(name);
   if (versions.empty()) return std::nullopt;
   try {
-    auto record = backend.read_version(name, versions.back());
+    auto record = names.read(name, versions.back());
     return std::make_pair(versions.back(), Digest::parse(record.value("digest", "")));
   } catch (const Error&) {
     return std::nullopt;  // a bad latest record: a new version is recorded
@@ -419,7 +421,7 @@ class Run {
                {"overrides", options_.params},
                {"inputs", store_inputs_},
                {"steps", nlohmann::json::array()}};
-    store_.backend()->write_run(pipeline_.name(), report_.run_id, record_);
+    detail::StoreAccess::runs(store_).write(pipeline_.name(), report_.run_id, record_);
     history_.emplace(store_, pipeline_.name(), report_.run_id);
     schedule();
     for (std::size_t i = 0; i < nodes_.size(); ++i)
@@ -433,7 +435,7 @@ class Run {
     record_["status"] = report_.ok ? "succeeded" : "failed";
     if (!report_.ok) record_["error"] = report_.error;
     record_["ended_at"] = utc_timestamp(std::chrono::system_clock::now(), false);
-    store_.backend()->write_run(pipeline_.name(), report_.run_id, record_);
+    detail::StoreAccess::runs(store_).write(pipeline_.name(), report_.run_id, record_);
     report_.record = std::move(record_);
     return std::move(report_);
   }
@@ -565,27 +567,25 @@ class Run {
   // with `problem` saying what is wrong (empty when there is no entry).
   std::optional<std::vector<Digest>> lookup(const detail::StepNode& node, const Digest& key,
                                             const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
-                                            std::string& problem, nlohmann::json& entry_out) {
+                                            std::string& problem, detail::CacheEntry& entry_out) {
     problem.clear();
-    std::optional<nlohmann::json> entry;
+    std::optional<detail::CacheEntry> entry;
     try {
-      entry = store_.backend()->read_cache_entry(key);
+      entry = detail::StoreAccess::cache(store_).get(key);
     } catch (const CorruptData& e) {
       problem = std::string("cache entry damaged: ") + e.what();
       return std::nullopt;
     }
     if (!entry) return std::nullopt;
     std::vector<Digest> digests;
-    const auto outputs = entry->find("outputs");
-    const bool listed = outputs != entry->end() && outputs->is_object();
     for (std::size_t s = 0; s < node.outputs.size(); ++s) {
       const auto& name = node.outputs[s].name;
-      auto it = listed ? outputs->find(name) : entry->end();
-      if (!listed || it == outputs->end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) {
+      auto it = entry->outputs.find(name);
+      if (it == entry->outputs.end()) {
         problem = "cache entry damaged: no digest for output `" + name + "`";
         return std::nullopt;
       }
-      Digest d = Digest::parse(it->get<std::string>());
+      Digest d = it->second;
       if (auto why = artifact_problem(store_, d, entries[s]->name, options_.verify_hits); !why.empty()) {
         problem = "output `" + name + "` missing or damaged (" + why + ")";
         return std::nullopt;
@@ -648,19 +648,20 @@ class Run {
     ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
 
     std::string problem;
-    nlohmann::json entry;
+    detail::CacheEntry entry;
     if (!forced_[i]) {
       if (auto hit = lookup(node, report.key, entries, problem, entry)) return cached(i, *hit, entry, "");
     }
     report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
     // One process computes a key; the others wait for its entry.
-    auto lease = store_.backend()->step_lease(report.key, false);
+    const auto& cache = detail::StoreAccess::cache(store_);
+    auto lease = cache.lease(report.key, false);
     if (!lease) {
       if (options_.on_wait) {
         std::lock_guard lock(callback_mutex_);
         options_.on_wait(node.spec.name);
       }
-      lease = store_.backend()->step_lease(report.key, true);
+      lease = cache.lease(report.key, true);
     }
     // Looked up again under the lease: another run may have published the
     // entry between our miss and our lease, whether or not we had to wait.
@@ -686,7 +687,8 @@ class Run {
       provenance["external_digest"] = typed_digest(external).str();
       if (external.dump().size() <= kMaxExternalInProvenance) provenance["external"] = external;
     }
-    nlohmann::json produced = nlohmann::json::object();
+    detail::CacheEntry produced{report.key, pipeline_.name(), node.spec.name, {}, provenance,
+                                utc_timestamp(std::chrono::system_clock::now(), false)};
     std::vector<Digest> digests;
     for (std::size_t s = 0; s < values.size(); ++s) {
       SaveOptions save;
@@ -696,7 +698,7 @@ class Run {
       save.provenance["output"] = node.outputs[s].name;
       auto saved = store_.save_erased(*entries[s], values[s].get(), save);
       digests.push_back(saved.digest);
-      produced[node.outputs[s].name] = saved.digest.str();
+      produced.outputs.emplace(node.outputs[s].name, saved.digest);
       report.outputs.push_back({node.outputs[s].name, saved.name + "@" + std::to_string(saved.version), saved.digest});
     }
     {
@@ -706,15 +708,10 @@ class Run {
     digests_[i] = digests;
     // Published only after every output is named, so an entry never points
     // at what gc may collect.
-    store_.backend()->write_cache_entry(report.key, {{"key", report.key.str()},
-                                                     {"pipeline", pipeline_.name()},
-                                                     {"step", node.spec.name},
-                                                     {"outputs", produced},
-                                                     {"provenance", provenance},
-                                                     {"created_at", utc_timestamp(std::chrono::system_clock::now(), false)}});
+    cache.put(produced);
   }
 
-  void cached(std::size_t i, const std::vector<Digest>& digests, const nlohmann::json& entry, std::string reason) {
+  void cached(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason) {
     const auto& node = nodes_[i];
     auto& report = reports_[i];
     report.status = "cached";
@@ -722,7 +719,6 @@ class Run {
     digests_[i] = digests;
     // `PIPELINE.STEP.OUTPUT` keeps meaning the latest run's output: a hit on
     // an older result (a parameter set back, say) records it as a new version.
-    const auto recorded = entry.find("provenance");
     for (std::size_t s = 0; s < digests.size(); ++s) {
       auto name = output_name(node, s);
       auto latest = latest_version(store_, name);
@@ -731,7 +727,7 @@ class Run {
         version = latest->first;
       } else {
         // Copied only here: a steady rerun records no new version.
-        auto p = recorded != entry.end() && recorded->is_object() ? *recorded : nlohmann::json::object();
+        auto p = entry.provenance;
         p["output"] = node.outputs[s].name;
         p["cached_in_run"] = report_.run_id;
         version = store_.name_artifact(digests[s], name, p).version;

@@ -2,6 +2,8 @@
 
 #include <amphora/pipeline.hpp>
 
+#include "store_access.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,11 +11,11 @@
 namespace amphora {
 
 std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::string>* problems) {
-  auto& backend = *store.backend();
+  const auto& log = detail::StoreAccess::runs(store);
   std::vector<nlohmann::json> runs;
-  for (const auto& [pipeline, id] : backend.list_runs(problems)) {
+  for (const auto& [pipeline, id] : log.list(problems)) {
     try {
-      auto record = backend.read_run(pipeline, id);
+      auto record = log.read(pipeline, id);
       if (!record.contains("steps") || !record["steps"].is_array()) record["steps"] = nlohmann::json::array();
       runs.push_back(std::move(record));
     } catch (const NotFound&) {
@@ -45,7 +47,7 @@ std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
     pending.erase(pending.begin());
     if (!seen.insert(d).second) continue;
     nlohmann::json node = {{"digest", d.str()}, {"names", nlohmann::json::array()}};
-    node["stored"] = store.backend()->has_artifact(d);
+    node["stored"] = store.contains(d);
     const VersionInfo* made = nullptr;
     for (const auto& info : by_digest[d]) {
       node["names"].push_back(info.name + "@" + std::to_string(info.version));

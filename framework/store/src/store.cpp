@@ -3,6 +3,8 @@
 #include <amphora/parallel.hpp>
 
 #include "artifact_context.hpp"
+#include "store_access.hpp"
+#include "store_areas.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -88,13 +90,13 @@ std::vector<Sha256Value> hash_stored_file(const RandomAccessFile& file, const Fi
 // nothing unlisted beside them. Without `hash` it is the quick check of what
 // a load reads (an extra file harms no load, and listing costs a directory
 // read). Damage becomes a line in `problems`; I/O failures throw.
-void check_files(StorageBackend& backend, const Digest& digest, const Manifest& m, const std::string& label,
+void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, const Manifest& m, const std::string& label,
                  bool hash, std::vector<std::string>& problems,
                  const std::function<void(std::uint64_t)>& hashed = {}) {
   if (hash) {
     std::set<std::string> listed;
     for (const auto& f : m.files) listed.insert(f.path);
-    for (const auto& present : backend.list_files(digest)) {
+    for (const auto& present : artifacts.files(digest)) {
       if (listed.count(present.path)) continue;  // its own check below says what is wrong with it
       if (present.regular)
         problems.push_back(label + ": unexpected file '" + present.path + "'");
@@ -105,7 +107,7 @@ void check_files(StorageBackend& backend, const Digest& digest, const Manifest& 
   for (const auto& f : m.files) {
     std::unique_ptr<RandomAccessFile> file;
     try {
-      file = backend.open_file(digest, f.path);
+      file = artifacts.open(digest, f.path);
     } catch (const NotFound&) {
       problems.push_back(label + ": file '" + f.path + "' is missing");
       continue;
@@ -168,15 +170,19 @@ auto translated(bool reading, F&& body) -> decltype(body()) {
 
 struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store::Impl> {
   fs::path path;
-  std::shared_ptr<StorageBackend> backend;
+  std::shared_ptr<Medium> medium;
+  std::shared_ptr<const detail::ArtifactArea> artifacts;
+  std::optional<detail::NameIndex> names;
+  std::optional<detail::ActionCache> cache;
+  std::optional<detail::RunLog> runs;
   std::shared_ptr<Registry> registry;
 
   // Only published artifacts count: a directory without a manifest (a
   // leftover verify reports) must not make a prefix ambiguous.
   std::vector<Digest> match_prefix(std::string_view hex) const {
     std::vector<Digest> out;
-    for (const auto& d : backend->list_artifacts())
-      if (d.hex().compare(0, hex.size(), hex) == 0 && backend->has_artifact(d)) out.push_back(d);
+    for (const auto& d : artifacts->list(hex))
+      if (artifacts->has(d)) out.push_back(d);
     return out;
   }
 
@@ -205,15 +211,15 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
         throw InvalidArgument("invalid version in ref '" + std::string(ref) + "': expected NAME@N with N >= 1");
       // The record itself first: listing a name with many versions costs more.
       try {
-        return record_digest(backend->read_version(name, version), name, version);
+        return record_digest(names->read(name, version), name, version);
       } catch (const NotFound&) {
       }
-      auto versions = backend->list_versions(name);
+      auto versions = names->versions(name);
       if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + path.string());
       if (!std::binary_search(versions.begin(), versions.end(), version))
         throw NotFound("name '" + std::string(name) + "' has no version " + std::to_string(version) +
                        " (latest is " + std::to_string(versions.back()) + ")");
-      return record_digest(backend->read_version(name, version), name, version);
+      return record_digest(names->read(name, version), name, version);
     }
     if (ref.starts_with("sha256:")) {
       auto hex = ref.substr(7);
@@ -222,7 +228,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
                               "': expected sha256: and 8 to 64 lower-case hex digits");
       if (hex.size() == 64) {
         Digest d = Digest::parse(ref);
-        if (!backend->has_artifact(d)) throw NotFound("no artifact " + d.str() + " in store " + path.string());
+        if (!artifacts->has(d)) throw NotFound("no artifact " + d.str() + " in store " + path.string());
         return d;
       }
       return resolve_prefix(ref, hex);
@@ -234,8 +240,8 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
       valid_name = false;
     }
     if (valid_name) {
-      auto versions = backend->list_versions(ref);
-      if (!versions.empty()) return record_digest(backend->read_version(ref, versions.back()), ref, versions.back());
+      auto versions = names->versions(ref);
+      if (!versions.empty()) return record_digest(names->read(ref, versions.back()), ref, versions.back());
     }
     if (ref.size() >= 8 && ref.size() <= 64 && is_hex(ref)) return resolve_prefix(ref, ref);
     if (ref.size() < 8 && ref.size() >= 4 && is_hex(ref))
@@ -251,7 +257,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // of file descriptors) propagates rather than condemn a good copy.
   bool damaged(const Digest& digest, const Manifest& expected) const {
     try {
-      if (backend->read_manifest(digest) != expected.canonical()) return true;
+      if (artifacts->read_manifest(digest, Manifest::kMaxBytes) != expected.canonical()) return true;
     } catch (const NotFound&) {
       return true;
     } catch (const CorruptData&) {
@@ -259,7 +265,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     }
     std::vector<std::string> problems;
     try {
-      check_files(*backend, digest, expected, "artifact " + digest.str(), true, problems);
+      check_files(*artifacts, digest, expected, "artifact " + digest.str(), true, problems);
     } catch (const NotFound&) {
       return true;
     } catch (const CorruptData&) {
@@ -271,14 +277,14 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // Healthy versions of every name (or one), with a line per unreadable one.
   NameScan scan(std::optional<std::string_view> only) const {
     NameScan out;
-    std::vector<std::string> names;
+    std::vector<detail::ListedName> listed;
     if (only) {
       validate_name(*only);
-      names.emplace_back(*only);
+      listed.push_back({std::string(*only), {}});
     } else {
-      names = backend->list_names();
+      listed = names->list();
     }
-    for (const auto& name : names) {
+    for (const auto& [name, problem] : listed) {
       std::string shown = "names/" + name;
       try {
         validate_name(name);
@@ -287,11 +293,15 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
                                " is not a valid name: no ref can use it; remove it");
         continue;
       }
+      if (!problem.empty()) {
+        out.problems.push_back(problem);
+        continue;
+      }
       // Only damage is a bad record; running out of descriptors or an I/O
       // error is the machine's trouble and propagates.
       std::vector<std::uint64_t> versions;
       try {
-        versions = backend->list_versions(name);
+        versions = names->versions(name);
       } catch (const CorruptData& e) {
         out.problems.push_back(e.what());
         continue;
@@ -301,7 +311,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
           VersionInfo info;
           info.name = name;
           info.version = v;
-          info.record = backend->read_version(name, v);
+          info.record = names->read(name, v);
           info.digest = record_digest(info.record, name, v);
           out.versions.push_back(std::move(info));
         } catch (const NotFound&) {
@@ -315,11 +325,11 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   }
 
   ArtifactReader open(const Digest& digest, std::string label, int depth = 0) override {
-    auto bytes = backend->read_manifest(digest);
+    auto bytes = artifacts->read_manifest(digest, Manifest::kMaxBytes);
     if (Sha256::of(bytes) != digest.value())
       throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
     Manifest manifest = Manifest::parse(bytes, label);
-    return detail::ArtifactAccess::reader(shared_from_this(), backend, digest, std::move(manifest), std::move(label),
+    return detail::ArtifactAccess::reader(shared_from_this(), artifacts, digest, std::move(manifest), std::move(label),
                                           depth);
   }
 
@@ -338,9 +348,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   }
 
   void claim(const Digest& digest) override {
-    auto lease = backend->publish_lease();
-    if (!backend->has_artifact(digest)) throw NotFound("no artifact " + digest.str() + " in store " + path.string());
-    backend->touch_artifact(digest);
+    auto lease = artifacts->publish_lease();
+    if (!artifacts->has(digest)) throw NotFound("no artifact " + digest.str() + " in store " + path.string());
+    artifacts->claim(digest);
   }
 
   // Writes, finishes and publishes one artifact, then names it when asked to.
@@ -349,7 +359,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     if (depth > kMaxChildDepth)
       throw InvalidArgument("value nests child artifacts deeper than " + std::to_string(kMaxChildDepth) +
                             " levels (at materializer " + entry.name + ")");
-    auto writer = detail::ArtifactAccess::writer(backend->begin_artifact(), options, Manifest::kMinPieceSize,
+    auto writer = detail::ArtifactAccess::writer(artifacts->begin(), options, Manifest::kMinPieceSize,
                                                  shared_from_this(), depth, std::move(progress));
     entry.save(value, *writer);
     Manifest manifest = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
@@ -361,28 +371,28 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     // From publishing until the name exists the artifact is unreferenced; the
     // shared lease keeps gc from collecting it in that window, and gc's grace
     // period protects it (and its children) from then on while unnamed.
-    auto lease = backend->publish_lease();
+    auto lease = artifacts->publish_lease();
     for (const auto& child : manifest.children)
-      if (!backend->has_artifact(child.digest))
+      if (!artifacts->has(child.digest))
         throw IoError("child '" + child.role + "' (" + child.digest.str() + ") of the " + entry.name +
                       " being saved was collected before its parent was published: gc ran with a grace period "
                       "shorter than this save; save again, and give gc a longer grace period");
-    result.created = detail::ArtifactAccess::publish(*writer, result.digest);
+    result.created = detail::ArtifactAccess::publish(*writer, *artifacts, result.digest);
     if (!result.created) {
       if (damaged(result.digest, manifest)) {
         // The stored copy lost or changed bytes; ours is complete, so it takes
         // its place. One repairer per digest, and only if still damaged once it may.
-        auto repair = backend->repair_lease(result.digest);
+        auto repair = artifacts->repair_lease(result.digest);
         if (damaged(result.digest, manifest)) {
-          detail::ArtifactAccess::replace(*writer, result.digest);
+          detail::ArtifactAccess::replace(*writer, *artifacts, result.digest);
           result.created = true;
         }
       }
-      if (!result.created) backend->touch_artifact(result.digest);  // saved again: young again
+      if (!result.created) artifacts->claim(result.digest);  // saved again: young again
     }
     if (!options.name.empty()) {
       result.name = options.name;
-      result.version = backend->add_version(options.name, std::move(record));
+      result.version = names->add(options.name, std::move(record));
     }
     return result;
   }
@@ -407,9 +417,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     nlohmann::json measured = record;
     measured["version"] = std::numeric_limits<std::uint64_t>::max();
     std::size_t bytes = measured.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).size() + 1;
-    if (bytes > StorageBackend::kMaxRecordBytes)
+    if (bytes > detail::NameIndex::kMaxRecordBytes)
       throw InvalidArgument("the name record for '" + options.name + "' would be " + std::to_string(bytes) +
-                            " bytes, more than the limit of " + std::to_string(StorageBackend::kMaxRecordBytes) +
+                            " bytes, more than the limit of " + std::to_string(detail::NameIndex::kMaxRecordBytes) +
                             " (1 MiB); keep SaveOptions::provenance small");
     return record;
   }
@@ -417,12 +427,100 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
 
 Store::Store(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+namespace {
+
+constexpr int kLayoutVersion = 1;
+constexpr const char* kMarker = "amphora-store.json";
+constexpr std::size_t kMaxMarkerBytes = 1u << 16;
+// What a store keeps in its medium; each must be a folder (a link there
+// could aim gc's deletions anywhere).
+constexpr const char* kAreas[] = {"objects", "names", "cache", "runs", "claims"};
+// Made when a store is created, where the medium has folders, so that a new
+// store shows its layout.
+constexpr const char* kFolders[] = {"objects/sha256/", "names/", "cache/", "runs/", "claims/"};
+constexpr const char* kHowToCreate = "; create one with `amphora init` (from C++: Store::open with .create = true)";
+
+// Reads, or with `create` writes, the store marker (docs/FORMAT.md §1.1)
+// and checks the store's own folders.
+void open_marker(Medium& medium, bool create) {
+  const std::string where = medium.location();
+  std::string text;
+  try {
+    text = medium.get(kMarker, kMaxMarkerBytes);
+  } catch (const NotFound&) {
+    if (!create) throw NotFound(where + " is not an Amphora store (it has no " + kMarker + ")" + kHowToCreate);
+    nlohmann::json doc = {{"format", "amphora-store"}, {"layout_version", kLayoutVersion}};
+    for (const char* folder : kFolders) medium.make_folder(folder);
+    medium.put(kMarker, doc.dump(2) + "\n", PutCondition::absent());  // or another process made it first
+    text = medium.get(kMarker, kMaxMarkerBytes);
+  }
+  const std::string marker = where + "/" + kMarker;
+  nlohmann::json doc;
+  try {
+    doc = parse_untrusted_json(text);
+  } catch (const nlohmann::json::exception&) {
+    throw CorruptData(marker + " is not valid JSON");
+  }
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "amphora-store" ||
+      !doc.contains("layout_version") || !doc["layout_version"].is_number_integer())
+    throw CorruptData(marker + " is not an Amphora store marker");
+  const auto& layout = doc["layout_version"];
+  bool newer = layout.is_number_unsigned() ? layout.get<std::uint64_t>() > kLayoutVersion
+                                           : layout.get<std::int64_t>() > kLayoutVersion;
+  if (newer)
+    throw Unsupported("store " + where + " has layout version " + layout.dump() + ", newer than the version " +
+                      std::to_string(kLayoutVersion) + " this build understands");
+  if (layout.get<std::int64_t>() < 1) throw CorruptData(marker + " has an invalid layout_version " + layout.dump());
+  for (const auto& e : list_all(medium, "", true)) {
+    std::string_view name = e.key;
+    if (name.ends_with('/')) name.remove_suffix(1);
+    if (e.kind == ListedEntry::Kind::folder ||
+        std::find(std::begin(kAreas), std::end(kAreas), name) == std::end(kAreas))
+      continue;
+    throw CorruptData(where + ": '" + std::string(name) + "' is " +
+                      (e.kind == ListedEntry::Kind::object ? std::string("a regular file") : e.what) +
+                      ", not a directory: the store is damaged");
+  }
+}
+
+}  // namespace
+
 Store Store::open(const fs::path& dir, OpenOptions options) {
+  if (!options.medium && options.uri.empty()) {
+    if (is_medium_uri(dir.string()))
+      options.uri = dir.string();
+    else
+      options.medium = translated(true, [&] {
+        const char* env = std::getenv("AMPHORA_DURABLE");
+        bool durable = options.durable || (env && std::string_view(env) == "1");
+        try {
+          return open_local_medium(dir, options.create, durable);
+        } catch (const NotFound& e) {
+          throw NotFound(e.what() + std::string(kHowToCreate));
+        }
+      });
+  }
+  return open(std::move(options));
+}
+
+Store Store::open(OpenOptions options) {
+  if (options.medium && !options.uri.empty())
+    throw InvalidArgument("Store::open: give OpenOptions::medium or OpenOptions::uri, not both");
+  if (!options.medium && options.uri.empty())
+    throw InvalidArgument("Store::open: give the store's directory, OpenOptions::medium or OpenOptions::uri");
   auto impl = std::make_shared<Impl>();
-  impl->path = dir;
-  const char* env = std::getenv("AMPHORA_DURABLE");
-  bool durable = options.durable || (env && std::string_view(env) == "1");
-  impl->backend = translated(true, [&] { return open_local_backend(dir, options.create, durable); });
+  impl->medium = std::move(options.medium);
+  if (!impl->medium)
+    impl->medium = translated(true, [&] {
+      const char* env = std::getenv("AMPHORA_DURABLE");
+      return open_medium(options.uri, options.create, options.durable || (env && std::string_view(env) == "1"));
+    });
+  impl->path = impl->medium->location();
+  translated(true, [&] { open_marker(*impl->medium, options.create); });
+  impl->artifacts = std::make_shared<const detail::ArtifactArea>(impl->medium);
+  impl->names.emplace(impl->medium);
+  impl->cache.emplace(impl->medium);
+  impl->runs.emplace(impl->medium);
   if (options.registry) {
     impl->registry = std::move(options.registry);
   } else {
@@ -442,8 +540,12 @@ fs::path Store::default_path() {
 }
 
 const fs::path& Store::path() const { return impl_->path; }
+
+const detail::NameIndex& detail::StoreAccess::names(const Store& store) { return *store.impl_->names; }
+const detail::ActionCache& detail::StoreAccess::cache(const Store& store) { return *store.impl_->cache; }
+const detail::RunLog& detail::StoreAccess::runs(const Store& store) { return *store.impl_->runs; }
+const detail::ArtifactArea& detail::StoreAccess::artifacts(const Store& store) { return *store.impl_->artifacts; }
 Registry& Store::registry() const { return *impl_->registry; }
-const std::shared_ptr<StorageBackend>& Store::backend() const { return impl_->backend; }
 
 SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options) {
   return translated(false, [&] {
@@ -462,16 +564,15 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
     SaveOptions options;
     options.name = std::string(name);
     options.provenance = provenance;
-    auto& backend = *impl_->backend;
     // Held until the name exists, so gc cannot collect the artifact between
     // the check and the record.
-    auto lease = backend.publish_lease();
+    auto lease = impl_->artifacts->publish_lease();
     const auto manifest = open_artifact(digest).manifest();
     auto record = impl_->name_record(manifest.materializer, manifest.materializer_version, options, digest, manifest);
     SaveResult result;
     result.digest = digest;
     result.name = options.name;
-    result.version = backend.add_version(name, std::move(record));
+    result.version = impl_->names->add(name, std::move(record));
     return result;
   });
 }
@@ -549,7 +650,7 @@ std::vector<std::string> Store::damage(const ArtifactReader& artifact, bool reha
       pending.pop_back();
       if (!seen.insert(digest).second) continue;
       const std::string label = "artifact " + digest.short_str();
-      check_files(*impl_->backend, digest, manifest, label, rehash, problems);
+      check_files(*impl_->artifacts, digest, manifest, label, rehash, problems);
       for (const auto& child : manifest.children) {
         try {
           pending.emplace_back(child.digest, open_artifact(child.digest).manifest());
@@ -573,20 +674,27 @@ NameScan Store::scan_names(std::optional<std::string_view> name) const {
   return translated(true, [&] { return impl_->scan(name); });
 }
 
+std::vector<std::uint64_t> Store::version_numbers(std::string_view name) const {
+  return translated(true, [&] {
+    validate_name(name);
+    return impl_->names->versions(name);
+  });
+}
+
 std::vector<VersionInfo> Store::versions(std::string_view name) const {
   return translated(true, [&] { return versions_checked(name); });
 }
 
 std::vector<VersionInfo> Store::versions_checked(std::string_view name) const {
   validate_name(name);
-  auto versions = impl_->backend->list_versions(name);
+  auto versions = impl_->names->versions(name);
   if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + impl_->path.string());
   std::vector<VersionInfo> out;
   for (auto v : versions) {
     VersionInfo info;
     info.name = std::string(name);
     info.version = v;
-    info.record = impl_->backend->read_version(name, v);
+    info.record = impl_->names->read(name, v);
     info.digest = record_digest(info.record, name, v);
     out.push_back(std::move(info));
   }
@@ -602,14 +710,22 @@ std::vector<VersionInfo> Store::names_of(const Digest& digest, std::vector<std::
   return out;
 }
 
-std::vector<Digest> Store::artifacts() const { return impl_->backend->list_artifacts(); }
+std::vector<Digest> Store::artifacts() const {
+  return translated(true, [&] { return impl_->artifacts->list(); });
+}
+
+bool Store::contains(const Digest& digest) const {
+  return translated(true, [&] { return impl_->artifacts->has(digest); });
+}
+
+std::string Store::location() const { return impl_->path.string(); }
 
 VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& progress) const {
   return translated(true, [&] { return verify_checked(ref, progress); });
 }
 
 VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Progress& progress) const {
-  auto& backend = *impl_->backend;
+  auto& artifacts = *impl_->artifacts;
   VerifyReport report;
   std::vector<Digest> digests;
   if (ref) {
@@ -617,9 +733,9 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   } else {
     auto scan = scan_names();
     report.problems = std::move(scan.problems);
-    digests = backend.list_artifacts(&report.problems);
+    digests = artifacts.list({}, &report.problems);
     for (const auto& info : scan.versions)
-      if (!backend.has_artifact(info.digest))
+      if (!artifacts.has(info.digest))
         report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
                                   " points to missing artifact " + info.digest.str());
   }
@@ -641,10 +757,10 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     try {
       std::string bytes;
       try {
-        bytes = backend.read_manifest(d);
+        bytes = artifacts.read_manifest(d, Manifest::kMaxBytes);
       } catch (const NotFound&) {
         try {
-          backend.list_files(d);
+          artifacts.files(d);
         } catch (const NotFound&) {
           if (!ref) continue;  // collected by a concurrent gc since listed
           throw;
@@ -663,7 +779,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       total += item.manifest->payload_bytes();
       if (ref)
         for (const auto& child : item.manifest->children)
-          if (seen.insert(child.digest).second && backend.has_artifact(child.digest)) digests.push_back(child.digest);
+          if (seen.insert(child.digest).second && artifacts.has(child.digest)) digests.push_back(child.digest);
     } catch (const Unsupported& e) {
       report.unsupported.push_back(e.what());
     } catch (const Error& e) {
@@ -681,7 +797,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     std::string label = "artifact " + item.digest.str();
     std::size_t before = report.problems.size();
     try {
-      check_files(backend, item.digest, m, label, true, report.problems, [&](std::uint64_t bytes) {
+      check_files(artifacts, item.digest, m, label, true, report.problems, [&](std::uint64_t bytes) {
         done += bytes;
         report.bytes += bytes;
         if (progress) progress(done, total);
@@ -699,7 +815,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       ++report.structure_unchecked;
       continue;
     }
-    ArtifactReader reader = detail::ArtifactAccess::reader(impl_, impl_->backend, item.digest, m, label);
+    ArtifactReader reader = detail::ArtifactAccess::reader(impl_, impl_->artifacts, item.digest, m, label);
     try {
       translated(true, [&] {
         reader.require_version(entry->version);
@@ -711,7 +827,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     } catch (const Unsupported& e) {
       report.unsupported.push_back(e.what());
     } catch (const NotFound& e) {
-      if (backend.has_artifact(item.digest)) {
+      if (artifacts.has(item.digest)) {
         report.problems.push_back(e.what());
         bad.insert(item.digest);
       }
@@ -727,7 +843,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   for (const auto& item : items)
     if (item.manifest)
       for (const auto& child : item.manifest->children)
-        if (!backend.has_artifact(child.digest)) missing.insert(child.digest);
+        if (!artifacts.has(child.digest)) missing.insert(child.digest);
   std::set<std::pair<Digest, std::string>> reported;
   for (bool changed = true; changed;) {
     changed = false;
@@ -748,9 +864,9 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
 
 GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_last) {
   return translated(true, [&] {
-    auto& backend = *impl_->backend;
+    auto& artifacts = *impl_->artifacts;
     GcReport report;
-    auto lease = backend.gc_lease();
+    auto lease = artifacts.gc_lease();
     auto scan = scan_names();
     if (keep_last > 0 && scan.problems.empty()) {
       std::vector<VersionInfo> kept;
@@ -763,7 +879,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
         if (newer >= keep_last) {
           if (!dry_run) {
             try {
-              backend.remove_version(scan.versions[i].name, scan.versions[i].version);
+              impl_->names->remove(scan.versions[i].name, scan.versions[i].version);
             } catch (const NotFound&) {
               // removed meanwhile
             }
@@ -780,7 +896,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
                         "record points at: " + scan.problems.front() +
                         (scan.problems.size() > 1 ? " (and " + std::to_string(scan.problems.size() - 1) + " more)" : "") +
                         "; run `amphora verify`, then repair or remove the bad records");
-    const auto all = backend.list_artifacts();
+    const auto all = artifacts.list();
     const auto now = std::chrono::system_clock::now();
     std::set<Digest> live;
     // Everything a root reaches through children stays. From a name, a
@@ -795,7 +911,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
         std::string label = "artifact " + d.str();
         std::optional<Manifest> manifest;
         try {
-          auto bytes = backend.read_manifest(d);
+          auto bytes = artifacts.read_manifest(d, Manifest::kMaxBytes);
           if (Sha256::of(bytes) != d.value()) throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
           manifest = Manifest::parse(bytes, label);
         } catch (const NotFound&) {
@@ -814,22 +930,19 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
     // Cache entries are roots too; after keep_last dropped versions, an
     // entry with an output no kept name reaches is dropped instead.
     std::vector<Digest> cached;
-    for (const auto& key : backend.list_cache_entries()) {
+    for (const auto& key : impl_->cache->keys()) {
       std::vector<Digest> outputs;
       try {
-        auto entry = backend.read_cache_entry(key);
+        auto entry = impl_->cache->get(key);
         if (!entry) continue;
-        const auto& out = entry->value("outputs", nlohmann::json::object());
-        for (auto it = out.begin(); out.is_object() && it != out.end(); ++it)
-          if (it->is_string() && Digest::is_digest(it->get<std::string>()))
-            outputs.push_back(Digest::parse(it->get<std::string>()));
+        for (const auto& [name, digest] : entry->outputs) outputs.push_back(digest);
       } catch (const CorruptData&) {
         continue;  // an unreadable entry is a miss; it keeps nothing alive
       }
       bool reached = std::all_of(outputs.begin(), outputs.end(), [&](const Digest& d) { return live.count(d) > 0; });
       if (keep_last > 0 && !reached) {
         ++report.dropped_cache_entries;
-        if (!dry_run) backend.remove_cache_entry(key);
+        if (!dry_run) impl_->cache->remove(key);
         continue;
       }
       cached.insert(cached.end(), outputs.begin(), outputs.end());
@@ -839,7 +952,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
     for (const auto& d : all) {
       if (live.count(d)) continue;
       try {
-        if (now - backend.artifact_time(d) < grace) young.push_back(d);
+        if (now - artifacts.time(d) < grace) young.push_back(d);
       } catch (const NotFound&) {
       }
     }
@@ -851,18 +964,22 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
         continue;
       }
       report.removed.push_back(d);
-      report.bytes_freed += dry_run ? backend.artifact_bytes(d) : backend.remove_artifact(d);
+      report.bytes_freed += dry_run ? artifacts.bytes(d) : artifacts.remove(d);
     }
-    report.staging = backend.sweep_staging(dry_run, grace);
+    // A claim older than the grace period protects nothing any more.
+    if (!dry_run)
+      for (const auto& [d, claimed] : artifacts.claims())
+        if (now - claimed >= grace) artifacts.drop_claim(d);
+    report.staging = impl_->medium->sweep_staging(dry_run, grace);
     return report;
   });
 }
 
 std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std::uint64_t> version) {
   return translated(true, [&] {
-    auto& backend = *impl_->backend;
+    auto& names = *impl_->names;
     validate_name(name);
-    auto versions = backend.list_versions(name);
+    auto versions = names.versions(name);
     if (versions.empty()) throw NotFound("no name '" + std::string(name) + "' in store " + impl_->path.string());
     if (version) {
       if (!std::binary_search(versions.begin(), versions.end(), *version))
@@ -876,7 +993,7 @@ std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std:
       info.name = std::string(name);
       info.version = v;
       try {
-        info.record = backend.read_version(name, v);
+        info.record = names.read(name, v);
         info.digest = record_digest(info.record, name, v);
       } catch (const CorruptData&) {
         info.record = nullptr;  // removing is how a bad record is got rid of
@@ -886,7 +1003,7 @@ std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std:
         continue;  // removed by someone else since listed
       }
       try {
-        backend.remove_version(name, v);
+        names.remove(name, v);
       } catch (const NotFound&) {
         if (version) throw;
         continue;

@@ -1,8 +1,8 @@
 #pragma once
 // What a materializer sees of the store: a writer to fill a new artifact and
 // a reader to open an existing one. Materializers touch payload files only
-// through these, so hashing, staging, path checks and the storage backend
-// stay in one place.
+// through these, so hashing, staging, path checks and storage stay in one
+// place.
 
 #include <amphora/array_encoding.hpp>
 #include <amphora/array_view.hpp>
@@ -30,9 +30,9 @@
 namespace amphora {
 
 class Staging;
-class StorageBackend;
 struct MaterializerEntry;
 namespace detail {
+class ArtifactArea;
 class ArtifactContext;
 struct ArtifactAccess;
 }  // namespace detail
@@ -381,7 +381,7 @@ class ArtifactReader {
 
  private:
   friend struct detail::ArtifactAccess;
-  ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<StorageBackend> backend,
+  ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<const detail::ArtifactArea> artifacts,
                  Digest digest, Manifest manifest, std::string label, int depth);
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
@@ -390,7 +390,7 @@ class ArtifactReader {
   [[noreturn]] void bad_meta(std::string_view key, std::string_view problem) const;
 
   std::shared_ptr<detail::ArtifactContext> context_;
-  std::shared_ptr<StorageBackend> backend_;
+  std::shared_ptr<const detail::ArtifactArea> artifacts_;
   Digest digest_;
   std::shared_ptr<const Manifest> manifest_;
   std::string label_;

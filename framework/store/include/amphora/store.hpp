@@ -2,7 +2,7 @@
 // The artifact store: typed save/load, refs, names, verify and gc.
 
 #include <amphora/artifact.hpp>
-#include <amphora/backend.hpp>
+#include <amphora/storage/medium.hpp>
 #include <amphora/digest.hpp>
 #include <amphora/error.hpp>
 #include <amphora/registry.hpp>
@@ -19,6 +19,10 @@
 #include <vector>
 
 namespace amphora {
+
+namespace detail {
+struct StoreAccess;
+}  // namespace detail
 
 struct SaveResult {
   Digest digest;
@@ -72,27 +76,41 @@ class Store {
   /// Every member has a default initializer, so `{.create = true}` leaves the
   /// others out without a -Wmissing-field-initializers warning.
   struct OpenOptions {
-    bool create = false;                   ///< initialise the directory if it is not a store yet
+    bool create = false;                   ///< initialise the store if it is not one yet
     /// Materializers for type-erased use (verify, show, export, load_erased);
     /// empty = Registry::with_builtins() when the materializers are linked.
     std::shared_ptr<Registry> registry{};
     /// Flush data and directories to the device before publishing (survives
     /// power loss, at disk speed). Off by default: publishing is then atomic
     /// against process crashes and kill -9. $AMPHORA_DURABLE=1 also turns it on.
+    /// For the local directory; a medium given below keeps its own setting.
     bool durable = false;
+    /// Where the store's bytes live, when not in a local directory: any
+    /// Medium (amphora/storage/medium.hpp)...
+    std::shared_ptr<Medium> medium{};
+    /// ...or the URI of one, opened by its scheme's factory (open_medium):
+    /// "file:///data/store", or a scheme a library registered.
+    std::string uri{};
   };
 
-  /// Opens the store at `dir`. Throws NotFound when it is missing or not a
-  /// store and `create` is false, CorruptData when its marker or one of its own
-  /// directories is a symbolic link, IoError when it cannot be created.
+  /// Opens the store in the directory `dir` (or, when `dir` reads as a URI,
+  /// "file:///data/store", the medium it names). Throws NotFound when it is
+  /// missing or not a store and `create` is false, CorruptData when its
+  /// marker or one of its own directories is damaged or a symbolic link,
+  /// Unsupported for a newer layout, IoError when it cannot be created.
   static Store open(const std::filesystem::path& dir, OpenOptions options);
+  /// Opens the store in `options.medium`, or at `options.uri` (exactly one
+  /// of them). Throws InvalidArgument for neither or both, Unsupported for
+  /// an unregistered URI scheme, and as open(dir) does.
+  static Store open(OpenOptions options);
   static Store open(const std::filesystem::path& dir) { return open(dir, OpenOptions{}); }
   /// `--store` / `$AMPHORA_STORE` / `./.amphora`, in that order of preference.
   static std::filesystem::path default_path();
 
+  /// Where the store is, for messages: its directory, or its medium's location.
   const std::filesystem::path& path() const;
+  std::string location() const;
   Registry& registry() const;
-  const std::shared_ptr<StorageBackend>& backend() const;
 
   /// Materializes `value` with materializer<T> (or, for a type whose
   /// materializer only a plugin knows, the one registered for T). Throws
@@ -153,6 +171,10 @@ class Store {
 
   /// Every name with at least one readable version, sorted.
   std::vector<std::string> names() const;
+  /// The version numbers `name` has, ascending, without reading their
+  /// records; empty when it has none. Throws InvalidArgument (bad name),
+  /// CorruptData when the name's entry is not a directory.
+  std::vector<std::uint64_t> version_numbers(std::string_view name) const;
   /// Every version of `name`, ascending. Throws NotFound if there is none,
   /// CorruptData if one of its records cannot be read.
   std::vector<VersionInfo> versions(std::string_view name) const;
@@ -162,7 +184,10 @@ class Store {
   /// Every readable name version that points at `digest`; unreadable records
   /// are skipped and, when `problems` is given, described there.
   std::vector<VersionInfo> names_of(const Digest& digest, std::vector<std::string>* problems = nullptr) const;
+  /// Every published artifact, sorted.
   std::vector<Digest> artifacts() const;
+  /// Whether the artifact `digest` is published in this store.
+  bool contains(const Digest& digest) const;
 
   /// What makes the opened `artifact` unusable, one line each, or nothing:
   /// every payload file it and its children list must be a regular file of
@@ -202,6 +227,7 @@ class Store {
   static constexpr std::chrono::seconds kDefaultGcGrace{60};
 
  private:
+  friend struct detail::StoreAccess;
   struct Impl;
   explicit Store(std::shared_ptr<Impl> impl);
   template <class T>

@@ -1,0 +1,401 @@
+#include "store_areas.hpp"
+
+#include <amphora/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace amphora::detail {
+
+namespace {
+
+constexpr std::size_t kMaxTombstoneBytes = 1u << 16;
+constexpr std::string_view kObjects = "objects/sha256/";
+constexpr std::string_view kClaims = "claims/";
+
+bool is_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// What follows `prefix` in `key`, without a folder's trailing '/'.
+std::string_view tail(std::string_view key, std::size_t prefix) {
+  key.remove_prefix(prefix);
+  if (key.ends_with('/')) key.remove_suffix(1);
+  return key;
+}
+
+std::string shown(const Medium& medium, std::string_view key) { return medium.location() + "/" + std::string(key); }
+
+bool valid_record_stem(std::string_view s) {
+  auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+  };
+  return !s.empty() && s.size() <= 128 && s.front() != '.' && std::all_of(s.begin(), s.end(), ok);
+}
+
+// Serialized as docs/FORMAT.md gives it, refused when over `max_bytes`.
+std::string record_text(const nlohmann::json& record, int indent, std::size_t max_bytes, const char* what,
+                        const std::string& where) {
+  auto text = record.dump(indent, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+  if (text.size() > max_bytes)
+    throw InvalidArgument(std::string(what) + " " + where + " would be " + std::to_string(text.size()) +
+                          " bytes, more than the " + std::to_string(max_bytes) + " a store accepts");
+  return text;
+}
+
+}  // namespace
+
+nlohmann::json read_record(Medium& medium, const std::string& key, std::size_t max_bytes, const char* what) {
+  std::string text;
+  try {
+    text = medium.get(key, max_bytes);
+  } catch (const CorruptData& e) {
+    throw CorruptData(std::string(what) + " " + e.what());
+  }
+  try {
+    auto doc = parse_untrusted_json(text);
+    if (doc.is_object()) return doc;
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(std::string(what) + " " + shown(medium, key) + " is not valid JSON: " + e.what());
+  }
+  throw CorruptData(std::string(what) + " " + shown(medium, key) + " is not a JSON object");
+}
+
+// ---------------------------------------------------------------- artifacts
+
+std::string ArtifactArea::prefix(const Digest& digest) {
+  auto hex = digest.hex();
+  return std::string(kObjects) + hex.substr(0, 2) + "/" + hex + "/";
+}
+
+bool ArtifactArea::publish(Staging& staging, const Digest& digest, std::string_view manifest) const {
+  return staging.publish(prefix(digest), kManifest, manifest);
+}
+
+void ArtifactArea::replace(Staging& staging, const Digest& digest, std::string_view manifest) const {
+  staging.replace(prefix(digest), kManifest, manifest);
+}
+
+bool ArtifactArea::has(const Digest& digest) const {
+  try {
+    return medium_->head(prefix(digest) + std::string(kManifest)).has_value();
+  } catch (const CorruptData&) {
+    return false;  // a link or a FIFO where the manifest belongs is no artifact
+  }
+}
+
+std::string ArtifactArea::read_manifest(const Digest& digest, std::size_t max_bytes) const {
+  try {
+    return medium_->get(prefix(digest) + std::string(kManifest), max_bytes);
+  } catch (const NotFound&) {
+    throw NotFound("no artifact " + digest.str() + " in store " + location());
+  }
+}
+
+std::shared_ptr<const Buffer> ArtifactArea::map(const Digest& digest, std::string_view relpath) const {
+  return medium_->map(prefix(digest) + std::string(relpath));
+}
+
+std::unique_ptr<RandomAccessFile> ArtifactArea::open(const Digest& digest, std::string_view relpath) const {
+  return medium_->open(prefix(digest) + std::string(relpath));
+}
+
+std::vector<StoredFile> ArtifactArea::files(const Digest& digest) const {
+  const std::string base = prefix(digest);
+  auto entries = list_all(*medium_, base, false);
+  if (entries.empty()) {
+    // An empty folder (a medium with folders) is there, unlike a removed one.
+    auto up = medium_->list(base.substr(0, base.size() - 1), {}, true, 1);
+    if (up.entries.empty() || up.entries.front().key != base)
+      throw NotFound("no artifact " + digest.str() + " in store " + location());
+  }
+  std::vector<StoredFile> out;
+  for (auto& e : entries) {
+    std::string path = e.key.substr(base.size());
+    if (path == kManifest) continue;
+    bool regular = e.kind == ListedEntry::Kind::object;
+    out.push_back({std::move(path), regular, regular ? std::string() : e.what});
+  }
+  return out;
+}
+
+std::vector<Digest> ArtifactArea::list(std::string_view hex_prefix, std::vector<std::string>* problems) const {
+  std::vector<Digest> out;
+  auto digests_in = [&](std::string_view fan, std::string_view start) {
+    const std::string base = std::string(kObjects) + std::string(fan) + "/";
+    for (const auto& e : list_all(*medium_, base + std::string(start), true)) {
+      auto hex = tail(e.key, base.size());
+      if (e.kind == ListedEntry::Kind::folder && hex.size() == 64 && is_hex(hex) && hex.substr(0, 2) == fan)
+        out.push_back(Digest(Sha256Value::from_hex(std::string(hex))));
+    }
+  };
+  if (hex_prefix.size() >= 2) {
+    digests_in(hex_prefix.substr(0, 2), hex_prefix);
+  } else {
+    for (const auto& fan : list_all(*medium_, std::string(kObjects) + std::string(hex_prefix), true)) {
+      auto name = tail(fan.key, kObjects.size());
+      if (name.size() != 2 || !is_hex(name)) continue;
+      if (fan.kind != ListedEntry::Kind::folder) {
+        std::string problem = location() + ": " + std::string(kObjects) + std::string(name) + " is " +
+                              (fan.kind == ListedEntry::Kind::object ? std::string("a regular file") : fan.what) +
+                              ", not a directory";
+        if (!problems) throw CorruptData(problem);
+        problems->push_back(problem);
+        continue;
+      }
+      digests_in(name, "");
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::chrono::system_clock::time_point ArtifactArea::time(const Digest& digest) const {
+  std::optional<std::chrono::system_clock::time_point> when;
+  try {
+    if (auto info = medium_->head(prefix(digest) + std::string(kManifest))) when = info->modified;
+  } catch (const CorruptData&) {
+  }
+  if (!when) {
+    // A folder without its manifest: as young as its newest file.
+    for (const auto& e : list_all(*medium_, prefix(digest), false)) {
+      if (e.kind != ListedEntry::Kind::object) continue;
+      if (auto info = medium_->head(e.key); info && (!when || info->modified > *when)) when = info->modified;
+    }
+  }
+  if (!when) throw NotFound("no artifact " + digest.str() + " in store " + location());
+  try {
+    if (auto claimed = medium_->head(std::string(kClaims) + digest.hex()); claimed && claimed->modified > *when)
+      when = claimed->modified;
+  } catch (const CorruptData&) {
+  }
+  return *when;
+}
+
+void ArtifactArea::claim(const Digest& digest) const { medium_->put(std::string(kClaims) + digest.hex(), ""); }
+
+std::map<Digest, std::chrono::system_clock::time_point> ArtifactArea::claims() const {
+  std::map<Digest, std::chrono::system_clock::time_point> out;
+  for (const auto& e : list_all(*medium_, std::string(kClaims), true)) {
+    auto hex = tail(e.key, kClaims.size());
+    if (e.kind != ListedEntry::Kind::object || hex.size() != 64 || !is_hex(hex)) continue;
+    try {
+      if (auto info = medium_->head(e.key)) out.emplace(Digest(Sha256Value::from_hex(std::string(hex))), info->modified);
+    } catch (const CorruptData&) {
+    }
+  }
+  return out;
+}
+
+void ArtifactArea::drop_claim(const Digest& digest) const { medium_->remove(std::string(kClaims) + digest.hex()); }
+
+std::uint64_t ArtifactArea::remove(const Digest& digest) const {
+  auto bytes = medium_->remove_folder(prefix(digest), kManifest);
+  drop_claim(digest);
+  return bytes;
+}
+
+std::uint64_t ArtifactArea::bytes(const Digest& digest) const {
+  std::uint64_t total = 0;
+  for (const auto& e : list_all(*medium_, prefix(digest), false)) {
+    if (e.kind != ListedEntry::Kind::object) continue;
+    try {
+      if (auto info = medium_->head(e.key)) total += info->size;
+    } catch (const Error&) {
+    }
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------- names
+
+std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) const {
+  const std::string name(name_view);
+  auto numbering = medium_->lease("names", LeaseMode::shared, true);  // no version is removed while one is chosen
+  auto existing = versions(name);
+  // Numbers of removed versions are never issued again.
+  std::uint64_t highest = std::max(existing.empty() ? 0 : existing.back(), tombstone(name));
+  if (highest == std::numeric_limits<std::uint64_t>::max())
+    throw CorruptData("name '" + name + "' has reached the largest possible version number");
+  for (std::uint64_t version = highest + 1;; ++version) {
+    record["version"] = version;
+    auto text = record.dump(2, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+    if (text.size() > kMaxRecordBytes)
+      throw InvalidArgument("the name record for '" + name + "' is " + std::to_string(text.size()) +
+                            " bytes, more than the " + std::to_string(kMaxRecordBytes) + " a record may hold");
+    // Put only if absent: exactly one writer wins each version.
+    if (medium_->put("names/" + name + "/" + std::to_string(version) + ".json", text, PutCondition::absent()))
+      return version;
+    if (version == std::numeric_limits<std::uint64_t>::max())
+      throw CorruptData("name '" + name + "' has reached the largest possible version number");
+  }
+}
+
+std::vector<ListedName> NameIndex::list() const {
+  constexpr std::string_view kNames = "names/";
+  std::vector<ListedName> out;
+  for (const auto& e : list_all(*medium_, std::string(kNames), true)) {
+    ListedName listed{std::string(tail(e.key, kNames.size())), {}};
+    if (e.kind == ListedEntry::Kind::object)
+      listed.problem = shown(*medium_, e.key) + " is a regular file, not a name's directory";
+    else if (e.kind == ListedEntry::Kind::irregular)
+      listed.problem = shown(*medium_, e.key) + " is " + e.what + ", not a name's directory";
+    out.push_back(std::move(listed));
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> NameIndex::versions(std::string_view name) const {
+  const std::string base = "names/" + std::string(name) + "/";
+  std::vector<std::uint64_t> out;
+  for (const auto& e : list_all(*medium_, base, true)) {
+    // Anything named like a version counts, so that reading it reports
+    // what is wrong (a directory, a link) instead of hiding it.
+    std::string_view file = tail(e.key, base.size());
+    if (file.size() < 6 || !file.ends_with(".json") || file[0] == '0') continue;
+    std::uint64_t v = 0;
+    auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);
+    if (err == std::errc() && ptr == file.data() + file.size() - 5) out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+nlohmann::json NameIndex::read(std::string_view name, std::uint64_t version) const {
+  try {
+    return read_record(*medium_, "names/" + std::string(name) + "/" + std::to_string(version) + ".json",
+                       kMaxRecordBytes, "name record");
+  } catch (const NotFound&) {
+    throw NotFound("no version " + std::to_string(version) + " of name '" + std::string(name) + "'");
+  }
+}
+
+void NameIndex::remove(std::string_view name_view, std::uint64_t version) const {
+  const std::string name(name_view);
+  auto numbering = medium_->lease("names", LeaseMode::exclusive, true);  // no version is chosen meanwhile
+  auto existing = versions(name);
+  if (existing.empty()) throw NotFound("no name '" + name + "' in store " + location());
+  if (!std::binary_search(existing.begin(), existing.end(), version))
+    throw NotFound("no version " + std::to_string(version) + " of name '" + name + "' in store " + location());
+  // The tombstone records the highest number issued before the version
+  // goes, so add() never issues a removed number again.
+  if (existing.back() > tombstone(name))
+    medium_->put("names/" + name + "/tombstone.json", nlohmann::json{{"highest_version", existing.back()}}.dump(2) + "\n");
+  medium_->remove("names/" + name + "/" + std::to_string(version) + ".json");  // a link is removed, never followed
+}
+
+// The highest version `name` had when one of its versions was last
+// removed, or 0 when none ever was.
+std::uint64_t NameIndex::tombstone(const std::string& name) const {
+  const std::string key = "names/" + name + "/tombstone.json";
+  std::string text;
+  try {
+    text = medium_->get(key, kMaxTombstoneBytes);
+  } catch (const NotFound&) {
+    return 0;
+  } catch (const CorruptData&) {
+  }
+  nlohmann::json doc;
+  try {
+    doc = parse_untrusted_json(text);
+  } catch (const nlohmann::json::exception&) {
+  }
+  auto it = doc.is_object() ? doc.find("highest_version") : doc.end();
+  if (!doc.is_object() || it == doc.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0)
+    throw CorruptData(shown(*medium_, key) + " is not a tombstone ({\"highest_version\": N}); versions of this name "
+                      "cannot be numbered safely until it holds the highest version the name ever had");
+  return it->get<std::uint64_t>();
+}
+
+// ---------------------------------------------------------------- action cache
+
+std::optional<CacheEntry> ActionCache::get(const Digest& key) const {
+  nlohmann::json doc;
+  try {
+    doc = read_record(*medium_, "cache/" + key.hex() + ".json", NameIndex::kMaxRecordBytes, "cache entry");
+  } catch (const NotFound&) {
+    return std::nullopt;
+  }
+  CacheEntry entry;
+  entry.key = key;
+  auto text = [&](const char* field) {
+    auto it = doc.find(field);
+    return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  entry.pipeline = text("pipeline");
+  entry.step = text("step");
+  entry.created_at = text("created_at");
+  if (auto it = doc.find("outputs"); it != doc.end() && it->is_object())
+    for (auto o = it->begin(); o != it->end(); ++o)
+      if (o->is_string() && Digest::is_digest(o->get<std::string>()))
+        entry.outputs.emplace(o.key(), Digest::parse(o->get<std::string>()));
+  if (auto it = doc.find("provenance"); it != doc.end() && it->is_object()) entry.provenance = std::move(*it);
+  return entry;
+}
+
+void ActionCache::put(const CacheEntry& entry) const {
+  nlohmann::json outputs = nlohmann::json::object();
+  for (const auto& [name, digest] : entry.outputs) outputs[name] = digest.str();
+  nlohmann::json doc = {{"key", entry.key.str()},   {"pipeline", entry.pipeline},     {"step", entry.step},
+                        {"outputs", outputs},        {"provenance", entry.provenance}, {"created_at", entry.created_at}};
+  const std::string key = "cache/" + entry.key.hex() + ".json";
+  medium_->put(key, record_text(doc, 1, NameIndex::kMaxRecordBytes, "cache entry", shown(*medium_, key)));
+}
+
+std::vector<Digest> ActionCache::keys() const {
+  std::vector<Digest> out;
+  for (const auto& e : list_all(*medium_, "cache/", true)) {
+    auto file = std::string_view(e.key).substr(6);
+    if (e.kind != ListedEntry::Kind::object || file.size() != 64 + 5 || !file.ends_with(".json") ||
+        !is_hex(file.substr(0, 64)))
+      continue;
+    out.push_back(Digest(Sha256Value::from_hex(std::string(file.substr(0, 64)))));
+  }
+  return out;
+}
+
+bool ActionCache::remove(const Digest& key) const { return medium_->remove("cache/" + key.hex() + ".json"); }
+
+// ---------------------------------------------------------------- runs
+
+void RunLog::write(std::string_view pipeline, std::string_view run_id, const nlohmann::json& record) const {
+  if (!valid_record_stem(pipeline) || !valid_record_stem(run_id))
+    throw InvalidArgument("invalid run '" + std::string(pipeline) + "/" + std::string(run_id) + "'");
+  const std::string key = "runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json";
+  medium_->put(key, record_text(record, 1, kMaxRunBytes, "run record", shown(*medium_, key)));
+}
+
+std::vector<std::pair<std::string, std::string>> RunLog::list(std::vector<std::string>* problems) const {
+  std::vector<std::pair<std::string, std::string>> runs;
+  for (const auto& dir : list_all(*medium_, "runs/", true)) {
+    std::string pipeline(tail(dir.key, 5));
+    if (dir.kind != ListedEntry::Kind::folder || !valid_record_stem(pipeline)) {
+      if (problems) problems->push_back(shown(*medium_, tail(dir.key, 0)) + " is not a pipeline's run directory");
+      continue;
+    }
+    for (const auto& e : list_all(*medium_, dir.key, true)) {
+      std::string_view file = tail(e.key, dir.key.size());
+      if (e.kind == ListedEntry::Kind::object && file.ends_with(".json") &&
+          valid_record_stem(file.substr(0, file.size() - 5)))
+        runs.emplace_back(pipeline, std::string(file.substr(0, file.size() - 5)));
+      else if (problems)
+        problems->push_back(shown(*medium_, tail(e.key, 0)) + " is not a run record");
+    }
+  }
+  return runs;
+}
+
+nlohmann::json RunLog::read(std::string_view pipeline, std::string_view run_id) const {
+  if (!valid_record_stem(pipeline) || !valid_record_stem(run_id))
+    throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "'");
+  try {
+    return read_record(*medium_, "runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json", kMaxRunBytes,
+                       "run record");
+  } catch (const NotFound&) {
+    throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "' in store " +
+                   medium_->location());
+  }
+}
+
+}  // namespace amphora::detail

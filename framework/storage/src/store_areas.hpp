@@ -1,0 +1,181 @@
+#pragma once
+// What a store keeps, each area built by the framework on a Medium's object
+// calls, so a new medium implements none of it (docs/FORMAT.md §1):
+//   ArtifactArea  objects/sha256/<hh>/<hex>/...  artifacts, manifest last; claims/ for gc
+//   NameIndex     names/<NAME>/<N>.json          versioned names and their numbering
+//   ActionCache   cache/<hex>.json               what a step's execution produced (owns the entry format)
+//   RunLog        runs/<PIPELINE>/<ID>.json      run records, as the pipeline writes them
+// Internal to the framework.
+
+#include <amphora/digest.hpp>
+#include <amphora/storage/medium.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace amphora::detail {
+
+/// One entry found inside an artifact's folder.
+struct StoredFile {
+  std::string path;    ///< '/'-separated, relative to the artifact
+  bool regular = true; ///< false for a symbolic link, FIFO, device or socket
+  std::string kind;    ///< "a symbolic link", "a FIFO", ... when not regular
+};
+
+/// Published artifacts. An artifact exists when its manifest does.
+class ArtifactArea {
+ public:
+  explicit ArtifactArea(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}
+  static constexpr std::string_view kManifest = "manifest.json";
+
+  Medium& medium() const { return *medium_; }
+  std::string location() const { return medium_->location(); }
+
+  /// "objects/sha256/<hh>/<hex>/".
+  static std::string prefix(const Digest& digest);
+
+  std::unique_ptr<Staging> begin() const { return medium_->begin_staging(); }
+  /// Publishes a staged artifact; false when it was stored already.
+  bool publish(Staging& staging, const Digest& digest, std::string_view manifest) const;
+  /// Publishes a staged artifact in place of a damaged copy (hold repair_lease).
+  void replace(Staging& staging, const Digest& digest, std::string_view manifest) const;
+
+  /// Whether the manifest is there as an object (anything else: no artifact).
+  bool has(const Digest& digest) const;
+  /// The manifest's bytes, at most `max_bytes`. Throws NotFound, CorruptData.
+  std::string read_manifest(const Digest& digest, std::size_t max_bytes) const;
+  /// A payload file mapped, or opened for positional reads. `relpath` was
+  /// validated by the caller. Throws NotFound, CorruptData.
+  std::shared_ptr<const Buffer> map(const Digest& digest, std::string_view relpath) const;
+  std::unique_ptr<RandomAccessFile> open(const Digest& digest, std::string_view relpath) const;
+  /// Every entry of the artifact but its manifest, sorted by path. Throws
+  /// NotFound when nothing is stored under the digest.
+  std::vector<StoredFile> files(const Digest& digest) const;
+  /// Every digest with a folder (manifest or not) whose hex starts with
+  /// `hex_prefix`, sorted. A fan-out entry that is not a folder is described
+  /// in `problems` when given, else CorruptData.
+  std::vector<Digest> list(std::string_view hex_prefix = {}, std::vector<std::string>* problems = nullptr) const;
+  /// When the artifact was published or last claimed. Throws NotFound.
+  std::chrono::system_clock::time_point time(const Digest& digest) const;
+  /// Protects a stored artifact from gc's grace-period collection for
+  /// another grace period, by a claim object (no artifact is touched).
+  void claim(const Digest& digest) const;
+  /// Claims recorded, by digest (what gc reads once instead of one per artifact).
+  std::map<Digest, std::chrono::system_clock::time_point> claims() const;
+  /// Removes the claim of `digest`, if any.
+  void drop_claim(const Digest& digest) const;
+  /// Removes an artifact; returns the bytes freed.
+  std::uint64_t remove(const Digest& digest) const;
+  /// Bytes of the artifact's objects.
+  std::uint64_t bytes(const Digest& digest) const;
+
+  /// Shared by writers from publishing an artifact until a name keeps it.
+  std::unique_ptr<Lease> publish_lease() const { return medium_->lease("gc", LeaseMode::shared, true); }
+  /// Exclusive, held by gc.
+  std::unique_ptr<Lease> gc_lease() const { return medium_->lease("gc", LeaseMode::exclusive, true); }
+  /// Exclusive per digest, held while replacing a damaged copy.
+  std::unique_ptr<Lease> repair_lease(const Digest& digest) const {
+    return medium_->lease("repair-" + digest.hex(), LeaseMode::exclusive, true);
+  }
+
+ private:
+  std::shared_ptr<Medium> medium_;
+};
+
+/// One entry of the names area, valid name or not, for the caller to vet.
+struct ListedName {
+  std::string name;
+  std::string problem;  ///< empty for a name's folder; else what is there instead
+};
+
+/// Versioned names (docs/FORMAT.md §1.3).
+class NameIndex {
+ public:
+  explicit NameIndex(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}
+  /// Largest name record, serialized, that a store accepts.
+  static constexpr std::size_t kMaxRecordBytes = 1u << 20;
+
+  /// Appends the next version of `name` (never one issued before, even if
+  /// removed), storing `record` with "version" added; unique with any
+  /// number of concurrent writers. Throws InvalidArgument over kMaxRecordBytes.
+  std::uint64_t add(std::string_view name, nlohmann::json record) const;
+  std::vector<ListedName> list() const;
+  /// Ascending; empty if the name has no version. Throws CorruptData when
+  /// the name's folder cannot be listed (a link).
+  std::vector<std::uint64_t> versions(std::string_view name) const;
+  /// Throws NotFound, or CorruptData for a record that is not a small JSON object.
+  nlohmann::json read(std::string_view name, std::uint64_t version) const;
+  /// Removes one version, recording the highest number issued first (the
+  /// tombstone). Throws NotFound, CorruptData for an unreadable tombstone.
+  void remove(std::string_view name, std::uint64_t version) const;
+
+ private:
+  std::uint64_t tombstone(const std::string& name) const;
+  std::string location() const { return medium_->location(); }
+  std::shared_ptr<Medium> medium_;
+};
+
+/// One action-cache entry (docs/FORMAT.md §1.7); this class owns the format.
+struct CacheEntry {
+  Digest key;
+  std::string pipeline;
+  std::string step;
+  std::map<std::string, Digest> outputs;  ///< by output name; ill-formed ones are left out when read
+  nlohmann::json provenance = nlohmann::json::object();
+  std::string created_at;
+};
+
+class ActionCache {
+ public:
+  explicit ActionCache(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}
+  /// The entry for `key`, or nullopt. Throws CorruptData for a record that
+  /// is not a small JSON object.
+  std::optional<CacheEntry> get(const Digest& key) const;
+  /// Publishes (or replaces) the entry. Throws InvalidArgument over 1 MiB.
+  void put(const CacheEntry& entry) const;
+  /// Every key with an entry, sorted.
+  std::vector<Digest> keys() const;
+  bool remove(const Digest& key) const;
+  /// Exclusive lease on computing `key`; nullptr when `wait` is false and
+  /// another holder has it.
+  std::unique_ptr<Lease> lease(const Digest& key, bool wait) const {
+    return medium_->lease("step-" + key.hex(), LeaseMode::exclusive, wait);
+  }
+
+ private:
+  std::shared_ptr<Medium> medium_;
+};
+
+/// Run records (docs/FORMAT.md §1.8), stored as the pipeline writes them.
+class RunLog {
+ public:
+  explicit RunLog(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}
+  /// Largest run record, serialized, that a store accepts.
+  static constexpr std::size_t kMaxRunBytes = 64u << 20;
+  /// Publishes or replaces the record of `run_id`. Throws InvalidArgument
+  /// for a bad pipeline or id, or a record over kMaxRunBytes.
+  void write(std::string_view pipeline, std::string_view run_id, const nlohmann::json& record) const;
+  /// Every (pipeline, run id); entries that are not run records are
+  /// skipped and, when `problems` is given, described.
+  std::vector<std::pair<std::string, std::string>> list(std::vector<std::string>* problems = nullptr) const;
+  /// Throws NotFound, or CorruptData for a record that cannot be read.
+  nlohmann::json read(std::string_view pipeline, std::string_view run_id) const;
+
+ private:
+  std::shared_ptr<Medium> medium_;
+};
+
+/// A small JSON object record at `key`: NotFound, or CorruptData naming it
+/// as `what` ("name record") when it is not an object of at most `max_bytes`.
+nlohmann::json read_record(Medium& medium, const std::string& key, std::size_t max_bytes, const char* what);
+
+}  // namespace amphora::detail

@@ -1,0 +1,554 @@
+// The storage conformance suite: one set of rules every medium must keep,
+// run against the local directory and the in-memory medium (and, through
+// the same TEMPLATE_TEST_CASEs, any medium added later): objects written
+// whole, conditions checked atomically, listings with prefixes and cursors,
+// staged folders published at once, leases that exclude, expire and are
+// taken over, and a store built on the medium surviving injected faults.
+
+#include "support.hpp"
+
+#include "fault_medium.hpp"
+#include "memory_medium.hpp"
+
+#include <amphora/everyday.hpp>
+#include <amphora/pipeline.hpp>
+#include <amphora/storage/medium.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <map>
+#include <set>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace amphora;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct LocalKind {
+  static constexpr const char* name = "local";
+  test::TempDir dir;
+  std::shared_ptr<Medium> make() { return open_local_medium(dir / "medium", true); }
+  // Another handle on the same space, as a second process would open it.
+  std::shared_ptr<Medium> reopen() { return open_local_medium(dir / "medium", false); }
+  static constexpr bool shared_between_processes = true;
+};
+
+struct MemoryKind {
+  static constexpr const char* name = "memory";
+  std::shared_ptr<Medium> medium = testing::make_memory_medium("memory://conformance");
+  std::shared_ptr<Medium> make() { return medium; }
+  std::shared_ptr<Medium> reopen() { return medium; }
+  static constexpr bool shared_between_processes = false;
+};
+
+std::vector<std::string> keys_of(const std::vector<ListedEntry>& entries) {
+  std::vector<std::string> out;
+  for (const auto& e : entries) out.push_back(e.key);
+  return out;
+}
+
+std::string read_all(RandomAccessFile& file) {
+  std::string out(static_cast<std::size_t>(file.size()), '\0');
+  file.read_at(0, out.size(), reinterpret_cast<std::byte*>(out.data()));
+  return out;
+}
+
+// Waits for a forked child; its exit status, or 128 + signal.
+int reap(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+ObjectLeases::Options quick_leases() {
+  ObjectLeases::Options o;
+  o.ttl = std::chrono::milliseconds(300);
+  o.poll = std::chrono::milliseconds(5);
+  o.clock_skew = std::chrono::milliseconds(0);
+  return o;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Storage: objects are written whole and read back exactly", "[storage]", LocalKind, MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  CHECK_FALSE(m->head("a/b.bin"));
+  CHECK_THROWS_AS(m->get("a/b.bin", 100), NotFound);
+  CHECK_THROWS_AS(m->open("a/b.bin"), NotFound);
+
+  std::string bytes("binary\0bytes\xff\x01", 15);
+  auto written = m->put("a/b.bin", bytes);
+  REQUIRE(written);
+  CHECK(written->size == bytes.size());
+  auto info = m->head("a/b.bin");
+  REQUIRE(info);
+  CHECK(info->size == bytes.size());
+  CHECK(info->tag == written->tag);
+  CHECK(m->get("a/b.bin", 100) == bytes);
+  auto file = m->open("a/b.bin");
+  CHECK(read_all(*file) == bytes);
+  auto mapped = m->map("a/b.bin");
+  CHECK(std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size()) == bytes);
+  // An empty object is an object.
+  REQUIRE(m->put("empty", ""));
+  CHECK(m->head("empty")->size == 0);
+  CHECK(m->get("empty", 0).empty());
+
+  // Over the caller's bound: refused before reading.
+  CHECK_THROWS_AS(m->get("a/b.bin", 4), CorruptData);
+  // Past the end: an error, never a short read.
+  std::vector<std::byte> buf(32);
+  CHECK_THROWS_AS(file->read_at(10, 10, buf.data()), CorruptData);
+
+  // Replaced whole: a new tag, and what was opened before still reads the old bytes.
+  auto replaced = m->put("a/b.bin", "new");
+  REQUIRE(replaced);
+  CHECK(replaced->tag != written->tag);
+  CHECK(m->get("a/b.bin", 100) == "new");
+  CHECK(read_all(*file) == bytes);
+  CHECK(m->head("a/b.bin")->modified >= info->modified);
+
+  CHECK(m->remove("a/b.bin"));
+  CHECK_FALSE(m->remove("a/b.bin"));
+  CHECK_FALSE(m->head("a/b.bin"));
+}
+
+TEMPLATE_TEST_CASE("Storage: keys that could leave the medium's space are refused", "[storage]", LocalKind, MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  for (const char* key : {"../x", "a/../../x", "a//b", "/abs", "a/./b", "", "a/"}) {
+    INFO(key);
+    CHECK_THROWS_AS(m->put(key, "x"), InvalidArgument);
+    CHECK_THROWS_AS(m->head(key), InvalidArgument);
+    CHECK_THROWS_AS(m->get(key, 10), InvalidArgument);
+    CHECK_THROWS_AS(m->remove(key), InvalidArgument);
+  }
+  CHECK(list_all(*m, "", false).empty());
+}
+
+TEMPLATE_TEST_CASE("Storage: conditional puts check and write as one step", "[storage]", LocalKind, MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  auto first = m->put("k", "one", PutCondition::absent());
+  REQUIRE(first);
+  CHECK_FALSE(m->put("k", "two", PutCondition::absent()));
+  CHECK(m->get("k", 10) == "one");
+
+  CHECK_FALSE(m->put("k", "two", PutCondition::matching("not-" + first->tag)));
+  CHECK(m->get("k", 10) == "one");
+  auto second = m->put("k", "two", PutCondition::matching(first->tag));
+  REQUIRE(second);
+  CHECK(m->get("k", 10) == "two");
+  // The old tag is spent.
+  CHECK_FALSE(m->put("k", "three", PutCondition::matching(first->tag)));
+  // Matching a missing object fails; so it does after a removal.
+  CHECK_FALSE(m->put("missing", "x", PutCondition::matching(second->tag)));
+  REQUIRE(m->remove("k"));
+  CHECK_FALSE(m->put("k", "x", PutCondition::matching(second->tag)));
+  CHECK_FALSE(m->head("k"));
+}
+
+TEMPLATE_TEST_CASE("Storage: threads racing to create a key have exactly one winner", "[storage][threads]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  constexpr int kThreads = 8, kKeys = 40;
+  std::vector<std::vector<int>> won(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto mine = kind.reopen();
+      for (int k = 0; k < kKeys; ++k)
+        if (mine->put("race/" + std::to_string(k), "owner " + std::to_string(t), PutCondition::absent()))
+          won[t].push_back(k);
+    });
+  for (auto& th : threads) th.join();
+  std::map<int, int> owner;
+  for (int t = 0; t < kThreads; ++t)
+    for (int k : won[t]) CHECK(owner.emplace(k, t).second);
+  REQUIRE(owner.size() == kKeys);
+  for (auto [k, t] : owner) CHECK(m->get("race/" + std::to_string(k), 100) == "owner " + std::to_string(t));
+}
+
+TEMPLATE_TEST_CASE("Storage: a compare-and-swap counter loses no update", "[storage][threads]", LocalKind, MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  REQUIRE(m->put("counter", "0"));
+  constexpr int kThreads = 4, kEach = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      auto mine = kind.reopen();
+      for (int done = 0; done < kEach;) {
+        auto info = mine->head("counter");
+        int value = std::stoi(mine->get("counter", 100));
+        // The value read may already be older than the tag: a stale pair fails below.
+        if (mine->head("counter")->tag != info->tag) continue;
+        if (mine->put("counter", std::to_string(value + 1), PutCondition::matching(info->tag))) ++done;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(m->get("counter", 100) == std::to_string(kThreads * kEach));
+}
+
+TEST_CASE("Storage: processes racing to create a key have exactly one winner (local)", "[storage][processes]") {
+  test::TempDir dir;
+  auto m = open_local_medium(dir / "medium", true);
+  constexpr int kChildren = 4, kKeys = 60;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        auto mine = open_local_medium(dir / "medium", false);
+        for (int k = 0; k < kKeys; ++k) mine->put("race/" + std::to_string(k), std::to_string(c), PutCondition::absent());
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) CHECK(reap(pid) == 0);
+  auto keys = list_all(*m, "race/", false);
+  REQUIRE(keys.size() == kKeys);
+  for (const auto& e : keys) {
+    auto owner = m->get(e.key, 10);
+    CHECK((owner.size() == 1 && owner[0] >= '0' && owner[0] < '0' + kChildren));
+  }
+}
+
+TEMPLATE_TEST_CASE("Storage: listings by prefix, folded into folders, paged by a cursor", "[storage]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  for (const char* key : {"a/1", "a/2", "a/sub/x", "a/sub/y", "a/sub/deeper/z", "ab", "abc/k", "b/9", "a0"})
+    REQUIRE(m->put(key, key));
+
+  CHECK(keys_of(list_all(*m, "a/", true)) == std::vector<std::string>{"a/1", "a/2", "a/sub/"});
+  CHECK(keys_of(list_all(*m, "a/", false)) ==
+        std::vector<std::string>{"a/1", "a/2", "a/sub/deeper/z", "a/sub/x", "a/sub/y"});
+  // A prefix need not end at a '/'.
+  CHECK(keys_of(list_all(*m, "a", true)) == std::vector<std::string>{"a/", "a0", "ab", "abc/"});
+  CHECK(keys_of(list_all(*m, "ab", true)) == std::vector<std::string>{"ab", "abc/"});
+  CHECK(keys_of(list_all(*m, "a/s", false)) == std::vector<std::string>{"a/sub/deeper/z", "a/sub/x", "a/sub/y"});
+  CHECK(list_all(*m, "nothing/", true).empty());
+  auto kinds = list_all(*m, "a/", true);
+  CHECK(kinds[0].kind == ListedEntry::Kind::object);
+  CHECK(kinds[2].kind == ListedEntry::Kind::folder);
+
+  // Pages of two, each after the last key of the one before.
+  std::vector<std::string> paged;
+  std::string after;
+  int pages = 0;
+  for (;;) {
+    auto page = m->list("a/", after, false, 2);
+    ++pages;
+    for (const auto& e : page.entries) paged.push_back(e.key);
+    if (!page.truncated) break;
+    REQUIRE(page.entries.size() == 2);
+    after = page.entries.back().key;
+  }
+  CHECK(pages == 3);
+  CHECK(paged == keys_of(list_all(*m, "a/", false)));
+  // A cursor after a folder skips the whole folder in a shallow listing.
+  CHECK(keys_of(m->list("", "a/", true, 10).entries) == std::vector<std::string>{"a0", "ab", "abc/", "b/"});
+}
+
+TEMPLATE_TEST_CASE("Storage: a staged folder appears at once, marker last, or not at all", "[storage]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  const std::string prefix = "objects/sha256/ab/abcd/";
+  {
+    auto staging = m->begin_staging();
+    auto file = staging->create_file("sub/data.bin");
+    file->write_at(5, ConstBytes(reinterpret_cast<const std::byte*>("world"), 5));
+    file->write_at(0, ConstBytes(reinterpret_cast<const std::byte*>("hello"), 5));
+    file->close();
+    // Nothing is visible before publishing.
+    CHECK(list_all(*m, "objects/", false).empty());
+    CHECK(staging->publish(prefix, "manifest.json", "{}"));
+  }
+  CHECK(keys_of(list_all(*m, prefix, false)) ==
+        std::vector<std::string>{prefix + "manifest.json", prefix + "sub/data.bin"});
+  CHECK(m->get(prefix + "sub/data.bin", 100) == "helloworld");
+  CHECK(m->get(prefix + "manifest.json", 100) == "{}");
+
+  // A second copy finds the folder taken and changes nothing.
+  {
+    auto staging = m->begin_staging();
+    auto file = staging->create_file("sub/data.bin");
+    file->write_at(0, ConstBytes(reinterpret_cast<const std::byte*>("other"), 5));
+    file->close();
+    CHECK_FALSE(staging->publish(prefix, "manifest.json", "{}"));
+    // ... unless it replaces a damaged one, under its repair lease.
+    auto repair = m->lease("repair-abcd", LeaseMode::exclusive, true);
+    staging->replace(prefix, "manifest.json", "{\"fixed\":1}");
+  }
+  CHECK(m->get(prefix + "sub/data.bin", 100) == "other");
+  CHECK(m->get(prefix + "manifest.json", 100) == "{\"fixed\":1}");
+
+  // An abandoned staging area leaves nothing behind.
+  {
+    auto staging = m->begin_staging();
+    staging->create_file("x")->close();
+  }
+  CHECK(keys_of(list_all(*m, "", false)) ==
+        std::vector<std::string>{prefix + "manifest.json", prefix + "sub/data.bin"});
+
+  CHECK(m->remove_folder(prefix, "manifest.json") == 5 + std::string("{\"fixed\":1}").size());
+  CHECK(list_all(*m, "objects/", false).empty());
+  CHECK(m->remove_folder(prefix, "manifest.json") == 0);
+}
+
+TEMPLATE_TEST_CASE("Storage: the medium's leases exclude, share and wait", "[storage][leases]", LocalKind, MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  {
+    auto held = m->lease("gc", LeaseMode::exclusive, false);
+    REQUIRE(held);
+    CHECK(held->held());
+    CHECK_FALSE(kind.reopen()->lease("gc", LeaseMode::exclusive, false));
+    CHECK_FALSE(kind.reopen()->lease("gc", LeaseMode::shared, false));
+    CHECK(kind.reopen()->lease("names", LeaseMode::exclusive, false));  // another name is free
+  }
+  auto a = m->lease("gc", LeaseMode::shared, false);
+  auto b = kind.reopen()->lease("gc", LeaseMode::shared, false);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK_FALSE(kind.reopen()->lease("gc", LeaseMode::exclusive, false));
+  // An exclusive taker waits until the shared holders are gone.
+  std::atomic<bool> got{false};
+  std::thread taker([&] {
+    auto x = kind.reopen()->lease("gc", LeaseMode::exclusive, true);
+    got = x != nullptr;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(got.load());
+  a.reset();
+  b.reset();
+  taker.join();
+  CHECK(got.load());
+  CHECK_THROWS_AS(m->lease("bad/name", LeaseMode::exclusive, false), InvalidArgument);
+}
+
+TEMPLATE_TEST_CASE("Storage: object leases expire unrenewed and are taken over", "[storage][leases]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  auto leases = ObjectLeases::create(*m, quick_leases());
+
+  SECTION("a live holder keeps its lease past its ttl by renewing it") {
+    auto held = leases->acquire("step-x", LeaseMode::exclusive, false);
+    REQUIRE(held);
+    auto rival = ObjectLeases::create(*m, quick_leases());
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // over two ttls
+    CHECK_FALSE(rival->acquire("step-x", LeaseMode::exclusive, false));
+    CHECK(held->held());
+    held.reset();  // released: gone at once, not after a ttl
+    CHECK(rival->acquire("step-x", LeaseMode::exclusive, false));
+  }
+  SECTION("a dead holder's lease is taken over once expired") {
+    // What a holder killed mid-step leaves: its record, no one renewing it.
+    nlohmann::json dead = {{"holder", "gone-1"}, {"pid", 1}, {"expires_at_ms", now_ms() - 1000}};
+    REQUIRE(m->put("leases/step-y", dead.dump()));
+    auto taken = leases->acquire("step-y", LeaseMode::exclusive, false);
+    REQUIRE(taken);
+    CHECK(taken->held());
+    CHECK(m->get("leases/step-y", 4096).find(dead["holder"].get<std::string>()) == std::string::npos);
+  }
+  SECTION("a stalled holder learns it lost the lease") {
+    auto held = leases->acquire("step-z", LeaseMode::exclusive, false);
+    REQUIRE(held);
+    // Its record as it would stand after the holder stalled past the expiry.
+    nlohmann::json stale = {{"holder", "stalled"}, {"pid", 1}, {"expires_at_ms", now_ms() - 1000}};
+    REQUIRE(m->put("leases/step-z", stale.dump()));
+    auto rival = ObjectLeases::create(*m, quick_leases());
+    auto taken = rival->acquire("step-z", LeaseMode::exclusive, false);
+    REQUIRE(taken);
+    for (int i = 0; i < 100 && held->held(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK_FALSE(held->held());
+    held.reset();  // releasing a lost lease leaves the new holder's alone
+    CHECK(taken->held());
+    CHECK(m->head("leases/step-z"));
+  }
+  SECTION("garbage in a lease object does not block forever") {
+    REQUIRE(m->put("leases/step-g", "not json"));
+    CHECK(leases->acquire("step-g", LeaseMode::exclusive, false));
+  }
+  SECTION("shared and exclusive object leases") {
+    auto s1 = leases->acquire("gc", LeaseMode::shared, false);
+    auto s2 = ObjectLeases::create(*m, quick_leases())->acquire("gc", LeaseMode::shared, false);
+    REQUIRE(s1);
+    REQUIRE(s2);
+    CHECK_FALSE(leases->acquire("gc", LeaseMode::exclusive, false));
+    s1.reset();
+    s2.reset();
+    auto x = leases->acquire("gc", LeaseMode::exclusive, false);
+    REQUIRE(x);
+    CHECK_FALSE(ObjectLeases::create(*m, quick_leases())->acquire("gc", LeaseMode::shared, false));
+  }
+}
+
+TEST_CASE("Storage: a process killed holding an object lease loses it after the ttl (local)",
+          "[storage][leases][processes]") {
+  test::TempDir dir;
+  auto m = open_local_medium(dir / "medium", true);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto mine = open_local_medium(dir / "medium", false);
+    auto leases = ObjectLeases::create(*mine, quick_leases());
+    auto held = leases->acquire("step-k", LeaseMode::exclusive, true);
+    char c = held ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    for (;;) ::pause();  // killed holding it
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  REQUIRE(c == 'y');
+  auto leases = ObjectLeases::create(*m, quick_leases());
+  CHECK_FALSE(leases->acquire("step-k", LeaseMode::exclusive, false));  // alive and renewing
+  ::kill(pid, SIGKILL);
+  CHECK(reap(pid) == 128 + SIGKILL);
+  auto taken = leases->acquire("step-k", LeaseMode::exclusive, true);  // after its expiry
+  CHECK(taken);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEMPLATE_TEST_CASE("Storage: a store on the medium saves, names, verifies and collects", "[storage][store]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  Store store = Store::open({.create = true, .medium = kind.make()});
+  Tensor t = test::random_tensor(DType::float32, {64, 8}, 3);
+  auto first = store.save(t, {.name = "t"});
+  auto second = store.save(std::vector<std::string>{"a", "b"}, {.name = "words"});
+  CHECK(store.save(t, {.name = "t"}).version == 2);
+  CHECK(store.load<Tensor>("t@1").values<float>()[7] == t.values<float>()[7]);
+  CHECK(store.load<std::vector<std::string>>("words") == std::vector<std::string>{"a", "b"});
+  CHECK(store.resolve(first.digest.hex().substr(0, 10)) == first.digest);
+  CHECK(store.names() == std::vector<std::string>{"t", "words"});
+  CHECK(store.verify().ok());
+  store.remove("words");
+  CHECK(store.remove("t", 1).size() == 1);
+  CHECK(store.save(t, {.name = "t"}).version == 3);  // removed numbers are never issued again
+  auto gc = store.gc(false, std::chrono::seconds(0));
+  CHECK(gc.removed == std::vector<Digest>{second.digest});
+  CHECK(store.contains(first.digest));
+  CHECK_FALSE(store.contains(second.digest));
+  CHECK(store.verify().ok());
+
+  // A pipeline on it: a rerun comes from the action cache.
+  Pipeline p("conf");
+  auto n = p.step({.name = "n", .params = {{"k", 3}}}, [](const StepContext& c) { return c.param<std::int64_t>("k"); });
+  p.step({.name = "sq"}, [](const std::int64_t& v) { return v * v; }, n);
+  REQUIRE(p.run(store).ok);
+  auto again = p.run(store);
+  CHECK(again.count("cached") == 2);
+  CHECK(store.load<std::int64_t>("conf.sq.out") == 9);
+  CHECK(list_runs(store).size() == 2);
+}
+
+TEMPLATE_TEST_CASE("Storage: a store survives a fault at any step of a save", "[storage][faults]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  // The memory medium stages through the generic staging, whose puts the
+  // wrapper sees one by one; the local one renames a staged directory.
+  auto faulty = std::make_shared<testing::FaultMedium>(kind.make(), std::is_same_v<TestType, MemoryKind>);
+  Store store = Store::open({.create = true, .medium = faulty});
+  // The steps of one named save of a new value, as the medium sees them.
+  const auto before = faulty->trace().size();
+  store.save(test::random_tensor(DType::int32, {256}, 1), {.name = "probe"});
+  const auto trace = faulty->trace();
+  const std::vector<std::string> steps(trace.begin() + static_cast<std::ptrdiff_t>(before), trace.end());
+  REQUIRE_FALSE(steps.empty());
+  // Every write-side step, failed in turn, each time on a value not stored yet.
+  int faults = 0;
+  for (const auto& step : steps) {
+    auto space = step.find(' ');
+    std::string point = step.substr(0, space);
+    if (!point.ends_with(":put") && !point.ends_with(":publish") && !point.ends_with(":lease")) continue;
+    INFO(step);
+    ++faults;
+    Tensor t = test::random_tensor(DType::int32, {256}, 100 + static_cast<std::uint64_t>(faults));
+    // The key's first folder ("names/", "objects/"), or the lease's name.
+    std::string area = step.substr(space + 1, step.find('/', space + 1) - space);
+    faulty->arm(point, testing::FaultMedium::Action::fail, area);
+    CHECK_THROWS_AS(store.save(t, {.name = "t"}), IoError);
+    faulty->disarm();
+    // Whatever was left is whole or no artifact at all (files of a folder
+    // whose manifest never came, which verify names and gc removes), and
+    // the next save works.
+    for (const auto& problem : store.verify().problems) CHECK_THAT(problem, Catch::Contains("no manifest.json"));
+    store.gc(false, std::chrono::seconds(0));
+    CHECK(store.verify().ok());
+    auto saved = store.save(t, {.name = "t"});
+    CHECK(store.load<Tensor>(saved.digest).values<std::int32_t>()[100] == t.values<std::int32_t>()[100]);
+  }
+  CHECK(faults >= 3);
+}
+
+TEST_CASE("Storage: a publish that dies midway on an object medium leaves no artifact", "[storage][faults]") {
+  auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium(), true);
+  Store store = Store::open({.create = true, .medium = faulty});
+  // A list of three strings: three payload files put before the manifest.
+  std::vector<std::string> words{"alpha", "beta", "gamma"};
+  faulty->arm("before:put", testing::FaultMedium::Action::fail, "objects/", 1);
+  CHECK_THROWS_AS(store.save(words, {.name = "w"}), IoError);
+  faulty->disarm();
+  CHECK(store.artifacts().size() == 1);  // the folder of files put before the failure...
+  CHECK_THROWS_AS(store.load<std::vector<std::string>>(store.artifacts().front()), NotFound);  // ...is no artifact
+  auto report = store.verify();
+  REQUIRE(report.problems.size() == 1);
+  CHECK_THAT(report.problems[0], Catch::Contains("no manifest.json"));
+  CHECK(store.gc(false, std::chrono::seconds(0)).removed.size() == 1);
+  CHECK(store.save(words, {.name = "w"}).version == 1);
+  CHECK(store.load<std::vector<std::string>>("w") == words);
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("Storage: stores open by URI through registered schemes", "[storage][uri]") {
+  testing::register_memory_scheme();
+  testing::register_memory_scheme();  // twice is harmless
+  {
+    Store a = Store::open({.create = true, .uri = "memory://uri-test"});
+    a.save(std::string("shared"), {.name = "s"});
+  }
+  Store b = Store::open({.uri = "memory://uri-test"});
+  CHECK(b.load<std::string>("s") == "shared");
+  CHECK_THROWS_AS(Store::open({.uri = "memory://never-made"}), NotFound);
+  CHECK_THROWS_WITH(Store::open({.uri = "nosuch://x"}), Catch::Contains("'nosuch'") && Catch::Contains("memory") &&
+                                                             Catch::Contains("file"));
+  CHECK_THROWS_AS(Store::open({.uri = "nosuch://x"}), Unsupported);
+  CHECK_THROWS_AS(register_medium_scheme("memory", [](const MediumRequest&) { return nullptr; }), InvalidArgument);
+  CHECK_THROWS_AS(register_medium_scheme("Bad Scheme", [](const MediumRequest&) { return nullptr; }),
+                  InvalidArgument);
+
+  test::TempDir dir;
+  const std::string uri = "file://" + (dir / "store").string();
+  Store::open(uri, {.create = true}).save(std::string("on disk"), {.name = "d"});
+  CHECK(Store::open(dir / "store").load<std::string>("d") == "on disk");
+  CHECK(Store::open({.uri = uri}).load<std::string>("d") == "on disk");
+  CHECK_THROWS_AS(Store::open({.uri = "file://relative/path"}), InvalidArgument);
+  CHECK_THROWS_AS(Store::open({.medium = testing::make_memory_medium(), .uri = uri}), InvalidArgument);
+  CHECK_THROWS_AS(Store::open(Store::OpenOptions{}), InvalidArgument);
+  // A medium that is not a store yet is refused unless asked to create one.
+  CHECK_THROWS_WITH(Store::open({.medium = testing::make_memory_medium("empty")}),
+                    Catch::Contains("not an Amphora store"));
+}
