@@ -3,12 +3,14 @@
 #include "support.hpp"
 
 #include <amphora/describe.hpp>
+#include <amphora/pipeline.hpp>
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <complex>
 #include <cstring>
 #include <limits>
+#include <set>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -335,12 +337,23 @@ void from_json(const nlohmann::json& j, Config& c) {
   j.at("layers").get_to(c.layers);
   j.at("rates").get_to(c.rates);
 }
+struct Wrapper {
+  Config config;
+  std::vector<Config> history;
+  amphora::Tensor weights;
+};
 }  // namespace cfg
 
-TEST_CASE("A type with to_json/from_json is registered in one call", "[everyday][json]") {
+AMPHORA_JSON_MATERIALIZER(cfg::Config, "test.config", 1);
+
+namespace cfg {
+AMPHORA_MATERIALIZE(Wrapper, "test.wrapper", 1, config, history, weights)
+}  // namespace cfg
+
+TEST_CASE("A type with to_json/from_json is taught in one line", "[everyday][json]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
-  store.registry().add_json<cfg::Config>("test.config", 1);
+  store.registry().add<cfg::Config>();
   cfg::Config c{"resnet", 50, {0.1, 0.01}};
   auto saved = store.save(c, {.name = "cfg"});
   CHECK(store.open_artifact("cfg").manifest().materializer == "test.config");
@@ -361,5 +374,43 @@ TEST_CASE("A type with to_json/from_json is registered in one call", "[everyday]
   int nothing = 0;
   auto bad = store.save_erased(forged, &nothing, {});
   CHECK_THROWS_AS(store.load<cfg::Config>(bad.digest), CorruptData);
+  CHECK_THROWS_WITH(store.load<cfg::Config>(bad.digest), Catch::Contains("does not convert back"));
   CHECK_FALSE(store.verify(bad.digest.str()).ok());
+}
+
+TEST_CASE("A JSON-backed type composes: a child, a struct field, a list item, a map value, a pipeline output",
+          "[everyday][json]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  cfg::Config a{"a", 1, {0.5}}, b{"b", 2, {}};
+  cfg::Wrapper w{a, {a, b}, test::random_tensor(DType::float32, {4}, 1)};
+  auto saved = store.save(w, {.name = "w"});
+  auto back = store.load<cfg::Wrapper>("w");
+  CHECK(back.config.model == "a");
+  REQUIRE(back.history.size() == 2);
+  CHECK(back.history[1].layers == 2);
+  CHECK(back.weights.values<float>()[3] == w.weights.values<float>()[3]);
+  // The same Config appears three times in the tree and is stored once.
+  std::set<Digest> children;
+  std::vector<ArtifactReader> pending{store.open_artifact(saved.digest)};
+  while (!pending.empty()) {
+    auto r = pending.back();
+    pending.pop_back();
+    for (const auto& c : r.children()) {
+      children.insert(c.digest);
+      pending.push_back(store.open_artifact(c.digest));
+    }
+  }
+  CHECK(children.count(store.save(a).digest) == 1);
+  std::map<std::string, cfg::Config> by_name{{"a", a}, {"b", b}};
+  store.save(by_name, {.name = "m"});
+  CHECK(store.load<std::map<std::string, cfg::Config>>("m").at("b").model == "b");
+  CHECK(store.verify().ok());
+
+  Pipeline p("json");
+  auto made = p.step({.name = "make"}, [] { return cfg::Config{"piped", 3, {1.0}}; });
+  p.step({.name = "use"}, [](const cfg::Config& c) { return c.layers * 2; }, made);
+  REQUIRE(p.run(store).ok);
+  CHECK(store.load<cfg::Config>("json.make.out").model == "piped");
+  CHECK(store.load<int>("json.use.out") == 6);
 }

@@ -579,7 +579,7 @@ TEST_CASE("Payload files written from several threads at once", "[hardening][con
   }
   std::optional<Digest> first;
   for (bool durable : {false, true}) {
-    auto registry = Registry::with_builtins();
+    auto registry = Registry::with_defaults();
     registry->add<Columns>();
     Store store = Store::open(dir / (durable ? "durable" : "plain"), {.create = true, .registry = registry, .durable = durable});
     for (int round = 0; round < 3; ++round) {

@@ -30,7 +30,93 @@ void validate_materializer_name(const std::string& name) {
                           "': use dotted lower-case words such as 'myorg.bbox_records'");
 }
 
+struct Contribution {
+  std::string library;
+  void (*contribute)(Registry&);
+};
+
+// Never destroyed: libraries register from static initializers, and
+// registries may be made while other statics are torn down.
+std::mutex& contributions_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<Contribution>& contributions() {
+  static auto* all = new std::vector<Contribution>;
+  return *all;
+}
+
 }  // namespace
+
+bool register_defaults(std::string_view library, void (*contribute)(Registry&)) {
+  if (library.empty() || !contribute) throw InvalidArgument("register_defaults needs a library name and a function");
+  std::lock_guard lock(contributions_mutex());
+  for (const auto& c : contributions())
+    if (c.library == library)
+      throw InvalidArgument("default materializers of '" + std::string(library) + "' are registered twice");
+  contributions().push_back({std::string(library), contribute});
+  return true;
+}
+
+std::shared_ptr<Registry> Registry::with_defaults() {
+  auto registry = std::make_shared<Registry>();
+  registry->add_defaults();
+  return registry;
+}
+
+void Registry::add_defaults() {
+  std::vector<Contribution> pending;
+  {
+    std::lock_guard lock(contributions_mutex());
+    pending = contributions();
+  }
+  for (const auto& c : pending) {
+    {
+      std::shared_lock lock(mutex_);
+      if (std::find(defaults_added_.begin(), defaults_added_.end(), c.library) != defaults_added_.end()) continue;
+    }
+    // Into a scratch registry first, so a library whose registration fails
+    // halfway, or collides, adds nothing.
+    Registry scratch;
+    try {
+      c.contribute(scratch);
+      merge(scratch);
+    } catch (const Error& e) {
+      throw InvalidArgument("default materializers of '" + c.library + "': " + e.what());
+    }
+    std::unique_lock lock(mutex_);
+    defaults_added_.push_back(c.library);
+  }
+}
+
+void Registry::merge(const Registry& other) {
+  std::shared_lock theirs(other.mutex_);
+  std::unique_lock lock(mutex_);
+  for (const auto& [name, entry] : other.by_name_) check_new(*entry);
+  for (const auto& f : other.formats_) check_new(*f);
+  for (const auto& [name, entry] : other.by_name_) {
+    by_name_.emplace(name, entry);
+    by_type_.emplace(entry->type, entry);
+  }
+  formats_.insert(formats_.end(), other.formats_.begin(), other.formats_.end());
+}
+
+void Registry::check_new(const MaterializerEntry& entry) const {
+  if (auto it = by_name_.find(entry.name); it != by_name_.end())
+    throw InvalidArgument("materializer name '" + entry.name + "' is registered twice: for " +
+                          type_display_name(it->second->type) + " (" + it->second->origin + ") and for " +
+                          type_display_name(entry.type) + " (" + entry.origin + ")");
+  if (auto it = by_type_.find(entry.type); it != by_type_.end())
+    throw InvalidArgument("type " + type_display_name(entry.type) + " already has materializer '" +
+                          it->second->name + "' (" + it->second->origin + "); cannot add '" + entry.name + "'");
+}
+
+void Registry::check_new(const FileFormat& format) const {
+  for (const auto& f : formats_)
+    if (f->extension == format.extension)
+      throw InvalidArgument("file extension '" + format.extension + "' is already handled by materializer '" +
+                            f->materializer + "'");
+}
 
 void Registry::add_entry(MaterializerEntry entry) {
   validate_materializer_name(entry.name);
@@ -39,13 +125,7 @@ void Registry::add_entry(MaterializerEntry entry) {
                           "; versions start at 1");
   if (!entry.save || !entry.load) throw InvalidArgument("materializer '" + entry.name + "' lacks save or load");
   std::unique_lock lock(mutex_);
-  if (auto it = by_name_.find(entry.name); it != by_name_.end())
-    throw InvalidArgument("materializer name '" + entry.name + "' is registered twice: for " +
-                          type_display_name(it->second->type) + " (" + it->second->origin + ") and for " +
-                          type_display_name(entry.type) + " (" + entry.origin + ")");
-  if (auto it = by_type_.find(entry.type); it != by_type_.end())
-    throw InvalidArgument("type " + type_display_name(entry.type) + " already has materializer '" +
-                          it->second->name + "' (" + it->second->origin + "); cannot add '" + entry.name + "'");
+  check_new(entry);
   auto shared = std::make_shared<const MaterializerEntry>(std::move(entry));
   by_name_.emplace(shared->name, shared);
   by_type_.emplace(shared->type, shared);
@@ -57,10 +137,7 @@ void Registry::add_format(FileFormat format) {
   if (format.extension.size() < 2 || format.extension.front() != '.')
     throw InvalidArgument("file format extension '" + format.extension + "' must start with a dot");
   std::unique_lock lock(mutex_);
-  for (const auto& f : formats_)
-    if (f->extension == format.extension)
-      throw InvalidArgument("file extension '" + format.extension + "' is already handled by materializer '" +
-                            f->materializer + "'");
+  check_new(format);
   formats_.push_back(std::make_shared<const FileFormat>(std::move(format)));
 }
 

@@ -521,18 +521,9 @@ Store Store::open(OpenOptions options) {
   impl->names.emplace(impl->medium);
   impl->cache.emplace(impl->medium);
   impl->runs.emplace(impl->medium);
-  if (options.registry) {
-    impl->registry = std::move(options.registry);
-  } else {
-    impl->registry = std::make_shared<Registry>();
-    if (auto registrar = detail::default_registrar.load()) registrar(*impl->registry);
-  }
+  impl->registry = options.registry ? std::move(options.registry) : translated(true, [] { return Registry::with_defaults(); });
   return Store(std::move(impl));
 }
-
-std::atomic<void (*)(Registry&)> detail::default_registrar{nullptr};
-
-void detail::set_default_registrar(void (*registrar)(Registry&)) { default_registrar.store(registrar); }
 
 fs::path Store::default_path() {
   if (const char* env = std::getenv("AMPHORA_STORE"); env && *env) return env;
@@ -607,8 +598,8 @@ std::shared_ptr<void> Store::load_reader(const ArtifactReader& reader, std::stri
   auto entry = impl_->registry->find(m.materializer);
   if (!entry) {
     std::string advice = std::string_view(m.materializer).starts_with("amphora.")
-                             ? "it is one of Amphora's built-ins: open the store with Registry::with_builtins() "
-                               "(or call amphora::register_builtins on its registry)"
+                             ? "it is one of Amphora's built-ins: link amphora::materializers and include one of "
+                               "its headers, or call amphora::register_builtins on the store's registry"
                              : "register it or load the plugin that provides it";
     throw Unsupported(reader.label() + " was written by materializer '" + m.materializer + "' (format version " +
                       std::to_string(m.materializer_version) + "), which is not registered; " + advice);

@@ -12,29 +12,59 @@ namespace amphora {
 
 namespace {
 
-// Containers whose element type only a C++ program knows. Registered so
-// that `amphora verify` checks their structure and `amphora show` names
-// them; loading goes through the container's own type.
-template <int Kind>
-struct GenericContainer {};
+// Containers whose element type only a C++ program knows, each a tag type
+// with a materializer of its own: registered so that `amphora verify` checks
+// their structure and `amphora show` names them; loading goes through the
+// container's own type.
+struct AnyList {};
+struct AnyMap {};
+struct AnyOptional {};
+struct AnyRecordList {};
 
-template <int Kind>
-void add_generic(Registry& registry, std::string_view name, std::string example,
-                 std::function<void(const ArtifactReader&)> validate) {
-  MaterializerEntry entry;
-  entry.name = std::string(name);
-  entry.version = 1;
-  entry.type = typeid(GenericContainer<Kind>);
-  entry.origin = "built-in";
-  entry.save = [name = std::string(name)](const void*, ArtifactWriter&) {
-    throw Unsupported(name + " artifacts are saved from their C++ type");
-  };
-  entry.load = [name = std::string(name), example](const ArtifactReader& in) -> std::shared_ptr<void> {
-    throw Unsupported(in.label() + " is an " + name + "; load it with its C++ type, for example " + example);
-  };
-  entry.validate = std::move(validate);
-  registry.add_entry(std::move(entry));
-}
+template <class Tag>
+struct GenericContainer {
+  static constexpr int version = 1;
+  static void save(const Tag&, ArtifactWriter&) {
+    throw Unsupported(std::string(materializer<Tag>::name) + " artifacts are saved from their C++ type");
+  }
+  static Tag load(const ArtifactReader& in) {
+    throw Unsupported(in.label() + " is an " + std::string(materializer<Tag>::name) +
+                      "; load it with its C++ type, for example " + std::string(materializer<Tag>::example));
+  }
+};
+
+}  // namespace
+
+template <>
+struct materializer<AnyList> : GenericContainer<AnyList> {
+  static constexpr std::string_view name = "amphora.list";
+  static constexpr std::string_view example = "store.load<std::vector<T>>(ref)";
+  static void validate(const ArtifactReader& in) { (void)detail::checked_count(in, "items/"); }
+};
+template <>
+struct materializer<AnyMap> : GenericContainer<AnyMap> {
+  static constexpr std::string_view name = "amphora.map";
+  static constexpr std::string_view example = "store.load<std::map<std::string, T>>(ref)";
+  static void validate(const ArtifactReader& in) { (void)detail::check_map(in); }
+};
+template <>
+struct materializer<AnyOptional> : GenericContainer<AnyOptional> {
+  static constexpr std::string_view name = "amphora.optional";
+  static constexpr std::string_view example = "store.load<std::optional<T>>(ref)";
+  static void validate(const ArtifactReader& in) { (void)detail::check_optional(in); }
+};
+template <>
+struct materializer<AnyRecordList> : GenericContainer<AnyRecordList> {
+  static constexpr std::string_view name = "amphora.record_list";
+  static constexpr std::string_view example = "store.load<std::vector<T>>(ref) for the declared struct T";
+  static void validate(const ArtifactReader& in) {
+    (void)in.meta<std::string>("element");
+    (void)in.meta<int>("element_version");
+    (void)in.meta<std::size_t>("count");
+  }
+};
+
+namespace {
 
 // An import's input as text: the same checks as a .npy (a regular file, read
 // whole, a FIFO refused at once).
@@ -91,29 +121,20 @@ void register_builtins(Registry& registry) {
       [](const nlohmann::json& doc, const std::filesystem::path& file) { write_text_file(doc.dump(2) + "\n", file); });
   registry.add<std::vector<std::string>>("built-in");
   registry.add<std::vector<Tensor>>("built-in");
-  add_generic<0>(registry, "amphora.list", "store.load<std::vector<T>>(ref)",
-                 [](const ArtifactReader& in) { (void)detail::checked_count(in, "items/"); });
-  add_generic<1>(registry, "amphora.map", "store.load<std::map<std::string, T>>(ref)",
-                 [](const ArtifactReader& in) { (void)detail::check_map(in); });
-  add_generic<2>(registry, "amphora.optional", "store.load<std::optional<T>>(ref)",
-                 [](const ArtifactReader& in) { (void)detail::check_optional(in); });
-  add_generic<3>(registry, "amphora.record_list", "store.load<std::vector<T>>(ref) for the declared struct T",
-                 [](const ArtifactReader& in) {
-                   (void)in.meta<std::string>("element");
-                   (void)in.meta<int>("element_version");
-                   (void)in.meta<std::size_t>("count");
-                 });
+  registry.add<AnyList>("built-in");
+  registry.add<AnyMap>("built-in");
+  registry.add<AnyOptional>("built-in");
+  registry.add<AnyRecordList>("built-in");
 }
 
-bool detail::use_builtins_by_default() {
-  set_default_registrar([](Registry& registry) { register_builtins(registry); });
-  return true;
+bool detail::builtins_are_defaults() {
+  static const bool registered = register_defaults("amphora.builtins", &register_builtins);
+  return registered;
 }
 
-std::shared_ptr<Registry> Registry::with_builtins() {
-  auto registry = std::make_shared<Registry>();
-  register_builtins(*registry);
-  return registry;
-}
+namespace {
+// Registered when the library loads, whether or not a header asked.
+const bool registered_on_load = detail::builtins_are_defaults();
+}  // namespace
 
 }  // namespace amphora

@@ -12,7 +12,11 @@
 //
 // Store::save and Store::load use it directly; registering it
 // (registry.add<BBoxes>()) lets type-erased tools such as `amphora verify`
-// and `amphora show` find it by name.
+// and `amphora show` find it by name. Two shorthands produce such a
+// specialization: AMPHORA_MATERIALIZE (<amphora/describe.hpp>) for a struct
+// declared by its fields, and AMPHORA_JSON_MATERIALIZER (below) for a type
+// nlohmann::json already converts. Either way the type composes like any
+// other: as a child, a struct field, a list item, a pipeline output.
 
 #include <amphora/artifact.hpp>
 
@@ -39,6 +43,36 @@ concept Materializable = requires(const T& value, ArtifactWriter& writer, const 
   { materializer<T>::save(value, writer) } -> std::same_as<void>;
   { materializer<T>::load(reader) } -> std::same_as<T>;
 };
+
+/// A materializer storing a type with nlohmann `to_json`/`from_json` as one
+/// canonical JSON document, "value.json". Inherit it in the specialization,
+/// which adds the name and version, or use AMPHORA_JSON_MATERIALIZER.
+template <class T>
+struct json_materializer {
+  static void save(const T& value, ArtifactWriter& out) { out.write_json("value.json", nlohmann::json(value)); }
+  /// Throws CorruptData naming the artifact when the document no longer
+  /// converts to a T (a field missing or of another type).
+  static T load(const ArtifactReader& in) {
+    auto document = in.read_json("value.json");
+    try {
+      return document.template get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      throw CorruptData(in.label() + ": 'value.json' does not convert back to the stored type: " + e.what());
+    }
+  }
+  static void validate(const ArtifactReader& in) { (void)load(in); }
+};
+
+/// Teaches Amphora a type with nlohmann `to_json`/`from_json`, stored as
+/// canonical JSON under the stable `NAME` at format `VERSION`. At namespace
+/// scope, outside any namespace:
+///   AMPHORA_JSON_MATERIALIZER(myorg::Config, "myorg.config", 1)
+#define AMPHORA_JSON_MATERIALIZER(TYPE, NAME, VERSION)                      \
+  template <>                                                               \
+  struct amphora::materializer<TYPE> : amphora::json_materializer<TYPE> {   \
+    static constexpr std::string_view name = NAME;                          \
+    static constexpr int version = VERSION;                                 \
+  }
 
 /// A type-erased materializer. `save` receives a pointer to a value of `type`;
 /// `load` returns a newly allocated value of `type`.

@@ -39,41 +39,31 @@ struct FileFormat {
 /// Entries are never removed.
 class Registry {
  public:
-  /// A new registry holding Amphora's built-in materializers and file
-  /// formats. Defined by the materializers library (link amphora::amphora).
-  static std::shared_ptr<Registry> with_builtins();
+  /// A new registry holding every library's default materializers
+  /// (register_defaults): Amphora's built-ins in a program that includes a
+  /// header of amphora::materializers, and those of any other library
+  /// loaded. What Store::open uses when given no registry.
+  static std::shared_ptr<Registry> with_defaults();
+  /// Adds every default contribution registered so far that this registry
+  /// does not hold yet, each whole or not at all. Throws InvalidArgument
+  /// naming the library when one conflicts with what is registered here.
+  void add_defaults();
 
-  /// Registers materializer<T>; if it declares `static void validate(const
-  /// ArtifactReader&)`, verify runs it. A type that does not satisfy Materializable
-  /// fails to compile with a message saying what to specialize. Throws
-  /// InvalidArgument when the name is malformed or already registered (naming
-  /// both types) or T already has a materializer.
+  /// Registers materializer<T>, the one way to teach Amphora a type (by a
+  /// specialization of your own, AMPHORA_MATERIALIZE or AMPHORA_JSON_MATERIALIZER);
+  /// if it declares `static void validate(const ArtifactReader&)`, verify
+  /// runs it. A type that does not satisfy Materializable fails to compile
+  /// with a message saying what to specialize. Throws InvalidArgument when
+  /// the name is malformed or already registered (naming both types) or T
+  /// already has a materializer.
   template <class T>
   void add(std::string origin = "application") {
     add_entry(make_materializer_entry<T>(std::move(origin)));
   }
 
-  /// Registers T, which has nlohmann `to_json`/`from_json`, as materializer
-  /// `name` (format `version`) storing one canonical JSON document,
-  /// "value.json". Store::save<T> and load<T> then find it here. Throws as add().
-  template <class T>
-  void add_json(std::string name, int version, std::string origin = "application") {
-    MaterializerEntry entry;
-    entry.name = std::move(name);
-    entry.version = version;
-    entry.type = typeid(T);
-    entry.origin = std::move(origin);
-    entry.save = [](const void* value, ArtifactWriter& out) {
-      out.write_json("value.json", nlohmann::json(*static_cast<const T*>(value)));
-    };
-    entry.load = [](const ArtifactReader& in) -> std::shared_ptr<void> {
-      return std::make_shared<T>(in.read_json("value.json").template get<T>());
-    };
-    entry.validate = [](const ArtifactReader& in) { (void)in.read_json("value.json").template get<T>(); };
-    add_entry(std::move(entry));
-  }
-
-  /// Registers a type-erased entry (what add<T>() and plugins use).
+  /// Registers a type-erased entry: the boundary where a materializer's
+  /// C++ type is not known to the caller (a plugin library). Programs use
+  /// add<T>(). Throws as add().
   void add_entry(MaterializerEntry entry);
 
   /// Registers an import/export codec for a file extension of T's
@@ -111,10 +101,27 @@ class Registry {
   std::vector<std::shared_ptr<const MaterializerEntry>> entries() const;
 
  private:
+  // Checks everything `other` holds against this registry, then adds it all.
+  void merge(const Registry& other);
+  // Throw InvalidArgument when `entry` or `format` collides with one held
+  // (called holding mutex_).
+  void check_new(const MaterializerEntry& entry) const;
+  void check_new(const FileFormat& format) const;
   mutable std::shared_mutex mutex_;
+  std::vector<std::string> defaults_added_;
   std::unordered_map<std::string, std::shared_ptr<const MaterializerEntry>> by_name_;
   std::unordered_map<std::type_index, std::shared_ptr<const MaterializerEntry>> by_type_;
   std::vector<std::shared_ptr<const FileFormat>> formats_;
 };
+
+/// Makes `contribute` (named by its `library`, e.g. "amphora.builtins")
+/// part of every registry's defaults, and of those already made when they
+/// next call add_defaults(). For a library's static initializer:
+///   static const bool registered = amphora::register_defaults("myorg.shapes", &add_shapes);
+/// A static library's initializer runs only if the program uses something
+/// of its object file: reference a function of that file from a header the
+/// program includes (as <amphora/builtins.hpp> does). Returns true. Throws
+/// InvalidArgument when `library` is registered already.
+bool register_defaults(std::string_view library, void (*contribute)(Registry& registry));
 
 }  // namespace amphora

@@ -78,7 +78,8 @@ class Store {
   struct OpenOptions {
     bool create = false;                   ///< initialise the store if it is not one yet
     /// Materializers for type-erased use (verify, show, export, load_erased);
-    /// empty = Registry::with_builtins() when the materializers are linked.
+    /// empty = Registry::with_defaults(): the built-ins when a header of the
+    /// materializers is included, and any library's defaults.
     std::shared_ptr<Registry> registry{};
     /// Flush data and directories to the device before publishing (survives
     /// power loss, at disk speed). Off by default: publishing is then atomic
@@ -244,13 +245,6 @@ class Store {
   std::shared_ptr<Impl> impl_;
 };
 
-namespace detail {
-/// What fills the registry of a store opened without one. The materializers
-/// library sets it (to its built-ins) in every program that includes one of
-/// its headers; the framework itself knows no materializer.
-extern std::atomic<void (*)(Registry&)> default_registrar;
-void set_default_registrar(void (*registrar)(Registry&));
-}  // namespace detail
 
 /// Validates a name for versioning: 1-128 characters of [A-Za-z0-9._-],
 /// starting with a letter, digit or underscore. Throws InvalidArgument.

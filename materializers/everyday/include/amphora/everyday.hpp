@@ -2,8 +2,8 @@
 // Materializers for everyday C++ types, so they save and load with no code:
 //
 //   type                                   materializer           payload
-//   bool, integers, floats, complex        amphora.tensor (0-d)   tensor.npy
-//   std::vector of those                   amphora.tensor (1-d)   tensor.npy
+//   bool, integers, floats, complex        amphora.tensor (0-d)   tensor.npy     (from tensor.hpp)
+//   std::vector of those                   amphora.tensor (1-d)   tensor.npy     (from tensor.hpp)
 //   std::string                            amphora.string         string.bin
 //   nlohmann::json                         amphora.json           value.json
 //   std::vector<std::string>               amphora.strings        merged strings
@@ -32,11 +32,6 @@
 
 namespace amphora {
 
-/// Types with a dtype: bool, fixed-width integers, float16, bfloat16, float,
-/// double and std::complex of float or double.
-template <class T>
-concept ArrayElement = requires { dtype_of<T>::value; };
-
 /// T was declared with AMPHORA_MATERIALIZE (amphora/describe.hpp).
 template <class T>
 concept Described = requires(const T* p) { amphora_describe(p); };
@@ -48,52 +43,12 @@ constexpr auto description_of() {
 
 namespace detail {
 
-/// Loads a tensor artifact and checks it is `ndim`-dimensional of `dtype`.
-Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
-
 template <class T>
 struct is_std_vector : std::false_type {};
 template <class T, class A>
 struct is_std_vector<std::vector<T, A>> : std::true_type {};
 
 }  // namespace detail
-
-// ---------------------------------------------------------------------------
-// Numbers and vectors of numbers: tensors, so numpy reads them too.
-
-template <ArrayElement T>
-struct materializer<T> {
-  static constexpr std::string_view name = "amphora.tensor";
-  static constexpr int version = 1;
-  static void save(const T& value, ArtifactWriter& out) {
-    materializer<Tensor>::save(Tensor::from_values<T>({}, std::span<const T>(&value, 1)), out);
-  }
-  static T load(const ArtifactReader& in) {
-    Tensor t = detail::load_tensor_as(in, dtype_of<T>::value, 0);
-    T value;
-    std::memcpy(&value, t.data(), sizeof(T));
-    return value;
-  }
-};
-
-template <ArrayElement T>
-struct materializer<std::vector<T>> {
-  static constexpr std::string_view name = "amphora.tensor";
-  static constexpr int version = 1;
-  static void save(const std::vector<T>& values, ArtifactWriter& out) {
-    materializer<Tensor>::save(Tensor::from_values<T>({static_cast<std::int64_t>(values.size())}, values), out);
-  }
-  static std::vector<T> load(const ArtifactReader& in) {
-    Tensor t = detail::load_tensor_as(in, dtype_of<T>::value, 1);
-    if constexpr (std::is_same_v<T, bool>) {
-      auto bytes = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(t.data()), t.nbytes());
-      return std::vector<bool>(bytes.begin(), bytes.end());
-    } else {
-      auto v = t.values<T>();
-      return std::vector<T>(v.begin(), v.end());
-    }
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Text and JSON.

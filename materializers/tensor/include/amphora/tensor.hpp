@@ -145,8 +145,54 @@ struct materializer<Tensor> {
 /// out-of-range interval, Unsupported if `in` is not a tensor artifact.
 Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end);
 
+/// Types with a dtype: bool, fixed-width integers, float16, bfloat16, float,
+/// double and std::complex of float or double.
+template <class T>
+concept ArrayElement = requires { dtype_of<T>::value; };
+
+namespace detail {
+
+/// Loads a tensor artifact and checks it is `ndim`-dimensional of `dtype`.
+Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Numbers and vectors of numbers: tensors, so numpy reads them too.
+
+template <ArrayElement T>
+struct materializer<T> {
+  static constexpr std::string_view name = "amphora.tensor";
+  static constexpr int version = 1;
+  static void save(const T& value, ArtifactWriter& out) {
+    materializer<Tensor>::save(Tensor::from_values<T>({}, std::span<const T>(&value, 1)), out);
+  }
+  static T load(const ArtifactReader& in) {
+    Tensor t = detail::load_tensor_as(in, dtype_of<T>::value, 0);
+    T value;
+    std::memcpy(&value, t.data(), sizeof(T));
+    return value;
+  }
+};
+
+template <ArrayElement T>
+struct materializer<std::vector<T>> {
+  static constexpr std::string_view name = "amphora.tensor";
+  static constexpr int version = 1;
+  static void save(const std::vector<T>& values, ArtifactWriter& out) {
+    materializer<Tensor>::save(Tensor::from_values<T>({static_cast<std::int64_t>(values.size())}, values), out);
+  }
+  static std::vector<T> load(const ArtifactReader& in) {
+    Tensor t = detail::load_tensor_as(in, dtype_of<T>::value, 1);
+    if constexpr (std::is_same_v<T, bool>) {
+      auto bytes = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(t.data()), t.nbytes());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      auto v = t.values<T>();
+      return std::vector<T>(v.begin(), v.end());
+    }
+  }
+};
+
 }  // namespace amphora
 
-// Numbers, strings, JSON and standard containers are materializable wherever
-// tensors are: everyday.hpp needs Tensor complete, so it comes last.
-#include <amphora/everyday.hpp>
