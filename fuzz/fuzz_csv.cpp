@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   std::optional<amphora::Digest> streamed;
   try {
-    streamed = scratch_store(scratch("store")).import_file(in).digest;
+    streamed = scratch_store().import_file(in).digest;
   } catch (const amphora::Error&) {
   }
   std::optional<amphora::Table> read;
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (read.has_value() != streamed.has_value()) std::abort();
   if (!read) return 0;
   const amphora::Table& t = *read;
-  if (scratch_store(scratch("store")).save(t).digest != *streamed) std::abort();
+  if (scratch_store().save(t).digest != *streamed) std::abort();
   for (std::size_t k = 0; k < t.num_columns(); ++k) {
     const auto& c = t.column(k);
     if (c.size() != t.rows()) std::abort();

@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   std::optional<amphora::Digest> streamed;
   try {
-    streamed = scratch_store(scratch("store")).import_file(in).digest;
+    streamed = scratch_store().import_file(in).digest;
   } catch (const amphora::Error&) {
   }
   amphora::RecordCollection records;
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (streamed) std::abort();
     return 0;
   }
-  if (!streamed || scratch_store(scratch("store")).save(records).digest != *streamed) std::abort();
+  if (!streamed || scratch_store().save(records).digest != *streamed) std::abort();
   std::vector<nlohmann::ordered_json> values;
   for (std::size_t i = 0; i < records.size(); ++i) {
     const std::string text = records.record_json(i);

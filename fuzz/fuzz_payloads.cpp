@@ -9,6 +9,8 @@
 // Each input is saved as an artifact in a scratch store (so the manifest and
 // its hashes are right) and then loaded.
 
+#include "scratch_store.hpp"
+
 #include <amphora/npy_format.hpp>
 #include <amphora/amphora.hpp>
 #include <amphora/record_list.hpp>
@@ -34,15 +36,6 @@ struct Forged {
   std::map<std::string, std::string> files;
   nlohmann::json meta;
 };
-
-amphora::Store& scratch_store() {
-  static amphora::Store store = [] {
-    char dir[] = "/tmp/amphora-fuzz-payloads-XXXXXX";
-    if (!::mkdtemp(dir)) std::abort();
-    return amphora::Store::open(dir, {.create = true});
-  }();
-  return store;
-}
 
 amphora::Digest save(const Forged& forged) {
   amphora::MaterializerEntry entry;

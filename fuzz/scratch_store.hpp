@@ -1,20 +1,20 @@
 #pragma once
-// A store under the fuzzer's scratch directory for comparing streaming
-// imports with read-then-save, started afresh every thousand inputs so that
-// it stays small.
+// A store in memory (tests/support/memory_medium.hpp) for comparing
+// streaming imports with read-then-save, started afresh every thousand
+// inputs so that it stays small; nothing reaches the disk.
+
+#include "memory_medium.hpp"
 
 #include <amphora/store.hpp>
 
-#include <filesystem>
 #include <optional>
 
-inline amphora::Store& scratch_store(const std::filesystem::path& dir) {
+inline amphora::Store& scratch_store() {
   static int uses = 0;
   static std::optional<amphora::Store> store;
   if (!store || ++uses % 1000 == 0) {
     store.reset();
-    std::filesystem::remove_all(dir);
-    store = amphora::Store::open(dir, {.create = true});
+    store = amphora::Store::open({.create = true, .medium = amphora::testing::make_memory_medium("fuzz scratch")});
   }
   return *store;
 }

@@ -3,12 +3,16 @@
 // read-only view of a mapped file whose mapping lives as long as any Buffer
 // that refers to it.
 
+#include <amphora/export.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -106,3 +110,5 @@ std::string read_text_file(const std::filesystem::path& path, std::size_t max_by
 void write_file_atomically(const std::filesystem::path& path, std::span<const ConstBytes> parts);
 
 }  // namespace amphora
+
+AMPHORA_API_END

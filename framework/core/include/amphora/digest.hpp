@@ -1,6 +1,8 @@
 #pragma once
 // SHA-256 hashing and the self-describing digest strings used for artifacts.
 
+#include <amphora/export.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -74,3 +78,5 @@ class Digest {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -2,11 +2,15 @@
 // Element types of arrays (tensors, table columns, sparse matrix data) and
 // their names. Shared by every materializer that stores arrays.
 
+#include <amphora/export.hpp>
+
 #include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -67,3 +71,5 @@ inline constexpr std::size_t kMaxTensorDims = 32;
 std::uint64_t checked_element_count(std::span<const std::int64_t> shape, DType dtype);
 
 }  // namespace amphora
+
+AMPHORA_API_END

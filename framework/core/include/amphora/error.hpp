@@ -1,9 +1,15 @@
 #pragma once
 // Exceptions thrown by Amphora. Every message names the artifact, file or
-// argument at fault and what is wrong with it.
+// argument at fault and what is wrong with it. Each class's destructor is
+// defined in the library, which anchors its type information there: an
+// exception thrown in one library (a plugin) is caught by its class in another.
+
+#include <amphora/export.hpp>
 
 #include <stdexcept>
 #include <string>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -11,18 +17,21 @@ namespace amphora {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  ~Error() override;
 };
 
 /// A caller passed something malformed: a bad ref, name, option or shape.
 class InvalidArgument : public Error {
  public:
   using Error::Error;
+  ~InvalidArgument() override;
 };
 
 /// A ref, name, version, file or materializer does not exist.
 class NotFound : public Error {
  public:
   using Error::Error;
+  ~NotFound() override;
 };
 
 /// Data read from disk is damaged or inconsistent (bad digest, truncated file,
@@ -30,6 +39,7 @@ class NotFound : public Error {
 class CorruptData : public Error {
  public:
   using Error::Error;
+  ~CorruptData() override;
 };
 
 /// The data is well formed but uses something this build cannot handle
@@ -37,12 +47,14 @@ class CorruptData : public Error {
 class Unsupported : public Error {
  public:
   using Error::Error;
+  ~Unsupported() override;
 };
 
 /// An operating-system call failed; the message carries the path and errno text.
 class IoError : public Error {
  public:
   using Error::Error;
+  ~IoError() override;
 };
 
 /// The machine ran out of something Amphora needed: memory, threads or file
@@ -50,6 +62,9 @@ class IoError : public Error {
 class OutOfResources : public Error {
  public:
   using Error::Error;
+  ~OutOfResources() override;
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

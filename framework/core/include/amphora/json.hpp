@@ -4,12 +4,15 @@
 // (docs/FORMAT.md §3.3, §3.7), and the checks on JSON read from or written
 // to a store.
 
+#include <amphora/export.hpp>
 #include <amphora/digest.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <string>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -63,3 +66,5 @@ bool is_valid_utf8(std::string_view text);
 std::string printable(std::string_view text);
 
 }  // namespace amphora
+
+AMPHORA_API_END

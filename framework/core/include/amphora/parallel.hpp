@@ -1,8 +1,12 @@
 #pragma once
 // A process-wide worker pool for data-parallel loops (hashing, compression).
 
+#include <amphora/export.hpp>
+
 #include <cstddef>
 #include <functional>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -16,3 +20,5 @@ std::size_t parallel_threads();
 void parallel_for(std::size_t count, const std::function<void(std::size_t)>& body, std::size_t max_threads = 0);
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -6,6 +6,7 @@
 // carries a recipe, a small JSON object that decode_array() follows back to
 // the original bytes. Pure functions: no store access, thread-safe.
 
+#include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/dtype.hpp>
 
@@ -17,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -175,3 +178,5 @@ class StreamingDictionary {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

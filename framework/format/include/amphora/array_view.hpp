@@ -3,6 +3,7 @@
 // ArtifactReader::read_array and read_strings return them. A view keeps the
 // mapping of its files alive; copies share it.
 
+#include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/dtype.hpp>
 #include <amphora/error.hpp>
@@ -14,6 +15,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -121,3 +124,5 @@ class StringsView {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

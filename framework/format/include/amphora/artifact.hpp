@@ -4,6 +4,7 @@
 // through these, so hashing, staging, path checks and storage stay in one
 // place.
 
+#include <amphora/export.hpp>
 #include <amphora/array_encoding.hpp>
 #include <amphora/array_view.hpp>
 #include <amphora/buffer.hpp>
@@ -27,14 +28,16 @@
 #include <string>
 #include <string_view>
 
+AMPHORA_API_BEGIN
+
 namespace amphora {
 
 class Staging;
 struct MaterializerEntry;
 namespace detail {
-class ArtifactArea;
-class ArtifactContext;
-struct ArtifactAccess;
+class AMPHORA_INTERNAL ArtifactArea;
+class AMPHORA_INTERNAL ArtifactContext;
+struct AMPHORA_INTERNAL ArtifactAccess;
 }  // namespace detail
 
 /// Deepest nesting of child artifacts a store writes or reads (a top-level
@@ -381,8 +384,9 @@ class ArtifactReader {
 
  private:
   friend struct detail::ArtifactAccess;
-  ArtifactReader(std::shared_ptr<detail::ArtifactContext> context, std::shared_ptr<const detail::ArtifactArea> artifacts,
-                 Digest digest, Manifest manifest, std::string label, int depth);
+  AMPHORA_INTERNAL ArtifactReader(std::shared_ptr<detail::ArtifactContext> context,
+                                  std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest,
+                                  Manifest manifest, std::string label, int depth);
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
   ArrayView read_stored_array(std::string_view path, const std::string& where) const;
@@ -441,3 +445,5 @@ T ArtifactReader::meta(std::string_view key) const {
 }
 
 }  // namespace amphora
+
+AMPHORA_API_END

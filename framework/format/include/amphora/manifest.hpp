@@ -1,6 +1,7 @@
 #pragma once
 // The manifest: the one hashed description of an artifact. See docs/FORMAT.md.
 
+#include <amphora/export.hpp>
 #include <amphora/digest.hpp>
 #include <amphora/json.hpp>
 
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -80,3 +83,5 @@ std::string artifact_path_problem(std::string_view path);
 void validate_artifact_path(std::string_view path, std::string_view where);
 
 }  // namespace amphora
+
+AMPHORA_API_END

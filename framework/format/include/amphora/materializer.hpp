@@ -18,6 +18,7 @@
 // nlohmann::json already converts. Either way the type composes like any
 // other: as a child, a struct field, a list item, a pipeline output.
 
+#include <amphora/export.hpp>
 #include <amphora/artifact.hpp>
 
 #include <concepts>
@@ -26,6 +27,8 @@
 #include <string>
 #include <string_view>
 #include <typeindex>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -151,3 +154,5 @@ T ArtifactReader::load_child(std::string_view role) const {
 }
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -3,6 +3,7 @@
 // (version 1.0, C order, little-endian). Arrays written by any materializer
 // are .npy files, so NumPy opens every one of them.
 
+#include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/dtype.hpp>
 
@@ -12,6 +13,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -44,3 +47,5 @@ std::string make_npy_header(DType dtype, std::span<const std::int64_t> shape, st
 std::string make_npy_header(std::string_view descr, std::span<const std::int64_t> shape, std::size_t alignment = 4096);
 
 }  // namespace amphora
+
+AMPHORA_API_END

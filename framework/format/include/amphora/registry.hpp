@@ -2,6 +2,7 @@
 // The materializer registry: type -> materializer for saving, stable name ->
 // materializer for loading, file extension -> import/export codec for the CLI.
 
+#include <amphora/export.hpp>
 #include <amphora/error.hpp>
 #include <amphora/materializer.hpp>
 
@@ -14,6 +15,8 @@
 #include <typeindex>
 #include <unordered_map>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -125,3 +128,5 @@ class Registry {
 bool register_defaults(std::string_view library, void (*contribute)(Registry& registry));
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -10,6 +10,7 @@
 //   auto count = p.step({.name = "count"}, [](const std::vector<std::string>& v) { return v.size(); }, lines);
 //   auto report = p.run(store);
 
+#include <amphora/export.hpp>
 #include <amphora/digest.hpp>
 #include <amphora/error.hpp>
 #include <amphora/materializer.hpp>
@@ -32,6 +33,8 @@
 #include <typeindex>
 #include <utility>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -380,3 +383,5 @@ std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::strin
 std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest);
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -10,11 +10,14 @@
 //     return amphora::run_main(p, argc, argv);
 //   }
 
+#include <amphora/export.hpp>
 #include <amphora/pipeline.hpp>
 
 #include <filesystem>
 #include <functional>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -43,3 +46,5 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
              const std::function<void(Store& store, const RunReport& report)>& after);
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -1,6 +1,7 @@
 #pragma once
 // The artifact store: typed save/load, refs, names, verify and gc.
 
+#include <amphora/export.hpp>
 #include <amphora/artifact.hpp>
 #include <amphora/storage/medium.hpp>
 #include <amphora/digest.hpp>
@@ -18,10 +19,12 @@
 #include <string_view>
 #include <vector>
 
+AMPHORA_API_BEGIN
+
 namespace amphora {
 
 namespace detail {
-struct StoreAccess;
+struct AMPHORA_INTERNAL StoreAccess;
 }  // namespace detail
 
 struct SaveResult {
@@ -251,3 +254,5 @@ class Store {
 void validate_name(std::string_view name);
 
 }  // namespace amphora
+
+AMPHORA_API_END

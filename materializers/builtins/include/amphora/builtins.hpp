@@ -4,7 +4,10 @@
 // registry) holds them in a program that includes this header, as every
 // header of the materializers library does.
 
+#include <amphora/export.hpp>
 #include <amphora/registry.hpp>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -23,3 +26,5 @@ inline const bool builtins_linked = builtins_are_defaults();
 }  // namespace detail
 
 }  // namespace amphora
+
+AMPHORA_API_END

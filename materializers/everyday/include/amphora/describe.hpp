@@ -13,6 +13,7 @@
 // after the member. A std::vector of a declared struct is a record list,
 // stored column by column (amphora/record_list.hpp).
 
+#include <amphora/export.hpp>
 #include <amphora/everyday.hpp>
 
 #include <cmath>
@@ -21,6 +22,8 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -209,6 +212,8 @@ struct materializer<T> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END
 
 // Implementation detail of AMPHORA_MATERIALIZE: applies F(T, x) to each x.
 #define AMPHORA_PP_NARG(...) AMPHORA_PP_NARG_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)

@@ -14,6 +14,7 @@
 //
 // docs/FORMAT.md describes each payload.
 
+#include <amphora/export.hpp>
 #include <amphora/materializer.hpp>
 #include <amphora/parallel.hpp>
 #include <amphora/tensor.hpp>
@@ -29,6 +30,8 @@
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -279,3 +282,5 @@ struct materializer<std::unordered_map<std::string, V, H, E, A>> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

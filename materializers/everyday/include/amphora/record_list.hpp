@@ -15,11 +15,14 @@
 //
 // RecordList<T> reads element i without loading the others.
 
+#include <amphora/export.hpp>
 #include <amphora/describe.hpp>
 
 #include <functional>
 #include <tuple>
 #include <utility>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -283,3 +286,5 @@ struct materializer<std::vector<T>> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

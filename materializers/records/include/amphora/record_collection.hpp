@@ -10,6 +10,7 @@
 // bit for bit; a missing field stays missing, a null stays null, and each
 // record's key order is kept. Record i is read without decoding the others.
 
+#include <amphora/export.hpp>
 #include <amphora/artifact.hpp>
 #include <amphora/builtins.hpp>
 #include <amphora/materializer.hpp>
@@ -23,6 +24,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -115,3 +118,5 @@ struct materializer<RecordCollection> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

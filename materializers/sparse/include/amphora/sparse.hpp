@@ -5,6 +5,7 @@
 // or row and col (COO), plus shape and format. Zipped together they are the
 // .npz that scipy.sparse.load_npz opens; `amphora export` writes exactly that.
 
+#include <amphora/export.hpp>
 #include <amphora/tensor.hpp>
 
 #include <array>
@@ -12,6 +13,8 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -122,3 +125,5 @@ SparseMatrix read_npz(ConstBytes archive, std::string_view where);
 void write_npz(const SparseMatrix& matrix, const std::filesystem::path& file);
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -7,6 +7,7 @@
 // statistics in the metadata. Columns are written and hashed in parallel;
 // load_table() reads only the columns and rows asked for.
 
+#include <amphora/export.hpp>
 #include <amphora/tensor.hpp>
 
 #include <cstdint>
@@ -17,6 +18,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -169,3 +172,5 @@ struct materializer<Table> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -1,12 +1,15 @@
 #pragma once
 // Tensors to and from NumPy .npy files (the header codec is amphora/npy_format.hpp).
 
+#include <amphora/export.hpp>
 #include <amphora/npy_format.hpp>
 #include <amphora/tensor.hpp>
 
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -34,3 +37,5 @@ Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where);
 void write_npy(const Tensor& tensor, const std::filesystem::path& file);
 
 }  // namespace amphora
+
+AMPHORA_API_END

@@ -4,6 +4,7 @@
 // multiple of 64 after the header for a tensor without elements), or the same
 // file as independent LZ4 frames with a chunk index (docs/FORMAT.md).
 
+#include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/builtins.hpp>
 #include <amphora/dtype.hpp>
@@ -18,6 +19,8 @@
 #include <type_traits>
 #include <string_view>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -195,4 +198,6 @@ struct materializer<std::vector<T>> {
 };
 
 }  // namespace amphora
+
+AMPHORA_API_END
 

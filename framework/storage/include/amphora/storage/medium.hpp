@@ -16,6 +16,7 @@
 // '.' or '..' components, no leading '/'); a medium must still refuse any
 // other key rather than reach outside its own space.
 
+#include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
 #include <amphora/error.hpp>
 
@@ -30,6 +31,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+AMPHORA_API_BEGIN
 
 namespace amphora {
 
@@ -291,3 +294,5 @@ std::shared_ptr<Medium> open_medium(std::string_view uri, bool create = false, b
 bool is_medium_uri(std::string_view text);
 
 }  // namespace amphora
+
+AMPHORA_API_END
