@@ -1,6 +1,8 @@
 #include "fault_medium.hpp"
 
 #include <csignal>
+#include <new>
+#include <stdexcept>
 
 namespace amphora::testing {
 
@@ -65,8 +67,14 @@ void FaultMedium::reach(std::string_view point, std::string_view key) {
     ++triggered_;
     Action action = arm.action;
     lock.unlock();
-    if (action == Action::kill) ::raise(SIGKILL);
-    throw IoError("injected fault at " + std::string(point) + " on " + std::string(key));
+    const std::string what = "injected fault at " + std::string(point) + " on " + std::string(key);
+    switch (action) {
+      case Action::kill: ::raise(SIGKILL); break;
+      case Action::foreign: throw std::runtime_error(what);
+      case Action::no_memory: throw std::bad_alloc();
+      case Action::fail: break;
+    }
+    throw IoError(what);
   }
 }
 

@@ -19,8 +19,10 @@ namespace amphora::testing {
 class FaultMedium : public Medium {
  public:
   enum class Action {
-    fail,  ///< throw IoError("injected fault at POINT on KEY")
-    kill   ///< SIGKILL this process, as a crash at that moment would
+    fail,     ///< throw IoError("injected fault at POINT on KEY")
+    kill,     ///< SIGKILL this process, as a crash at that moment would
+    foreign,  ///< throw std::runtime_error, as a medium not written for Amphora might
+    no_memory ///< throw std::bad_alloc
   };
   /// With `generic_staging`, folders are staged by Medium's generic staging
   /// through this wrapper (each file a put it sees), as an object store

@@ -221,7 +221,7 @@ TEST_CASE("parse_untrusted_json reads what nlohmann::json::parse reads, with the
   CHECK(canonical_json(parse_untrusted_json("[-0]")) == "[0]");
 }
 
-TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message", "[json_text]") {
+TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message, as CorruptData", "[json_text][errors]") {
   for (std::string text : std::initializer_list<std::string>{"", "[1,]", "{\"a\":}", "[1 2]", "nul", "\"\xff\"", "\"\xc0\xaf\"", "01", "[1]x",
                            "{'a':1}", "\"a\nb\"", "1e400", "[\"\\ud800\"]", "NaN", "[1", std::string("[1]\0", 4)}) {
     INFO("text " << text);
@@ -236,7 +236,7 @@ TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message"
     try {
       json parsed = parse_untrusted_json(text);
       got = "accepted: " + parsed.dump();
-    } catch (const json::exception& e) {
+    } catch (const amphora::CorruptData& e) {  // an amphora::Error, never nlohmann's own
       got = e.what();
     }
     CHECK(got == want);
@@ -244,6 +244,7 @@ TEST_CASE("parse_untrusted_json refuses what nlohmann refuses, with its message"
   std::string deep(65, '[');
   deep += std::string(65, ']');
   CHECK_THROWS_WITH(parse_untrusted_json(deep), Catch::Contains("nesting deeper than 64"));
+  CHECK_THROWS_AS(parse_untrusted_json(deep), amphora::CorruptData);
   std::string ok(64, '[');
   ok += std::string(64, ']');
   CHECK_NOTHROW(parse_untrusted_json(ok));

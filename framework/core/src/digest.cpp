@@ -41,12 +41,18 @@ struct Sha256::Impl {
   EVP_MD_CTX* ctx = nullptr;
   Impl() {
     ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) throw std::bad_alloc();
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+      EVP_MD_CTX_free(ctx);
+      throw OutOfResources("cannot start a SHA-256 computation: libcrypto is out of memory");
+    }
   }
   ~Impl() { EVP_MD_CTX_free(ctx); }
 };
 
-Sha256::Sha256() : impl_(std::make_unique<Impl>()) {}
+Sha256::Sha256() try : impl_(std::make_unique<Impl>()) {
+} catch (const std::bad_alloc&) {
+  throw OutOfResources("cannot start a SHA-256 computation: out of memory");
+}
 Sha256::~Sha256() = default;
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;

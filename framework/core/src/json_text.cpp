@@ -285,30 +285,57 @@ class CanonicalWalk {
 
 }  // namespace
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at `p`, or 0 when there is none.
+std::size_t utf8_sequence(const unsigned char* p, const unsigned char* end) {
+  unsigned c = *p;
+  if (c < 0x80) return 1;
+  int extra;
+  std::uint32_t cp, min;
+  if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  if (end - p <= extra) return 0;
+  for (int k = 1; k <= extra; ++k) {
+    if ((p[k] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[k] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return static_cast<std::size_t>(extra) + 1;
+}
+
+}  // namespace
+
 bool is_valid_utf8(std::string_view text) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const auto* end = p + text.size();
   while (p < end) {
-    unsigned c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int extra;
-    std::uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) extra = 1, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) extra = 2, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) extra = 3, cp = c & 0x07, min = 0x10000;
-    else return false;
-    if (end - p <= extra) return false;
-    for (int k = 1; k <= extra; ++k) {
-      if ((p[k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    p += extra + 1;
+    auto n = utf8_sequence(p, end);
+    if (n == 0) return false;
+    p += n;
   }
   return true;
+}
+
+std::string valid_utf8(std::string_view text) {
+  if (is_valid_utf8(text)) return std::string(text);
+  std::string out;
+  out.reserve(text.size() + 8);
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    auto n = utf8_sequence(p, end);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD for each byte that starts no sequence
+      ++p;
+    } else {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
+    }
+  }
+  return out;
 }
 
 void validate_storable_json(const nlohmann::json& value, std::string_view what) {
@@ -503,7 +530,9 @@ nlohmann::json from_tape(simdjson::dom::element e, int depth) {
 
 }  // namespace
 
-nlohmann::json parse_untrusted_json(std::string_view text) {
+namespace {
+
+nlohmann::json parse_checked(std::string_view text) {
   // One parser per thread keeps its buffers between documents; documents
   // beyond 64 MiB get a parser of their own, so none stays that large.
   // simdjson counts depth its own way (an object's members one level below
@@ -529,6 +558,18 @@ nlohmann::json parse_untrusted_json(std::string_view text) {
   return nlohmann::json::parse(text);
 }
 
+}  // namespace
+
+nlohmann::json parse_untrusted_json(std::string_view text) {
+  try {
+    return parse_checked(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfResources("out of memory parsing " + std::to_string(text.size()) + " bytes of JSON");
+  }
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -549,8 +590,8 @@ std::string printable(std::string_view text) {
     }
     // A well-formed UTF-8 sequence is kept unless it encodes a C1 control;
     // any other byte (a stray 8-bit C1 byte included) is shown as \xNN.
-    std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || i + len > n || !amphora::is_valid_utf8(text.substr(i, len))) {
+    std::size_t len = utf8_sequence(p + i, p + n);
+    if (len == 0) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
       ++i;

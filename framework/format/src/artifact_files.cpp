@@ -196,7 +196,7 @@ nlohmann::json ArtifactReader::read_json(std::string_view path) const {
   auto file = map(path);
   try {
     return parse_untrusted_json(std::string_view(reinterpret_cast<const char*>(file->data()), file->size()));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const CorruptData& e) {
     throw CorruptData(label_ + ": '" + std::string(path) + "' is not valid JSON (" + e.what() + ")");
   }
 }

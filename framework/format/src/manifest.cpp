@@ -132,7 +132,7 @@ Manifest Manifest::parse(std::string_view bytes, std::string_view where) {
   nlohmann::json doc;
   try {
     doc = parse_untrusted_json(bytes);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const CorruptData& e) {
     corrupt(where, std::string("is not valid JSON (") + e.what() + ")");
   }
   if (!doc.is_object()) corrupt(where, "is not a JSON object");

@@ -6,9 +6,11 @@
 #include <amphora/manifest.hpp>
 #include <amphora/pipeline.hpp>
 
+#include "error_boundary.hpp"
 #include "store_access.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -236,7 +238,24 @@ std::optional<std::pair<std::uint64_t, Digest>> latest_version(const Store& stor
 
 // ---------------------------------------------------------------- building
 
-Pipeline::Pipeline(std::string name) : name_(std::move(name)) { require_step_name(name_, "pipeline name"); }
+Pipeline::Pipeline(std::string name) : name_(std::move(name)) {
+  static std::atomic<std::uint64_t> pipelines{0};
+  id_ = ++pipelines;
+  require_step_name(name_, "pipeline name");
+}
+
+void Pipeline::check_handle(const std::string& step, std::uint64_t pipeline, std::size_t node, std::size_t slot,
+                            const std::type_index& type) const {
+  if (pipeline != id_ || node >= nodes_.size() || slot >= nodes_[node].outputs.size())
+    throw InvalidArgument("step '" + step + "' of pipeline '" + name_ +
+                          "' is given an input handle from another pipeline; pass the handles this pipeline's "
+                          "step() and input() returned");
+  const auto& out = nodes_[node].outputs[slot];
+  if (out.type != type)
+    throw InvalidArgument("step '" + step + "' reads " + type_display_name(type) + " where '" +
+                          (nodes_[node].is_input ? nodes_[node].spec.name : nodes_[node].spec.name + "." + out.name) +
+                          "' holds " + type_display_name(out.type));
+}
 
 std::vector<std::string> Pipeline::output_names(const StepSpec& spec, std::size_t count) {
   if (spec.outputs.empty()) {
@@ -330,7 +349,16 @@ nlohmann::json Pipeline::cache_key_ingredients(std::string_view step, std::strin
 
 Digest Pipeline::cache_key(const nlohmann::json& ingredients) { return typed_digest(ingredients); }
 
+namespace {
+nlohmann::json digests_of_files(const std::filesystem::path& path, std::string_view suffix, std::size_t max_files);
+}  // namespace
+
 nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix, std::size_t max_files) {
+  return detail::translate_errors(detail::Blame::input, [&] { return digests_of_files(path, suffix, max_files); });
+}
+
+namespace {
+nlohmann::json digests_of_files(const std::filesystem::path& path, std::string_view suffix, std::size_t max_files) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -372,6 +400,7 @@ nlohmann::json file_digests(const std::filesystem::path& path, std::string_view 
   }
   return digests;
 }
+}  // namespace
 
 std::size_t RunReport::count(std::string_view status) const {
   return static_cast<std::size_t>(
@@ -423,7 +452,15 @@ class Run {
                {"steps", nlohmann::json::array()}};
     detail::StoreAccess::runs(store_).write(pipeline_.name(), report_.run_id, record_);
     history_.emplace(store_, pipeline_.name(), report_.run_id);
-    schedule();
+    // Whatever stops the schedule, the record is finished: failed, with why.
+    std::string stopped;
+    try {
+      schedule();
+    } catch (const std::exception& e) {
+      stopped = valid_utf8(e.what());
+    } catch (...) {
+      stopped = "an exception that is not a std::exception";
+    }
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       if (!nodes_[i].is_input) {
         report_.steps.push_back(reports_[i]);
@@ -431,6 +468,8 @@ class Run {
         if (reports_[i].status == "failed" && report_.error.empty())
           report_.error = "step '" + reports_[i].name + "' failed: " + reports_[i].error;
       }
+    if (report_.error.empty() && !callback_error_.empty()) report_.error = "the on_step callback failed: " + callback_error_;
+    if (!stopped.empty()) report_.error = "the run stopped: " + stopped;
     report_.ok = report_.error.empty();
     record_["status"] = report_.ok ? "succeeded" : "failed";
     if (!report_.ok) record_["error"] = report_.error;
@@ -527,8 +566,13 @@ class Run {
         cv.notify_all();
       }
     };
+    // A machine that cannot start a thread (a process limit) runs the steps
+    // on the threads that did start, this one at least.
     std::vector<std::thread> threads;
-    for (std::size_t t = 1; t < jobs_; ++t) threads.emplace_back(worker);
+    try {
+      for (std::size_t t = 1; t < jobs_; ++t) threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+    }
     worker();
     for (auto& t : threads) t.join();
   }
@@ -555,7 +599,15 @@ class Run {
     release_inputs(i);
     if (options_.on_step) {
       std::lock_guard lock(callback_mutex_);
-      options_.on_step(reports_[i]);
+      // On a worker thread: what the caller's callback throws ends up in
+      // the report, not in std::terminate.
+      try {
+        options_.on_step(reports_[i]);
+      } catch (const std::exception& e) {
+        if (callback_error_.empty()) callback_error_ = valid_utf8(e.what());
+      } catch (...) {
+        if (callback_error_.empty()) callback_error_ = "an exception that is not a std::exception";
+      }
     }
   }
 
@@ -611,14 +663,16 @@ class Run {
         return;
       }
     }
+    // A step's message is kept as it was, as far as JSON can hold it:
+    // bytes that are not UTF-8 become U+FFFD, so the run record is written.
     try {
       run_step(i, started);
     } catch (const std::exception& e) {
       report.status = "failed";
-      report.error = e.what();
+      report.error = valid_utf8(e.what());
     } catch (...) {
       report.status = "failed";
-      report.error = "unknown exception";
+      report.error = "an exception that is not a std::exception";
     }
     finish(i, started);
   }
@@ -673,7 +727,7 @@ class Run {
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;
     for (const auto& [producer, slot] : node.inputs) args.push_back(input_value(producer, slot));
-    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i], &external);
+    StepContext context(pipeline_.name(), node.spec.name, report_.run_id, params_[i], external);
     auto values = node.invoke(args, context);
     args.clear();
 
@@ -763,13 +817,16 @@ class Run {
   std::vector<std::mutex> value_mutex_;
   std::vector<std::size_t> consumers_;
   std::mutex callback_mutex_;
+  std::string callback_error_;  // the first on_step failure, under callback_mutex_
 };
 
 }  // namespace
 
 RunReport Pipeline::run(Store& store, const RunOptions& options) const {
-  Run run(*this, nodes_, store, options);
-  return run.execute();
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    Run run(*this, nodes_, store, options);
+    return run.execute();
+  });
 }
 
 // ---------------------------------------------------------------- fingerprints

@@ -2,6 +2,7 @@
 
 #include <amphora/pipeline.hpp>
 
+#include "error_boundary.hpp"
 #include "store_access.hpp"
 
 #include <algorithm>
@@ -10,7 +11,22 @@
 
 namespace amphora {
 
+namespace {
+std::vector<nlohmann::json> runs_of(const Store& store, std::vector<std::string>* problems);
+std::vector<nlohmann::json> lineage_of(const Store& store, const Digest& digest);
+}  // namespace
+
 std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::string>* problems) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] { return runs_of(store, problems); });
+}
+
+std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] { return lineage_of(store, digest); });
+}
+
+namespace {
+
+std::vector<nlohmann::json> runs_of(const Store& store, std::vector<std::string>* problems) {
   const auto& log = detail::StoreAccess::runs(store);
   std::vector<nlohmann::json> runs;
   for (const auto& [pipeline, id] : log.list(problems)) {
@@ -35,7 +51,7 @@ std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::strin
   return runs;
 }
 
-std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
+std::vector<nlohmann::json> lineage_of(const Store& store, const Digest& digest) {
   // Which step made an artifact is in the name records of its versions.
   std::map<Digest, std::vector<VersionInfo>> by_digest;
   for (auto& info : store.scan_names().versions) by_digest[info.digest].push_back(std::move(info));
@@ -67,5 +83,7 @@ std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest) {
   }
   return chain;
 }
+
+}  // namespace
 
 }  // namespace amphora

@@ -5,6 +5,8 @@
 #include <amphora/manifest.hpp>
 #include <amphora/run_main.hpp>
 
+#include "error_boundary.hpp"
+
 #include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -68,7 +70,7 @@ std::string where_in(const std::filesystem::path& file, const YAML::Mark& mark) 
 
 }  // namespace
 
-void apply_override(nlohmann::json& params, std::string_view assignment) {
+static void apply_checked(nlohmann::json& params, std::string_view assignment) {
   auto eq = assignment.find('=');
   auto dot = assignment.substr(0, eq).find('.');
   if (eq == std::string_view::npos || dot == std::string_view::npos || dot == 0 || dot + 1 == eq)
@@ -86,7 +88,7 @@ void apply_override(nlohmann::json& params, std::string_view assignment) {
   params[step][key] = std::move(value);
 }
 
-nlohmann::json read_run_config(const std::filesystem::path& file) {
+static nlohmann::json read_checked(const std::filesystem::path& file) {
   // Read only if it is a regular file of reasonable size: a FIFO or a
   // device given by mistake is refused, not waited on or read forever.
   std::string text;
@@ -191,6 +193,14 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
     std::cerr << pipeline.name() << ": " << printable(e.what()) << std::endl;
     return 2;
   }
+}
+
+void apply_override(nlohmann::json& params, std::string_view assignment) {
+  detail::translate_errors(detail::Blame::input, [&] { apply_checked(params, assignment); });
+}
+
+nlohmann::json read_run_config(const std::filesystem::path& file) {
+  return detail::translate_errors(detail::Blame::input, [&] { return read_checked(file); });
 }
 
 }  // namespace amphora

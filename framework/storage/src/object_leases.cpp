@@ -82,7 +82,6 @@ struct ObjectLeases::Impl {
     } catch (const NotFound&) {
       return std::nullopt;
     } catch (const CorruptData&) {
-    } catch (const nlohmann::json::exception&) {
     }
     return seen;
   }

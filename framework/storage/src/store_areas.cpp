@@ -56,7 +56,7 @@ nlohmann::json read_record(Medium& medium, const std::string& key, std::size_t m
   try {
     auto doc = parse_untrusted_json(text);
     if (doc.is_object()) return doc;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const CorruptData& e) {
     throw CorruptData(std::string(what) + " " + shown(medium, key) + " is not valid JSON: " + e.what());
   }
   throw CorruptData(std::string(what) + " " + shown(medium, key) + " is not a JSON object");
@@ -299,7 +299,7 @@ std::uint64_t NameIndex::tombstone(const std::string& name) const {
   nlohmann::json doc;
   try {
     doc = parse_untrusted_json(text);
-  } catch (const nlohmann::json::exception&) {
+  } catch (const CorruptData&) {
   }
   auto it = doc.is_object() ? doc.find("highest_version") : doc.end();
   if (!doc.is_object() || it == doc.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0)

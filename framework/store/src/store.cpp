@@ -3,6 +3,8 @@
 #include <amphora/parallel.hpp>
 
 #include "artifact_context.hpp"
+#include "error_boundary.hpp"
+#include "guarded_medium.hpp"
 #include "store_access.hpp"
 #include "store_areas.hpp"
 
@@ -136,34 +138,13 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
 }
 
 // Every failure leaving the Store is an amphora::Error of the right class,
-// whatever the standard library or nlohmann::json threw underneath.
+// whatever the standard library, nlohmann::json or a materializer threw
+// underneath (error_boundary.hpp); the medium's own failures are already
+// translated where the store calls it (guarded_medium.hpp).
 template <class F>
 auto translated(bool reading, F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw OutOfResources("out of memory");
-  } catch (const std::length_error& e) {
-    throw OutOfResources(std::string("out of memory: ") + e.what());
-  } catch (const std::filesystem::filesystem_error& e) {
-    throw IoError(e.what());
-  } catch (const std::system_error& e) {
-    if (e.code() == std::errc::resource_unavailable_try_again || e.code() == std::errc::not_enough_memory ||
-        e.code() == std::errc::too_many_files_open)
-      throw OutOfResources(e.what());
-    throw IoError(e.what());
-  } catch (const nlohmann::json::exception& e) {
-    if (reading) throw CorruptData(std::string("stored metadata does not have the expected form: ") + e.what());
-    throw InvalidArgument(std::string("value cannot be stored as JSON: ") + e.what());
-  } catch (const std::exception& e) {
-    // A materializer's own failure (say std::out_of_range from a bad index):
-    // on the way in the value could not be saved, on the way out the stored
-    // data did not make sense to it.
-    if (reading) throw CorruptData(std::string("materializer failed reading the artifact: ") + e.what());
-    throw InvalidArgument(std::string("materializer failed saving the value: ") + e.what());
-  }
+  return detail::translate_errors(reading ? detail::Blame::stored_data : detail::Blame::caller_value,
+                                  std::forward<F>(body));
 }
 
 }  // namespace
@@ -458,7 +439,7 @@ void open_marker(Medium& medium, bool create) {
   nlohmann::json doc;
   try {
     doc = parse_untrusted_json(text);
-  } catch (const nlohmann::json::exception&) {
+  } catch (const CorruptData&) {
     throw CorruptData(marker + " is not valid JSON");
   }
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != "amphora-store" ||
@@ -515,6 +496,7 @@ Store Store::open(OpenOptions options) {
       const char* env = std::getenv("AMPHORA_DURABLE");
       return open_medium(options.uri, options.create, options.durable || (env && std::string_view(env) == "1"));
     });
+  impl->medium = translated(true, [&] { return detail::guard_medium(std::move(impl->medium)); });
   impl->path = impl->medium->location();
   translated(true, [&] { open_marker(*impl->medium, options.create); });
   impl->artifacts = std::make_shared<const detail::ArtifactArea>(impl->medium);
@@ -569,6 +551,18 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
 }
 
 SaveResult Store::import_file(const fs::path& file, const SaveOptions& options) {
+  // The format's reader or import failing means the file could not be read
+  // as what its extension says: the caller's input, not the store.
+  try {
+    return import_checked(file, options);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    detail::rethrow_translated(detail::Blame::input, "cannot import " + file.string());
+  }
+}
+
+SaveResult Store::import_checked(const fs::path& file, const SaveOptions& options) {
   const auto format = registry().format_for(file);
   if (!format)
     throw Unsupported("cannot import " + file.string() + ": no materializer handles '" + file.extension().string() +
@@ -655,10 +649,12 @@ std::vector<std::string> Store::damage(const ArtifactReader& artifact, bool reha
 }
 
 std::vector<std::string> Store::names() const {
-  std::vector<std::string> out;
-  for (const auto& v : scan_names().versions)
-    if (out.empty() || out.back() != v.name) out.push_back(v.name);
-  return out;
+  return translated(true, [&] {
+    std::vector<std::string> out;
+    for (const auto& v : scan_names().versions)
+      if (out.empty() || out.back() != v.name) out.push_back(v.name);
+    return out;
+  });
 }
 
 NameScan Store::scan_names(std::optional<std::string_view> name) const {
@@ -693,12 +689,14 @@ std::vector<VersionInfo> Store::versions_checked(std::string_view name) const {
 }
 
 std::vector<VersionInfo> Store::names_of(const Digest& digest, std::vector<std::string>* problems) const {
-  auto scan = scan_names();
-  std::vector<VersionInfo> out;
-  for (auto& info : scan.versions)
-    if (info.digest == digest) out.push_back(std::move(info));
-  if (problems) problems->insert(problems->end(), scan.problems.begin(), scan.problems.end());
-  return out;
+  return translated(true, [&] {
+    auto scan = scan_names();
+    std::vector<VersionInfo> out;
+    for (auto& info : scan.versions)
+      if (info.digest == digest) out.push_back(std::move(info));
+    if (problems) problems->insert(problems->end(), scan.problems.begin(), scan.problems.end());
+    return out;
+  });
 }
 
 std::vector<Digest> Store::artifacts() const {

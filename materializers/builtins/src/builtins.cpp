@@ -114,7 +114,7 @@ void register_builtins(Registry& registry) {
       [](const std::filesystem::path& file) {
         try {
           return parse_untrusted_json(read_whole_file(file));
-        } catch (const nlohmann::json::exception& e) {
+        } catch (const CorruptData& e) {
           throw InvalidArgument(file.string() + " is not valid JSON: " + e.what());
         }
       },

@@ -49,7 +49,8 @@ void append_json_string(std::string& out, std::string_view text);
 void append_json_number(std::string& out, double x);
 
 /// Parses JSON read from disk, refusing nesting deeper than 64 levels so a
-/// hostile document cannot exhaust the stack. Throws nlohmann::json::exception.
+/// hostile document cannot exhaust the stack. Throws CorruptData carrying the
+/// parser's message (which names the offending byte), OutOfResources.
 nlohmann::json parse_untrusted_json(std::string_view text);
 
 /// Throws InvalidArgument (naming `what` and the offending key path) unless
@@ -60,6 +61,9 @@ void validate_storable_json(const nlohmann::json& value, std::string_view what);
 /// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
 /// code points above U+10FFFF).
 bool is_valid_utf8(std::string_view text);
+/// `text` with every byte that starts no well-formed UTF-8 sequence replaced
+/// by U+FFFD: a message whose bytes are not text, made storable as JSON.
+std::string valid_utf8(std::string_view text);
 /// `text` safe to print to a terminal: control characters (C0, DEL, C1) and
 /// bytes that are not well-formed UTF-8 are escaped as \xNN or \uNNNN, so
 /// text from a store or from a step's exception cannot send escape sequences.

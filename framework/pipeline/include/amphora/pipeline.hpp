@@ -42,12 +42,17 @@ namespace amphora {
 /// every existing cache entry a miss.
 inline constexpr int kCacheSchemaVersion = 1;
 
-/// What a running step sees besides its inputs. Valid only during the call.
+/// What a running step sees besides its inputs. Holds its own copies, so it
+/// stays valid however long a step keeps it.
 class StepContext {
  public:
-  StepContext(const std::string& pipeline, const std::string& step, const std::string& run_id,
-              const nlohmann::json& params, const nlohmann::json* external = nullptr)
-      : pipeline_(pipeline), step_(step), run_id_(run_id), params_(params), external_(external) {}
+  StepContext(std::string pipeline, std::string step, std::string run_id, nlohmann::json params,
+              nlohmann::json external = nullptr)
+      : pipeline_(std::move(pipeline)),
+        step_(std::move(step)),
+        run_id_(std::move(run_id)),
+        params_(std::move(params)),
+        external_(std::move(external)) {}
   /// The step's parameters: its declared defaults with the run's overrides.
   const nlohmann::json& params() const { return params_; }
   /// Parameter `key` as a T. Throws InvalidArgument naming the step and the
@@ -78,35 +83,35 @@ class StepContext {
   /// runs). Read what it lists, and check what you read against it, so a
   /// file edited meanwhile cannot be cached under the digest of its old
   /// content.
-  const nlohmann::json& external() const {
-    static const nlohmann::json none;
-    return external_ ? *external_ : none;
-  }
+  const nlohmann::json& external() const { return external_; }
   const std::string& pipeline() const { return pipeline_; }
   const std::string& step() const { return step_; }
   const std::string& run_id() const { return run_id_; }
 
  private:
-  const std::string& pipeline_;
-  const std::string& step_;
-  const std::string& run_id_;
-  const nlohmann::json& params_;
-  const nlohmann::json* external_;
+  std::string pipeline_;
+  std::string step_;
+  std::string run_id_;
+  nlohmann::json params_;
+  nlohmann::json external_;
 };
 
 /// A typed handle to one output of a step, or to a value read from the
 /// store (Pipeline::input), for passing to later steps. Cheap to copy; only
-/// meaningful with the Pipeline that made it.
+/// meaningful with the Pipeline that made it (or a copy of it): another
+/// pipeline refuses it.
 template <class T>
 class Output {
  public:
   using value_type = T;
+  std::uint64_t pipeline() const { return pipeline_; }
   std::size_t node() const { return node_; }
   std::size_t slot() const { return slot_; }
 
  private:
   friend class Pipeline;
-  Output(std::size_t node, std::size_t slot) : node_(node), slot_(slot) {}
+  Output(std::uint64_t pipeline, std::size_t node, std::size_t slot) : pipeline_(pipeline), node_(node), slot_(slot) {}
+  std::uint64_t pipeline_ = 0;
   std::size_t node_ = 0;
   std::size_t slot_ = 0;
 };
@@ -273,7 +278,7 @@ class Pipeline {
     node.spec = std::move(spec);
     node.is_input = true;
     node.outputs.push_back(detail::make_slot<T>("value"));
-    return Output<T>(add_node(std::move(node)), 0);
+    return Output<T>(id_, add_node(std::move(node)), 0);
   }
 
   /// Adds step `spec` computing `fn(inputs..., context)` (or `fn(inputs...)`,
@@ -293,6 +298,7 @@ class Pipeline {
     using Tuple = typename Result::tuple;
     constexpr std::size_t n_out = std::tuple_size_v<Tuple>;
 
+    (check_handle(spec.name, inputs.pipeline(), inputs.node(), inputs.slot(), typeid(In)), ...);
     detail::StepNode node;
     node.spec = std::move(spec);
     (node.inputs.emplace_back(inputs.node(), inputs.slot()), ...);
@@ -322,10 +328,10 @@ class Pipeline {
     if constexpr (Result::many)
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
         return std::tuple<Output<std::tuple_element_t<I, Tuple>>...>(
-            Output<std::tuple_element_t<I, Tuple>>(id, I)...);
+            Output<std::tuple_element_t<I, Tuple>>(id_, id, I)...);
       }(std::make_index_sequence<n_out>{});
     else
-      return Output<std::tuple_element_t<0, Tuple>>(id, 0);
+      return Output<std::tuple_element_t<0, Tuple>>(id_, id, 0);
   }
 
   /// Runs the pipeline against `store`: each step either hits the action
@@ -354,8 +360,13 @@ class Pipeline {
 
  private:
   std::size_t add_node(detail::StepNode node);
+  // Throws InvalidArgument unless the handle (pipeline, node, slot) is one of
+  // this pipeline's, of type `type`, for an input of step `step`.
+  void check_handle(const std::string& step, std::uint64_t pipeline, std::size_t node, std::size_t slot,
+                    const std::type_index& type) const;
   static std::vector<std::string> output_names(const StepSpec& spec, std::size_t count);
   std::string name_;
+  std::uint64_t id_;  // shared by copies, whose nodes are the same
   std::vector<detail::StepNode> nodes_;
 };
 

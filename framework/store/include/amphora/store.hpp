@@ -244,6 +244,7 @@ class Store {
   std::shared_ptr<void> load_as(const ArtifactReader& reader, const MaterializerEntry& entry) const;
   std::shared_ptr<void> load_reader(const ArtifactReader& reader, std::string_view expected) const;
   std::vector<VersionInfo> versions_checked(std::string_view name) const;
+  SaveResult import_checked(const std::filesystem::path& file, const SaveOptions& options);
   VerifyReport verify_checked(std::optional<std::string_view> ref, const Progress& progress) const;
   std::shared_ptr<Impl> impl_;
 };

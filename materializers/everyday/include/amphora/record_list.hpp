@@ -107,7 +107,7 @@ struct Column<nlohmann::json> {
     nlohmann::json get(std::size_t i) const {
       try {
         return parse_untrusted_json(texts[i]);
-      } catch (const nlohmann::json::exception& e) {
+      } catch (const CorruptData& e) {
         throw CorruptData(label + ": record " + std::to_string(i) + " of column '" + path + "' is not valid JSON (" +
                           e.what() + ")");
       }
