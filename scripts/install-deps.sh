@@ -6,7 +6,7 @@ set -euo pipefail
 # standardised successor), so no Boost. yaml-cpp reads pipeline run
 # configurations; Graphviz renders `amphora lineage --dot` in the tests.
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
   python3-numpy python3-scipy python3-pandas python3-lz4 lz4
 )
