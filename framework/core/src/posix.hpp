@@ -112,6 +112,10 @@ struct DirEntry {
 /// each: for directories of thousands of entries where only names matter.
 /// Throws IoError.
 std::vector<std::string> list_names_at(int dirfd, const std::filesystem::path& shown);
+/// Names in an open directory with their file type (the S_IFMT bits of
+/// st_mode), sorted by name: from the directory itself where the file
+/// system records types, with an fstatat only where it does not. Throws IoError.
+std::vector<std::pair<std::string, mode_t>> list_types_at(int dirfd, const std::filesystem::path& shown);
 /// Entries of an open directory (not "." or ".."), sorted by name. Entries
 /// that vanish while listed are skipped. Throws IoError.
 std::vector<DirEntry> list_dir_at(int dirfd, const std::filesystem::path& shown);

@@ -641,23 +641,23 @@ class LocalMedium : public Medium {
   void collect(int dirfd, const std::string& base, std::string_view fragment, bool shallow,
                std::string_view start_after, std::vector<ListedEntry>& out, int depth) const {
     if (depth > 64) throw CorruptData(shown(base).string() + " nests folders more than 64 deep");
-    for (const auto& e : detail::list_dir_at(dirfd, shown(base))) {
-      if (!e.name.starts_with(fragment)) continue;
-      if (depth == 0 && base.empty() && (e.name == kTmp || e.name == kLocks)) continue;
-      std::string key = base + e.name;
-      if (e.is_dir()) {
+    for (const auto& [name, mode] : detail::list_types_at(dirfd, shown(base))) {
+      if (!name.starts_with(fragment)) continue;
+      if (depth == 0 && base.empty() && (name == kTmp || name == kLocks)) continue;
+      std::string key = base + name;
+      if (S_ISDIR(mode)) {
         // A folder whose every key sorts before the cursor is skipped whole.
         if (!start_after.empty() && key + "/\xff" < start_after) continue;
         if (shallow) {
           out.push_back({key + "/", ListedEntry::Kind::folder, {}});
         } else {
-          detail::Fd sub = detail::open_dir_at(dirfd, e.name, shown(key));
+          detail::Fd sub = detail::open_dir_at(dirfd, name, shown(key));
           collect(sub.get(), key + "/", "", false, start_after, out, depth + 1);
         }
-      } else if (e.is_regular()) {
+      } else if (S_ISREG(mode)) {
         out.push_back({key, ListedEntry::Kind::object, {}});
       } else {
-        out.push_back({key, ListedEntry::Kind::irregular, detail::describe_file_type(e.mode)});
+        out.push_back({key, ListedEntry::Kind::irregular, detail::describe_file_type(mode)});
       }
     }
   }
