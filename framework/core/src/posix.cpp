@@ -172,29 +172,33 @@ void require_regular(int fd, const std::filesystem::path& shown) {
 
 namespace {
 
-// Calls `each(name, d_type)` for every entry of an open directory but "." and "..".
+// Calls `each(name, d_type)` for every entry of an open directory but "."
+// and "..". Reads with getdents64 on the descriptor itself (from its start):
+// no duplicate descriptor, no DIR stream and its checks.
 template <class F>
 void read_directory(int dirfd, const std::filesystem::path& shown, F&& each) {
-  // fdopendir takes ownership of its descriptor: give it a duplicate.
-  int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) throw_errno("cannot list", shown);
-  DIR* dir = ::fdopendir(dup);
-  if (!dir) {
-    int err = errno;
-    ::close(dup);
-    throw_errno("cannot list", shown, err);
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> owner(dir, &::closedir);
-  ::rewinddir(dir);
+  struct linux_dirent64 {
+    std::uint64_t d_ino;
+    std::int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+  };
+  if (::lseek(dirfd, 0, SEEK_SET) < 0) throw_errno("cannot list", shown);
+  alignas(8) char buffer[32768];
   for (;;) {
-    errno = 0;
-    dirent* e = ::readdir(dir);
-    if (!e) {
-      if (errno != 0) throw_errno("cannot list", shown);
-      break;
+    long n = ::syscall(SYS_getdents64, dirfd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("cannot list", shown);
     }
-    std::string_view name = e->d_name;
-    if (name != "." && name != "..") each(name, e->d_type);
+    if (n == 0) break;
+    for (long at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const linux_dirent64*>(buffer + at);
+      std::string_view name = e->d_name;
+      if (name != "." && name != "..") each(name, e->d_type);
+      at += e->d_reclen;
+    }
   }
 }
 
