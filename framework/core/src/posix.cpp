@@ -131,7 +131,13 @@ void throw_open_error(const std::filesystem::path& shown, int err) {
 }
 
 Fd open_dir_at(int dirfd, std::string_view relpath, const std::filesystem::path& shown, bool create) {
-  if (relpath.empty()) return Fd(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+  // A new open file description, not a duplicate: listings read it from its
+  // own offset, which a duplicate would share with the held descriptor.
+  if (relpath.empty()) {
+    Fd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) throw_errno("cannot open directory", shown);
+    return fd;
+  }
   // One call when the directory is there and sound; the walk below makes
   // missing parts and names the component at fault otherwise.
   if (relpath.find("/./") == std::string_view::npos && !relpath.starts_with("./") && relpath != "." &&
@@ -173,8 +179,9 @@ void require_regular(int fd, const std::filesystem::path& shown) {
 namespace {
 
 // Calls `each(name, d_type)` for every entry of an open directory but "."
-// and "..". Reads with getdents64 on the descriptor itself (from its start):
-// no duplicate descriptor, no DIR stream and its checks.
+// and "..". Reads with getdents64 on the descriptor itself, which is fresh
+// from its open (at its start, shared with no other): no duplicate
+// descriptor, no DIR stream and its checks, no rewind.
 template <class F>
 void read_directory(int dirfd, const std::filesystem::path& shown, F&& each) {
   struct linux_dirent64 {
@@ -184,7 +191,6 @@ void read_directory(int dirfd, const std::filesystem::path& shown, F&& each) {
     unsigned char d_type;
     char d_name[1];
   };
-  if (::lseek(dirfd, 0, SEEK_SET) < 0) throw_errno("cannot list", shown);
   alignas(8) char buffer[32768];
   for (;;) {
     long n = ::syscall(SYS_getdents64, dirfd, buffer, sizeof buffer);

@@ -108,6 +108,8 @@ struct DirEntry {
   bool is_regular() const { return S_ISREG(mode); }
   bool is_symlink() const { return S_ISLNK(mode); }
 };
+/// The listing functions below read a directory descriptor fresh from its
+/// open (its offset at the start, shared with no other descriptor) to its end.
 /// Names in an open directory (not "." or ".."), sorted, without a stat
 /// each: for directories of thousands of entries where only names matter.
 /// Throws IoError.

@@ -346,12 +346,12 @@ FileStream ArtifactWriter::open_stream(std::string_view path, std::uint64_t size
 // ---------------------------------------------------------------------------
 
 ArtifactReader::ArtifactReader(std::shared_ptr<detail::ArtifactContext> context,
-                               std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest, Manifest manifest,
-                               std::string label, int depth)
+                               std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest,
+                               std::shared_ptr<const Manifest> manifest, std::string label, int depth)
     : context_(std::move(context)),
       artifacts_(std::move(artifacts)),
       digest_(digest),
-      manifest_(std::make_shared<const Manifest>(std::move(manifest))),
+      manifest_(std::move(manifest)),
       label_(label.empty() ? "artifact " + digest.short_str() : std::move(label)),
       depth_(depth) {}
 

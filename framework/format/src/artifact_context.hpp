@@ -51,7 +51,8 @@ struct ArtifactAccess {
   static void replace(ArtifactWriter& writer, const ArtifactArea& area, const Digest& digest);
 
   static ArtifactReader reader(std::shared_ptr<ArtifactContext> context, std::shared_ptr<const ArtifactArea> artifacts,
-                               Digest digest, Manifest manifest, std::string label, int depth = 0) {
+                               Digest digest, std::shared_ptr<const Manifest> manifest, std::string label,
+                               int depth = 0) {
     return ArtifactReader(std::move(context), std::move(artifacts), digest, std::move(manifest), std::move(label), depth);
   }
 };

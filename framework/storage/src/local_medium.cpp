@@ -13,6 +13,9 @@
 #include "posix.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <functional>
 #include <dirent.h>
 #include <fcntl.h>
 #include <mutex>
@@ -158,9 +161,13 @@ class LocalRandomAccessFile : public RandomAccessFile {
 
 // A staged folder is the directory tmp/stage-<pid>-<16 hex>/, locked with
 // flock for the writer's lifetime and published by renaming it into place.
+// Opens a directory of the medium by its relative path (making it with `create`).
+using DirOpener = std::function<detail::Fd(const std::string& rel, bool create)>;
+
 class LocalStaging : public Staging {
  public:
-  LocalStaging(int root_fd, const fs::path& root, bool durable) : root_fd_(root_fd), root_(root), durable_(durable) {
+  LocalStaging(int root_fd, const fs::path& root, bool durable, DirOpener open_dir)
+      : root_fd_(root_fd), root_(root), durable_(durable), open_dir_(std::move(open_dir)) {
     tmp_fd_ = detail::open_dir_at(root_fd_, kTmp, root_ / kTmp, true);
     // The staging directory is its own lock: no lock file is created and
     // deleted per save (on an ext4 without a journal every deleted inode
@@ -217,7 +224,7 @@ class LocalStaging : public Staging {
   bool publish(std::string_view prefix, std::string_view marker, std::string_view marker_bytes) override {
     write_marker(marker, marker_bytes);
     auto [dir, leaf] = target(prefix);
-    detail::Fd parent = detail::open_dir_at(root_fd_, dir, root_ / dir, true);
+    detail::Fd parent = open_dir_(dir, true);
     flush_before_publish();
     if (::renameat(tmp_fd_.get(), id_.c_str(), parent.get(), leaf.c_str()) == 0) {
       published_ = true;
@@ -235,7 +242,7 @@ class LocalStaging : public Staging {
   void replace(std::string_view prefix, std::string_view marker, std::string_view marker_bytes) override {
     write_marker(marker, marker_bytes);
     auto [dir, leaf] = target(prefix);
-    detail::Fd parent = detail::open_dir_at(root_fd_, dir, root_ / dir, true);
+    detail::Fd parent = open_dir_(dir, true);
     flush_before_publish();
     if (::renameat2(tmp_fd_.get(), id_.c_str(), parent.get(), leaf.c_str(), RENAME_EXCHANGE) == 0) {
       published_ = true;  // what is now at tmp/<id> is the damaged copy
@@ -322,6 +329,7 @@ class LocalStaging : public Staging {
   int root_fd_;
   fs::path root_;
   bool durable_;
+  DirOpener open_dir_;
   detail::Fd tmp_fd_, dir_fd_;  // dir_fd_ holds the staging lock
   std::string id_;
   std::mutex mutex_;
@@ -356,7 +364,8 @@ class LocalMedium : public Medium {
 
   std::string get(std::string_view key, std::size_t max_bytes) override {
     check_key(key);
-    return detail::read_small_at(root_fd_.get(), key, shown(key), max_bytes);
+    auto [fd, rest] = beneath(key);
+    return detail::read_small_at(fd, rest, shown(key), max_bytes);
   }
 
   std::unique_ptr<RandomAccessFile> open(std::string_view key) override {
@@ -497,7 +506,8 @@ class LocalMedium : public Medium {
   }
 
   std::unique_ptr<Staging> begin_staging() override {
-    return std::make_unique<LocalStaging>(root_fd_.get(), root_, durable_);
+    return std::make_unique<LocalStaging>(root_fd_.get(), root_, durable_,
+                                          [this](const std::string& rel, bool create) { return open_dir(rel, create); });
   }
 
   // Renamed into tmp/ first, so readers see the whole folder or none.
@@ -581,7 +591,38 @@ class LocalMedium : public Medium {
   fs::path shown(std::string_view key) const { return root_ / std::string(key); }
 
   detail::Fd open_dir(const std::string& rel, bool create = false) const {
-    return detail::open_dir_at(root_fd_.get(), rel, root_ / rel, create);
+    auto [fd, rest] = beneath(rel);
+    return detail::open_dir_at(fd, rest, root_ / rel, create);
+  }
+
+  // The directory to resolve `rel` from, and what is left of it: the store's
+  // area directories are held open, so that a path beneath one is resolved
+  // from there instead of from the root. They are never removed or
+  // replaced by Amphora; one replaced by someone else leaves the held
+  // descriptor on the real directory, inside the store.
+  std::pair<int, std::string> beneath(std::string_view rel) const {
+    for (std::size_t k = 0; k < kHeld.size(); ++k) {
+      std::string_view area = kHeld[k];
+      if (!rel.starts_with(area) || (rel.size() > area.size() && rel[area.size()] != '/')) continue;
+      int fd = held_[k].load(std::memory_order_acquire);
+      if (fd < 0) fd = hold(k);
+      if (fd < 0) break;  // not there yet: from the root
+      return {fd, std::string(rel.size() > area.size() ? rel.substr(area.size() + 1) : std::string_view())};
+    }
+    return {root_fd_.get(), std::string(rel)};
+  }
+
+  int hold(std::size_t k) const {
+    std::lock_guard lock(hold_mutex_);
+    int fd = held_[k].load(std::memory_order_relaxed);
+    if (fd >= 0) return fd;
+    try {
+      fd = detail::open_dir_at(root_fd_.get(), kHeld[k], root_ / kHeld[k]).release();
+    } catch (const NotFound&) {
+      return -1;
+    }
+    held_[k].store(fd, std::memory_order_release);
+    return fd;
   }
 
   void check_writable(std::string_view key, bool folder = false) const {
@@ -591,7 +632,8 @@ class LocalMedium : public Medium {
 
   detail::Fd open_object(std::string_view key, struct stat& st) const {
     check_key(key);
-    detail::Fd fd = detail::open_at(root_fd_.get(), key, O_RDONLY);
+    auto [dir, rest] = beneath(key);
+    detail::Fd fd = detail::open_at(dir, rest, O_RDONLY);
     if (!fd) {
       if (errno == ELOOP) throw not_regular(key, "a symbolic link");
       detail::throw_open_error(shown(key));
@@ -662,9 +704,18 @@ class LocalMedium : public Medium {
     }
   }
 
+  static constexpr std::array<const char*, 5> kHeld = {"objects/sha256", "names", "cache", "runs", "claims"};
   fs::path root_;
   detail::Fd root_fd_;
   bool durable_;
+  mutable std::mutex hold_mutex_;
+  mutable std::array<std::atomic<int>, kHeld.size()> held_{-1, -1, -1, -1, -1};
+
+ public:
+  ~LocalMedium() override {
+    for (auto& fd : held_)
+      if (fd >= 0) ::close(fd);
+  }
 };
 
 }  // namespace

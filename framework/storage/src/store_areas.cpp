@@ -101,6 +101,10 @@ std::unique_ptr<RandomAccessFile> ArtifactArea::open(const Digest& digest, std::
   return medium_->open(prefix(digest) + std::string(relpath));
 }
 
+std::optional<ObjectInfo> ArtifactArea::head(const Digest& digest, std::string_view relpath) const {
+  return medium_->head(prefix(digest) + std::string(relpath));
+}
+
 std::vector<StoredFile> ArtifactArea::files(const Digest& digest) const {
   const std::string base = prefix(digest);
   auto entries = list_all(*medium_, base, false);

@@ -57,6 +57,9 @@ class ArtifactArea {
   /// validated by the caller. Throws NotFound, CorruptData.
   std::shared_ptr<const Buffer> map(const Digest& digest, std::string_view relpath) const;
   std::unique_ptr<RandomAccessFile> open(const Digest& digest, std::string_view relpath) const;
+  /// A payload file's size and time, without opening it; nullopt when missing.
+  /// Throws CorruptData when it is not an object (a link, a FIFO).
+  std::optional<ObjectInfo> head(const Digest& digest, std::string_view relpath) const;
   /// Every entry of the artifact but its manifest, sorted by path. Throws
   /// NotFound when nothing is stored under the digest.
   std::vector<StoredFile> files(const Digest& digest) const;

@@ -107,9 +107,18 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
     }
   }
   for (const auto& f : m.files) {
+    // Without hashing, what the medium knows of the file is enough: no open.
     std::unique_ptr<RandomAccessFile> file;
+    std::uint64_t size = 0;
     try {
-      file = artifacts.open(digest, f.path);
+      if (hash) {
+        file = artifacts.open(digest, f.path);
+        size = file->size();
+      } else if (auto info = artifacts.head(digest, f.path)) {
+        size = info->size;
+      } else {
+        throw NotFound(f.path);
+      }
     } catch (const NotFound&) {
       problems.push_back(label + ": file '" + f.path + "' is missing");
       continue;
@@ -117,9 +126,9 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
       problems.push_back(label + ": " + e.what());
       continue;
     }
-    if (file->size() != f.size) {
-      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(file->size()) +
-                         " bytes, manifest says " + std::to_string(f.size));
+    if (size != f.size) {
+      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(size) + " bytes, manifest says " +
+                         std::to_string(f.size));
       continue;
     }
     if (!hash) continue;
@@ -306,13 +315,34 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   }
 
   ArtifactReader open(const Digest& digest, std::string label, int depth = 0) override {
-    auto bytes = artifacts->read_manifest(digest, Manifest::kMaxBytes);
-    if (Sha256::of(bytes) != digest.value())
-      throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
-    Manifest manifest = Manifest::parse(bytes, label);
+    auto manifest = manifest_of(digest, label);
     return detail::ArtifactAccess::reader(shared_from_this(), artifacts, digest, std::move(manifest), std::move(label),
                                           depth);
   }
+
+  // A manifest hashes to its artifact's digest, so once read and checked it
+  // is kept (bounded) for the next open of the same artifact, which then
+  // only looks that the file is still there as it was (its version tag: a
+  // byte changed in place changes its time). verify reads every manifest afresh.
+  std::shared_ptr<const Manifest> manifest_of(const Digest& digest, const std::string& label) {
+    std::optional<ObjectInfo> now = artifacts->head(digest, detail::ArtifactArea::kManifest);
+    if (!now) throw NotFound("no artifact " + digest.str() + " in store " + path.string());
+    {
+      std::lock_guard lock(manifests_mutex);
+      if (auto it = manifests.find(digest); it != manifests.end() && it->second.first == now->tag) return it->second.second;
+    }
+    auto bytes = artifacts->read_manifest(digest, Manifest::kMaxBytes);
+    if (Sha256::of(bytes) != digest.value())
+      throw CorruptData(label + ": manifest.json does not hash to the artifact's digest");
+    auto manifest = std::make_shared<const Manifest>(Manifest::parse(bytes, label));
+    std::lock_guard lock(manifests_mutex);
+    if (manifests.size() >= kKeptManifests) manifests.clear();
+    manifests.insert_or_assign(digest, std::make_pair(now->tag, manifest));
+    return manifest;
+  }
+  static constexpr std::size_t kKeptManifests = 4096;
+  std::mutex manifests_mutex;
+  std::map<Digest, std::pair<std::string, std::shared_ptr<const Manifest>>> manifests;
 
   ArtifactReader open(std::string_view ref) {
     Digest digest = resolve(ref);
@@ -804,7 +834,8 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       ++report.structure_unchecked;
       continue;
     }
-    ArtifactReader reader = detail::ArtifactAccess::reader(impl_, impl_->artifacts, item.digest, m, label);
+    ArtifactReader reader =
+        detail::ArtifactAccess::reader(impl_, impl_->artifacts, item.digest, std::make_shared<const Manifest>(m), label);
     try {
       translated(true, [&] {
         reader.require_version(entry->version);

@@ -386,7 +386,7 @@ class ArtifactReader {
   friend struct detail::ArtifactAccess;
   AMPHORA_INTERNAL ArtifactReader(std::shared_ptr<detail::ArtifactContext> context,
                                   std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest,
-                                  Manifest manifest, std::string label, int depth);
+                                  std::shared_ptr<const Manifest> manifest, std::string label, int depth);
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
   ArrayView read_stored_array(std::string_view path, const std::string& where) const;
