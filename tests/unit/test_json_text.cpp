@@ -8,6 +8,8 @@
 #include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
+#include "json_text.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -322,4 +324,39 @@ TEST_CASE("The typed encoding refuses what it cannot hold, naming where", "[cano
   nlohmann::json deep = 1;
   for (int i = 0; i < 70; ++i) deep = nlohmann::json::array({deep});
   CHECK_THROWS_WITH(amphora::typed_encoding(deep), Catch::Contains("nests deeper than 64 levels"));
+}
+
+TEST_CASE("Records are written as nlohmann's indented dump, byte for byte, at any depth", "[json_text]") {
+  auto text = [](const json& v, int indent) {
+    std::string out = "keep:";  // appended to, never replaced
+    amphora::detail::append_json_text(out, v, indent, "a record");
+    return out;
+  };
+  std::mt19937_64 rng(20261126);
+  for (int i = 0; i < 2000; ++i) {
+    json v = random_json(rng, 0);
+    try {
+      amphora::validate_storable_json(v, "document");
+    } catch (const amphora::InvalidArgument&) {
+      continue;  // random doubles may overflow to infinity
+    }
+    for (int indent : {-1, 0, 1, 2, 4}) {
+      INFO("document " << i << " indent " << indent << ": " << nlohmann_canonical(v).substr(0, 300));
+      REQUIRE(text(v, indent) == "keep:" + v.dump(indent, ' ', false, json::error_handler_t::strict));
+    }
+  }
+  // A run record's steps: long enough to be written a block at a time.
+  json steps = json::array();
+  for (int i = 0; i < 1500; ++i)
+    steps.push_back({{"name", "s" + std::to_string(i)}, {"inputs", json::object()}, {"outputs", json::array({i, "x"})}});
+  json record = {{"steps", steps}, {"empty", json::array()}, {"none", json::object()}};
+  REQUIRE(text(record, 1) == "keep:" + record.dump(1));
+  // Deeper than canonical text allows: a step's parameters sit four levels
+  // down in a run record.
+  json deep = 1;
+  for (int i = 0; i < 70; ++i) deep = json{{"k", deep}};
+  CHECK(text(deep, 2) == "keep:" + deep.dump(2));
+  CHECK_THROWS_WITH(text(json{{"bad", std::string("\xff")}}, 1),
+                    Catch::Contains("a record at .bad") && Catch::Contains("not valid UTF-8"));
+  CHECK_THROWS_WITH(text(json{{"steps", json::array({NAN})}}, 1), Catch::Contains("a record at .steps[0] holds NaN"));
 }

@@ -196,6 +196,11 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
   auto first = chain.run(store);
   REQUIRE(first.ok);
   const auto numbers = first.step("numbers").outputs[0].digest;
+  // Warm: the store has read and kept the manifests, cache entries and name
+  // records of a cached run, and must still see each change made after it.
+  const bool warm = GENERATE(false, true);
+  INFO((warm ? "after a cached rerun in the same process" : "straight after the first run"));
+  if (warm) REQUIRE(chain.run(store).count("cached") == 3);
 
   SECTION("deleted") {
     fs::remove_all(test::object_dir(dir.path(), numbers));
@@ -236,6 +241,33 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     auto r = chain.run(store);
     CHECK(status_of(r, "report") == "ran");
     CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("cache entry damaged"));
+  }
+  SECTION("cache entry pointing elsewhere") {
+    auto file = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
+    auto doc = nlohmann::json::parse(test::read_text(file));
+    doc["outputs"]["out"] = Digest(amphora::Sha256::of("nothing saved")).str();
+    test::write_text(file, doc.dump(1));
+    auto r = chain.run(store);
+    CHECK(status_of(r, "report") == "ran");
+    CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("output `out` missing or damaged"));
+  }
+  SECTION("a file of a child replaced by a directory") {
+    auto reader = store.open_artifact(numbers);
+    auto file = test::object_dir(dir.path(), numbers) / reader.manifest().files.front().path;
+    fs::remove(file);
+    fs::create_directory(file);
+    auto r = chain.run(store);
+    CHECK(status_of(r, "numbers") == "ran");
+    CHECK_THAT(reason_of(r, "numbers"), Catch::Contains("is a directory, not a regular file"));
+    CHECK(store.verify().ok());
+  }
+  SECTION("the output's name given another artifact meanwhile") {
+    store.save(std::string("not the parity"), {.name = "chain.parity.parity"});
+    auto r = chain.run(store);
+    CHECK(r.count("cached") == 3);
+    // The name means the latest run's output again: a new version for it.
+    CHECK(r.step("parity").outputs[0].ref == "chain.parity.parity@3");
+    CHECK(store.load<std::int64_t>("chain.parity.parity") == 0);
   }
 }
 

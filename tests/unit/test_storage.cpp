@@ -20,8 +20,10 @@
 #include <csignal>
 #include <map>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 
 using namespace amphora;
@@ -122,6 +124,44 @@ TEMPLATE_TEST_CASE("Storage: objects are written whole and read back exactly", "
   CHECK(m->remove("a/b.bin"));
   CHECK_FALSE(m->remove("a/b.bin"));
   CHECK_FALSE(m->head("a/b.bin"));
+}
+
+TEMPLATE_TEST_CASE("Storage: head_each answers as head() would, one object at a time", "[storage]", LocalKind,
+                   MemoryKind) {
+  TestType kind;
+  auto m = kind.make();
+  REQUIRE(m->put("f/a.json", "{}"));
+  REQUIRE(m->put("f/b.bin", "twelve bytes"));
+  REQUIRE(m->put("f/deeper/c.bin", "c"));
+  const std::vector<std::string> names{"a.json", "missing", "b.bin", "deeper/c.bin"};
+  auto answers = m->head_each("f/", names);
+  REQUIRE(answers.size() == names.size());
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    INFO(names[k]);
+    auto single = m->head("f/" + names[k]);
+    CHECK(answers[k].problem.empty());
+    REQUIRE(answers[k].info.has_value() == single.has_value());
+    if (single) {
+      CHECK(answers[k].info->size == single->size);
+      CHECK(answers[k].info->tag == single->tag);
+    }
+  }
+  CHECK(answers[2].info->size == 12);
+  // A folder that is not there: every answer empty, nothing thrown.
+  for (const auto& a : m->head_each("nowhere/", names)) CHECK_FALSE(a.info);
+  CHECK(m->head_each("f/", {}).empty());
+  CHECK_THROWS_AS(m->head_each("f/", std::vector<std::string>{"../escape"}), InvalidArgument);
+  if constexpr (std::is_same_v<TestType, LocalKind>) {
+    // What is there but is no object is that object's answer, not a throw.
+    fs::create_directory(kind.dir / "medium" / "f" / "sub");
+    ::mkfifo((kind.dir / "medium" / "f" / "pipe").c_str(), 0600);
+    auto odd = m->head_each("f/", std::vector<std::string>{"sub", "a.json", "pipe"});
+    CHECK_THAT(odd[0].problem, Catch::Contains("'sub' is a directory"));
+    CHECK_FALSE(odd[0].info);
+    CHECK(odd[1].info);
+    CHECK_THAT(odd[2].problem, Catch::Contains("'pipe' is a FIFO"));
+    CHECK_THROWS_WITH(m->head("f/pipe"), Catch::Contains("'pipe' is a FIFO"));
+  }
 }
 
 TEMPLATE_TEST_CASE("Storage: keys that could leave the medium's space are refused", "[storage]", LocalKind, MemoryKind) {

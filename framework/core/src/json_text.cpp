@@ -100,7 +100,10 @@ constexpr std::array<std::uint8_t, 256> kByteClass = [] {
 // dump with non-ASCII kept as UTF-8 (its keys are already in byte order).
 class CanonicalWalk {
  public:
-  CanonicalWalk(Appender* out, std::string_view what, int max_depth) : out_(out), what_(what), max_depth_(max_depth) {}
+  // `indent` >= 0 writes nlohmann's indented layout instead of the compact
+  // one: a member or item per line, `indent` spaces a level, ": " after keys.
+  CanonicalWalk(Appender* out, std::string_view what, int max_depth, int indent = -1)
+      : out_(out), what_(what), max_depth_(max_depth), indent_(indent) {}
 
   void value(const nlohmann::json& v, const JsonPath* at, int depth) {
     if (depth > max_depth_)
@@ -114,16 +117,19 @@ class CanonicalWalk {
       case nlohmann::json::value_t::string:
         return string(v.get_ref<const std::string&>(), at, "holds a string that is not valid UTF-8");
       case nlohmann::json::value_t::object: {
+        const auto& members = v.get_ref<const nlohmann::json::object_t&>();
         put('{');
         bool first = true;
-        for (const auto& [key, member] : v.get_ref<const nlohmann::json::object_t&>()) {
+        for (const auto& [key, member] : members) {
           if (!first) put(',');
           first = false;
+          line(depth + 1);
           string(key, at, "has a key that is not valid UTF-8");
-          put(':');
+          put(indent_ < 0 ? ":" : ": ");
           JsonPath here{at, &key, 0};
           value(member, &here, depth + 1);
         }
+        if (!members.empty()) line(depth);
         return put('}');
       }
       case nlohmann::json::value_t::array: {
@@ -132,9 +138,11 @@ class CanonicalWalk {
         put('[');
         for (std::size_t i = 0; i < items.size(); ++i) {
           if (i) put(',');
+          line(depth + 1);
           JsonPath here{at, nullptr, i};
           value(items[i], &here, depth + 1);
         }
+        if (!items.empty()) line(depth);
         return put(']');
       }
       case nlohmann::json::value_t::binary:
@@ -245,9 +253,10 @@ class CanonicalWalk {
     parallel_for(count, [&](std::size_t b) {
       try {
         Appender text(texts[b]);
-        CanonicalWalk walk(&text, what_, max_depth_);
+        CanonicalWalk walk(&text, what_, max_depth_, indent_);
         for (std::size_t i = b * kArrayBlock; i < std::min(items.size(), (b + 1) * kArrayBlock); ++i) {
           if (i) text.put(',');
+          walk.line(depth + 1);
           JsonPath here{at, nullptr, i};
           walk.value(items[i], &here, depth + 1);
         }
@@ -259,7 +268,19 @@ class CanonicalWalk {
       if (failure) std::rethrow_exception(failure);
     put('[');
     for (const auto& text : texts) out_->put(text);
+    line(depth);
     put(']');
+  }
+
+  // Where the indented layout starts a line: a newline and the level's
+  // spaces; nothing in the compact one.
+  void line(int depth) {
+    if (indent_ < 0 || !out_) return;
+    const auto spaces = static_cast<std::size_t>(indent_) * static_cast<std::size_t>(depth);
+    char* w = out_->room(spaces + 1);
+    *w++ = '\n';
+    std::memset(w, ' ', spaces);
+    out_->commit(w + spaces);
   }
 
   std::string where(const JsonPath* at) const { return std::string(what_) + (at ? " at " + at->str() : ""); }
@@ -281,6 +302,7 @@ class CanonicalWalk {
   Appender* out_;
   std::string_view what_;
   int max_depth_;
+  int indent_;
 };
 
 }  // namespace
@@ -438,6 +460,11 @@ void append_json_string(std::string& out, std::string_view text) {
 void append_json_number(std::string& out, double x) {
   Appender a(out);
   CanonicalWalk(&a, "a JSON number", 0).number(x, nullptr);
+}
+
+void detail::append_json_text(std::string& out, const nlohmann::json& value, int indent, std::string_view what) {
+  Appender text(out);
+  CanonicalWalk(&text, what, std::numeric_limits<int>::max(), indent).value(value, nullptr, 0);
 }
 
 void detail::append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,

@@ -17,4 +17,11 @@ namespace amphora::detail {
 void append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
                            bool limit_depth = true);
 
+/// Appends `value` as nlohmann's dump(indent) writes it with strict UTF-8
+/// (byte for byte; compact when `indent` < 0), checked as the canonical
+/// writer checks but at any depth, and several times faster: for the
+/// records a store writes (names, cache entries, runs). Throws
+/// InvalidArgument naming `what` and the key path.
+void append_json_text(std::string& out, const nlohmann::json& value, int indent, std::string_view what);
+
 }  // namespace amphora::detail

@@ -141,6 +141,8 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
 // and is whole (Store::damage), else what is wrong.
 std::string artifact_problem(const Store& store, const Digest& digest, std::string_view materializer, bool full) {
   try {
+    if (!full)
+      if (auto quick = detail::StoreAccess::quick_problem(store, digest, materializer)) return *quick;
     auto reader = store.open_artifact(digest);
     if (reader.manifest().materializer != materializer)
       return "artifact " + digest.short_str() + " was made by " + reader.manifest().materializer + ", not " +
@@ -222,17 +224,6 @@ class History {
 };
 
 // The digest recorded by the newest version of `name`, if any.
-std::optional<std::pair<std::uint64_t, Digest>> latest_version(const Store& store, const std::string& name) {
-  const auto& names = detail::StoreAccess::names(store);
-  auto versions = names.versions(name);
-  if (versions.empty()) return std::nullopt;
-  try {
-    auto record = names.read(name, versions.back());
-    return std::make_pair(versions.back(), Digest::parse(record.value("digest", "")));
-  } catch (const Error&) {
-    return std::nullopt;  // a bad latest record: a new version is recorded
-  }
-}
 
 }  // namespace
 
@@ -560,10 +551,19 @@ class Run {
         lock.unlock();
         process(i);
         lock.lock();
+        std::size_t woken = 0;
         for (auto d : dependents[i])
-          if (--waiting[d] == 0) ready.push_back(d);
+          if (--waiting[d] == 0) {
+            ready.push_back(d);
+            ++woken;
+          }
         --remaining;
-        cv.notify_all();
+        // This thread takes the next step itself: another is woken only for
+        // each step beyond that, so a chain runs without a wake-up per step.
+        if (remaining == 0)
+          cv.notify_all();
+        else
+          for (std::size_t k = 1; k < woken; ++k) cv.notify_one();
       }
     };
     // A machine that cannot start a thread (a process limit) runs the steps
@@ -619,9 +619,9 @@ class Run {
   // with `problem` saying what is wrong (empty when there is no entry).
   std::optional<std::vector<Digest>> lookup(const detail::StepNode& node, const Digest& key,
                                             const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
-                                            std::string& problem, detail::CacheEntry& entry_out) {
+                                            std::string& problem, std::shared_ptr<const detail::CacheEntry>& entry_out) {
     problem.clear();
-    std::optional<detail::CacheEntry> entry;
+    std::shared_ptr<const detail::CacheEntry> entry;
     try {
       entry = detail::StoreAccess::cache(store_).get(key);
     } catch (const CorruptData& e) {
@@ -644,7 +644,7 @@ class Run {
       }
       digests.push_back(d);
     }
-    entry_out = std::move(*entry);
+    entry_out = std::move(entry);
     return digests;
   }
 
@@ -702,9 +702,9 @@ class Run {
     ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
 
     std::string problem;
-    detail::CacheEntry entry;
+    std::shared_ptr<const detail::CacheEntry> entry;
     if (!forced_[i]) {
-      if (auto hit = lookup(node, report.key, entries, problem, entry)) return cached(i, *hit, entry, "");
+      if (auto hit = lookup(node, report.key, entries, problem, entry)) return cached(i, *hit, *entry, "");
     }
     report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
     // One process computes a key; the others wait for its entry.
@@ -722,7 +722,7 @@ class Run {
     if (!forced_[i]) {
       std::string late_problem;
       if (auto hit = lookup(node, report.key, entries, late_problem, entry))
-        return cached(i, *hit, entry, "computed meanwhile by another run");
+        return cached(i, *hit, *entry, "computed meanwhile by another run");
     }
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;
@@ -775,7 +775,8 @@ class Run {
     // an older result (a parameter set back, say) records it as a new version.
     for (std::size_t s = 0; s < digests.size(); ++s) {
       auto name = output_name(node, s);
-      auto latest = latest_version(store_, name);
+      // A bad latest record (nullopt) gets a new version recorded.
+      auto latest = detail::StoreAccess::names(store_).newest(name);
       std::uint64_t version;
       if (latest && latest->second == digests[s]) {
         version = latest->first;

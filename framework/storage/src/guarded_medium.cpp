@@ -87,6 +87,9 @@ class GuardedMedium : public Medium {
   std::optional<ObjectInfo> head(std::string_view key) override {
     return guarded(where_, [&] { return inner_->head(key); });
   }
+  std::vector<HeadAnswer> head_each(std::string_view prefix, std::span<const std::string> names) override {
+    return guarded(where_, [&] { return inner_->head_each(prefix, names); });
+  }
   std::string get(std::string_view key, std::size_t max_bytes) override {
     return guarded(where_, [&] { return inner_->get(key, max_bytes); });
   }

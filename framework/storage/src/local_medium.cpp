@@ -347,19 +347,49 @@ class LocalMedium : public Medium {
   std::optional<ObjectInfo> head(std::string_view key) override {
     check_key(key);
     auto [dir, leaf] = split_key(key);
+    std::string problem;
+    auto info = head_in(dir, {&leaf, 1}, &problem);
+    if (!problem.empty()) throw CorruptData(problem);
+    return info.front().info;
+  }
+
+  std::vector<HeadAnswer> head_each(std::string_view prefix, std::span<const std::string> names) override {
+    for (const auto& name : names) {
+      check_key(std::string(prefix) + name);
+      if (name.find('/') != std::string::npos) return Medium::head_each(prefix, names);  // folders deeper down
+    }
+    return head_in(prefix.empty() ? std::string() : std::string(prefix.substr(0, prefix.size() - 1)), names);
+  }
+
+  // head() of `leaves` (names without '/') in the directory `dir`, opened
+  // once (or, in a held area directory, not at all). With `thrown`, the
+  // first object's problem goes there instead of into its answer.
+  std::vector<HeadAnswer> head_in(const std::string& dir, std::span<const std::string> leaves,
+                                  std::string* thrown = nullptr) {
+    std::vector<HeadAnswer> out(leaves.size());
+    auto [held, rest] = beneath(dir);
     detail::Fd parent;
-    try {
-      parent = open_dir(dir);
-    } catch (const NotFound&) {
-      return std::nullopt;
+    if (!rest.empty() || held == root_fd_.get()) {
+      try {
+        parent = open_dir(dir);
+      } catch (const NotFound&) {
+        return out;
+      }
+      held = parent.get();
     }
-    struct stat st {};
-    if (::fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) return std::nullopt;
-      detail::throw_errno("cannot stat", shown(key));
+    for (std::size_t k = 0; k < leaves.size(); ++k) {
+      const std::string key = dir.empty() ? leaves[k] : dir + "/" + leaves[k];
+      struct stat st {};
+      if (::fstatat(held, leaves[k].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        detail::throw_errno("cannot stat", shown(key));
+      }
+      if (S_ISREG(st.st_mode))
+        out[k].info = info_of(st);
+      else
+        (thrown ? *thrown : out[k].problem) = not_regular(key, detail::describe_file_type(st.st_mode)).what();
     }
-    if (!S_ISREG(st.st_mode)) throw not_regular(key, detail::describe_file_type(st.st_mode));
-    return info_of(st);
+    return out;
   }
 
   std::string get(std::string_view key, std::size_t max_bytes) override {

@@ -92,6 +92,18 @@ bool valid_scheme(std::string_view scheme) {
 
 }  // namespace
 
+std::vector<HeadAnswer> Medium::head_each(std::string_view prefix, std::span<const std::string> names) {
+  std::vector<HeadAnswer> out(names.size());
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    try {
+      out[k].info = head(std::string(prefix) + names[k]);
+    } catch (const CorruptData& e) {
+      out[k].problem = e.what();
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const Buffer> Medium::map(std::string_view key) {
   auto file = open(key);
   auto buffer = detail::allocate_for_overwrite(static_cast<std::size_t>(file->size()));

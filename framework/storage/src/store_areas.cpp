@@ -1,5 +1,7 @@
 #include "store_areas.hpp"
 
+#include "json_text.hpp"
+
 #include <amphora/json.hpp>
 
 #include <algorithm>
@@ -37,7 +39,9 @@ bool valid_record_stem(std::string_view s) {
 // Serialized as docs/FORMAT.md gives it, refused when over `max_bytes`.
 std::string record_text(const nlohmann::json& record, int indent, std::size_t max_bytes, const char* what,
                         const std::string& where) {
-  auto text = record.dump(indent, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+  std::string text;
+  detail::append_json_text(text, record, indent, std::string(what) + " " + where);
+  text += '\n';
   if (text.size() > max_bytes)
     throw InvalidArgument(std::string(what) + " " + where + " would be " + std::to_string(text.size()) +
                           " bytes, more than the " + std::to_string(max_bytes) + " a store accepts");
@@ -103,6 +107,10 @@ std::unique_ptr<RandomAccessFile> ArtifactArea::open(const Digest& digest, std::
 
 std::optional<ObjectInfo> ArtifactArea::head(const Digest& digest, std::string_view relpath) const {
   return medium_->head(prefix(digest) + std::string(relpath));
+}
+
+std::vector<HeadAnswer> ArtifactArea::heads(const Digest& digest, std::span<const std::string> relpaths) const {
+  return medium_->head_each(prefix(digest), relpaths);
 }
 
 std::vector<StoredFile> ArtifactArea::files(const Digest& digest) const {
@@ -224,7 +232,9 @@ std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) 
     throw CorruptData("name '" + name + "' has reached the largest possible version number");
   for (std::uint64_t version = highest + 1;; ++version) {
     record["version"] = version;
-    auto text = record.dump(2, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+    std::string text;
+    detail::append_json_text(text, record, 2, "the name record for '" + name + "'");
+    text += '\n';
     if (text.size() > kMaxRecordBytes)
       throw InvalidArgument("the name record for '" + name + "' is " + std::to_string(text.size()) +
                             " bytes, more than the " + std::to_string(kMaxRecordBytes) + " a record may hold");
@@ -275,6 +285,30 @@ nlohmann::json NameIndex::read(std::string_view name, std::uint64_t version) con
   }
 }
 
+std::optional<std::pair<std::uint64_t, Digest>> NameIndex::newest(std::string_view name_view) const {
+  std::string name(name_view);
+  auto existing = versions(name);
+  if (existing.empty()) return std::nullopt;
+  const std::uint64_t version = existing.back();
+  {
+    std::lock_guard lock(newest_mutex_);
+    if (auto it = newest_.find(name); it != newest_.end() && it->second.first == version) return it->second;
+  }
+  Digest digest;
+  try {
+    auto record = read(name, version);
+    auto it = record.find("digest");
+    if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) return std::nullopt;
+    digest = Digest::parse(it->get<std::string>());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(newest_mutex_);
+  if (newest_.size() >= kKeptRecords) newest_.clear();
+  newest_.insert_or_assign(std::move(name), std::make_pair(version, digest));
+  return std::make_pair(version, digest);
+}
+
 void NameIndex::remove(std::string_view name_view, std::uint64_t version) const {
   const std::string name(name_view);
   auto numbering = medium_->lease("names", LeaseMode::exclusive, true);  // no version is chosen meanwhile
@@ -314,14 +348,33 @@ std::uint64_t NameIndex::tombstone(const std::string& name) const {
 
 // ---------------------------------------------------------------- action cache
 
-std::optional<CacheEntry> ActionCache::get(const Digest& key) const {
+std::shared_ptr<const CacheEntry> ActionCache::get(const Digest& key) const {
+  const std::string object = "cache/" + key.hex() + ".json";
+  // Looked at before it is read: an entry replaced in between is read
+  // again next time, never kept under the newer tag.
+  auto now = medium_->head(object);
+  if (!now) return nullptr;
+  if (!now->tag.empty()) {
+    std::lock_guard lock(kept_mutex_);
+    if (auto it = kept_.find(key); it != kept_.end() && it->second.first == now->tag) return it->second.second;
+  }
   nlohmann::json doc;
   try {
-    doc = read_record(*medium_, "cache/" + key.hex() + ".json", NameIndex::kMaxRecordBytes, "cache entry");
+    doc = read_record(*medium_, object, NameIndex::kMaxRecordBytes, "cache entry");
   } catch (const NotFound&) {
-    return std::nullopt;
+    return nullptr;
   }
-  CacheEntry entry;
+  auto entry = std::make_shared<CacheEntry>();
+  parse_entry(key, std::move(doc), *entry);
+  if (!now->tag.empty()) {
+    std::lock_guard lock(kept_mutex_);
+    if (kept_.size() >= kKeptRecords) kept_.clear();
+    kept_.insert_or_assign(key, std::make_pair(now->tag, entry));
+  }
+  return entry;
+}
+
+void ActionCache::parse_entry(const Digest& key, nlohmann::json doc, CacheEntry& entry) {
   entry.key = key;
   auto text = [&](const char* field) {
     auto it = doc.find(field);
@@ -335,7 +388,6 @@ std::optional<CacheEntry> ActionCache::get(const Digest& key) const {
       if (o->is_string() && Digest::is_digest(o->get<std::string>()))
         entry.outputs.emplace(o.key(), Digest::parse(o->get<std::string>()));
   if (auto it = doc.find("provenance"); it != doc.end() && it->is_object()) entry.provenance = std::move(*it);
-  return entry;
 }
 
 void ActionCache::put(const CacheEntry& entry) const {

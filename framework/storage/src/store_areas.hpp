@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -60,6 +62,8 @@ class ArtifactArea {
   /// A payload file's size and time, without opening it; nullopt when missing.
   /// Throws CorruptData when it is not an object (a link, a FIFO).
   std::optional<ObjectInfo> head(const Digest& digest, std::string_view relpath) const;
+  /// Medium::head_each of files of one artifact: one look at its folder.
+  std::vector<HeadAnswer> heads(const Digest& digest, std::span<const std::string> relpaths) const;
   /// Every entry of the artifact but its manifest, sorted by path. Throws
   /// NotFound when nothing is stored under the digest.
   std::vector<StoredFile> files(const Digest& digest) const;
@@ -117,6 +121,12 @@ class NameIndex {
   std::vector<std::uint64_t> versions(std::string_view name) const;
   /// Throws NotFound, or CorruptData for a record that is not a small JSON object.
   nlohmann::json read(std::string_view name, std::uint64_t version) const;
+  /// The newest version of `name` and the digest its record names; nullopt
+  /// when the name has none, or the newest record is unreadable or names no
+  /// digest. A record is written once under a number never issued again, so
+  /// the digest read for a version is remembered (bounded): a steady name
+  /// costs one listing. Thread-safe. Throws CorruptData as versions() does.
+  std::optional<std::pair<std::uint64_t, Digest>> newest(std::string_view name) const;
   /// Removes one version, recording the highest number issued first (the
   /// tombstone). Throws NotFound, CorruptData for an unreadable tombstone.
   void remove(std::string_view name, std::uint64_t version) const;
@@ -125,7 +135,12 @@ class NameIndex {
   std::uint64_t tombstone(const std::string& name) const;
   std::string location() const { return medium_->location(); }
   std::shared_ptr<Medium> medium_;
+  mutable std::mutex newest_mutex_;
+  mutable std::unordered_map<std::string, std::pair<std::uint64_t, Digest>> newest_;
 };
+
+/// How many name records and cache entries a store keeps in memory.
+inline constexpr std::size_t kKeptRecords = 4096;
 
 /// One action-cache entry (docs/FORMAT.md §1.7); this class owns the format.
 struct CacheEntry {
@@ -140,9 +155,11 @@ struct CacheEntry {
 class ActionCache {
  public:
   explicit ActionCache(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}
-  /// The entry for `key`, or nullopt. Throws CorruptData for a record that
-  /// is not a small JSON object.
-  std::optional<CacheEntry> get(const Digest& key) const;
+  /// The entry for `key`, or null. An entry read once is kept (bounded) and
+  /// served again while the medium's version tag of its object is unchanged:
+  /// a hit costs a head, not a read and a parse. Thread-safe. Throws
+  /// CorruptData for a record that is not a small JSON object.
+  std::shared_ptr<const CacheEntry> get(const Digest& key) const;
   /// Publishes (or replaces) the entry. Throws InvalidArgument over 1 MiB.
   void put(const CacheEntry& entry) const;
   /// Every key with an entry, sorted.
@@ -155,7 +172,10 @@ class ActionCache {
   }
 
  private:
+  static void parse_entry(const Digest& key, nlohmann::json doc, CacheEntry& entry);
   std::shared_ptr<Medium> medium_;
+  mutable std::mutex kept_mutex_;
+  mutable std::map<Digest, std::pair<std::string, std::shared_ptr<const CacheEntry>>> kept_;
 };
 
 /// Run records (docs/FORMAT.md §1.8), stored as the pipeline writes them.

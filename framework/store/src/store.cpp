@@ -87,6 +87,17 @@ std::vector<Sha256Value> hash_stored_file(const RandomAccessFile& file, const Fi
   return out;
 }
 
+// What is wrong with one listed file, from what the medium says of it, or
+// empty when it is there at its size.
+std::string file_problem(const std::string& label, const FileEntry& f, const HeadAnswer& seen) {
+  if (!seen.problem.empty()) return label + ": " + seen.problem;
+  if (!seen.info) return label + ": file '" + f.path + "' is missing";
+  if (seen.info->size != f.size)
+    return label + ": file '" + f.path + "' is " + std::to_string(seen.info->size) + " bytes, manifest says " +
+           std::to_string(f.size);
+  return {};
+}
+
 // Checks an artifact's files against its manifest: every listed file a
 // regular file of its size and, with `hash`, matching its piece digests and
 // nothing unlisted beside them. Without `hash` it is the quick check of what
@@ -106,32 +117,29 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
         problems.push_back(label + ": unexpected entry '" + present.path + "', " + present.kind);
     }
   }
+  if (!hash) {
+    // What the medium knows of the files is enough: one look, no opens.
+    std::vector<std::string> paths;
+    for (const auto& f : m.files) paths.push_back(f.path);
+    auto answers = artifacts.heads(digest, paths);
+    for (std::size_t k = 0; k < m.files.size(); ++k)
+      if (auto problem = file_problem(label, m.files[k], answers[k]); !problem.empty()) problems.push_back(problem);
+    return;
+  }
   for (const auto& f : m.files) {
-    // Without hashing, what the medium knows of the file is enough: no open.
     std::unique_ptr<RandomAccessFile> file;
-    std::uint64_t size = 0;
+    HeadAnswer seen;
     try {
-      if (hash) {
-        file = artifacts.open(digest, f.path);
-        size = file->size();
-      } else if (auto info = artifacts.head(digest, f.path)) {
-        size = info->size;
-      } else {
-        throw NotFound(f.path);
-      }
+      file = artifacts.open(digest, f.path);
+      seen.info = ObjectInfo{file->size(), {}, {}};
     } catch (const NotFound&) {
-      problems.push_back(label + ": file '" + f.path + "' is missing");
-      continue;
     } catch (const CorruptData& e) {
-      problems.push_back(label + ": " + e.what());
+      seen.problem = e.what();
+    }
+    if (auto problem = file_problem(label, f, seen); !problem.empty()) {
+      problems.push_back(problem);
       continue;
     }
-    if (size != f.size) {
-      problems.push_back(label + ": file '" + f.path + "' is " + std::to_string(size) + " bytes, manifest says " +
-                         std::to_string(f.size));
-      continue;
-    }
-    if (!hash) continue;
     std::vector<Sha256Value> actual;
     try {
       actual = hash_stored_file(*file, f, hashed);
@@ -340,6 +348,39 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     manifests.insert_or_assign(digest, std::make_pair(now->tag, manifest));
     return manifest;
   }
+  // What damage() without hashing would report first for `digest` and what
+  // it holds, or nullopt when that takes the full path: a manifest not kept
+  // from an earlier read, or one whose tag changed. `made_by`, when given,
+  // is the materializer the artifact must come from. With the manifest
+  // kept, its tag and the files' sizes come from one look at the folder.
+  std::optional<std::string> quick_problem(const Digest& digest, std::string_view made_by, std::set<Digest>& seen) {
+    if (!seen.insert(digest).second) return std::string();
+    std::shared_ptr<const Manifest> kept;
+    std::string tag;
+    {
+      std::lock_guard lock(manifests_mutex);
+      auto it = manifests.find(digest);
+      if (it == manifests.end()) return std::nullopt;
+      tag = it->second.first;
+      kept = it->second.second;
+    }
+    std::vector<std::string> names{std::string(detail::ArtifactArea::kManifest)};
+    for (const auto& f : kept->files) names.push_back(f.path);
+    auto answers = artifacts->heads(digest, names);
+    if (!answers[0].info || answers[0].info->tag != tag) return std::nullopt;
+    const std::string label = "artifact " + digest.short_str();
+    if (!made_by.empty() && kept->materializer != made_by)
+      return label + " was made by " + kept->materializer + ", not " + std::string(made_by);
+    for (std::size_t k = 0; k < kept->files.size(); ++k)
+      if (auto problem = file_problem(label, kept->files[k], answers[k + 1]); !problem.empty()) return problem;
+    for (const auto& child : kept->children) {
+      auto problem = quick_problem(child.digest, {}, seen);
+      if (!problem) return std::nullopt;
+      if (!problem->empty()) return problem;
+    }
+    return std::string();
+  }
+
   static constexpr std::size_t kKeptManifests = 4096;
   std::mutex manifests_mutex;
   std::map<Digest, std::pair<std::string, std::shared_ptr<const Manifest>>> manifests;
@@ -546,6 +587,13 @@ const fs::path& Store::path() const { return impl_->path; }
 
 const detail::NameIndex& detail::StoreAccess::names(const Store& store) { return *store.impl_->names; }
 const detail::ActionCache& detail::StoreAccess::cache(const Store& store) { return *store.impl_->cache; }
+std::optional<std::string> detail::StoreAccess::quick_problem(const Store& store, const Digest& digest,
+                                                              std::string_view made_by) {
+  return translated(true, [&] {
+    std::set<Digest> seen;
+    return store.impl_->quick_problem(digest, made_by, seen);
+  });
+}
 const detail::RunLog& detail::StoreAccess::runs(const Store& store) { return *store.impl_->runs; }
 const detail::ArtifactArea& detail::StoreAccess::artifacts(const Store& store) { return *store.impl_->artifacts; }
 Registry& Store::registry() const { return *impl_->registry; }

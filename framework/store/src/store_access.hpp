@@ -14,6 +14,12 @@ struct StoreAccess {
   static const ActionCache& cache(const Store& store);
   static const RunLog& runs(const Store& store);
   static const ArtifactArea& artifacts(const Store& store);
+  /// What Store::damage without hashing reports first for `digest` (made by
+  /// `made_by`, unless empty), "" when intact, or nullopt when that needs
+  /// the full check: answered from a manifest kept by an earlier read whose
+  /// tag is unchanged, with one look at the artifact's folder. Throws as damage().
+  static std::optional<std::string> quick_problem(const Store& store, const Digest& digest,
+                                                  std::string_view made_by);
 };
 
 }  // namespace amphora::detail

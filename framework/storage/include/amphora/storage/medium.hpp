@@ -46,6 +46,12 @@ struct ObjectInfo {
   std::chrono::system_clock::time_point modified{};
 };
 
+/// What head() says of one object among several (Medium::head_each).
+struct HeadAnswer {
+  std::optional<ObjectInfo> info;  ///< nullopt when there is no object, or when `problem` says why not
+  std::string problem;             ///< what head() would have thrown as CorruptData, or empty
+};
+
 /// A condition that put() checks atomically with the write.
 struct PutCondition {
   enum class Kind { always, if_absent, if_match };
@@ -185,6 +191,11 @@ class Medium {
 
   // Capabilities, with generic versions built on the calls above.
 
+  /// head() of `prefix` (empty or ending with '/') followed by each of
+  /// `names`, in order, where what head() throws as CorruptData for one
+  /// object is that object's answer instead. The local medium opens the
+  /// folder once for all of them. Throws as head() for anything else.
+  virtual std::vector<HeadAnswer> head_each(std::string_view prefix, std::span<const std::string> names);
   /// The whole object as a buffer; the local medium maps it read-only.
   /// Throws as get() (without a size limit).
   virtual std::shared_ptr<const Buffer> map(std::string_view key);
