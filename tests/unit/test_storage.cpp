@@ -383,6 +383,46 @@ TEMPLATE_TEST_CASE("Storage: the medium's leases exclude, share and wait", "[sto
   taker.join();
   CHECK(got.load());
   CHECK_THROWS_AS(m->lease("bad/name", LeaseMode::exclusive, false), InvalidArgument);
+
+  // Shared leases of one medium object count: the lock stays until the last goes.
+  auto first = m->lease("names", LeaseMode::shared, false);
+  auto second = m->lease("names", LeaseMode::shared, false);
+  REQUIRE(first);
+  REQUIRE(second);
+  first.reset();
+  CHECK_FALSE(kind.reopen()->lease("names", LeaseMode::exclusive, false));
+  second.reset();
+  CHECK(kind.reopen()->lease("names", LeaseMode::exclusive, false));
+  // And the same object's exclusive lease excludes its own shared ones.
+  auto mine = m->lease("names", LeaseMode::exclusive, false);
+  REQUIRE(mine);
+  CHECK_FALSE(m->lease("names", LeaseMode::shared, false));
+}
+
+TEST_CASE("Storage: a forked child's shared lease leaves its parent's held (local)", "[storage][leases][processes]") {
+  LocalKind kind;
+  auto m = kind.make();
+  auto parents = m->lease("gc", LeaseMode::shared, false);
+  REQUIRE(parents);
+  pid_t child = ::fork();
+  if (child == 0) {
+    // The child's copy of the medium: its own lease, taken and given back.
+    int code = 0;
+    try {
+      auto own = m->lease("gc", LeaseMode::shared, true);
+      code = own ? 0 : 3;
+      own.reset();
+      parents.reset();  // the child's copy of the parent's lease: not the child's to release
+    } catch (...) {
+      code = 4;
+    }
+    ::_exit(code);
+  }
+  REQUIRE(child > 0);
+  CHECK(reap(child) == 0);
+  CHECK_FALSE(kind.reopen()->lease("gc", LeaseMode::exclusive, false));  // still the parent's
+  parents.reset();
+  CHECK(kind.reopen()->lease("gc", LeaseMode::exclusive, false));
 }
 
 TEMPLATE_TEST_CASE("Storage: object leases expire unrenewed and are taken over", "[storage][leases]", LocalKind,

@@ -84,10 +84,15 @@ Fd open_at(int dirfd, std::string_view relpath, int flags, mode_t mode) {
     // Opening a device runs its driver's open: look before touching one.
     // (A link on the way makes this look elsewhere, and the open refuses it.)
     struct stat st {};
-    if (!(flags & O_DIRECTORY) && ::fstatat(dirfd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))) {
-      errno = ENODEV;
-      return Fd();
+    if (!(flags & O_DIRECTORY)) {
+      if (::fstatat(dirfd, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+          errno = ENODEV;
+          return Fd();
+        }
+      } else if (errno == ENOENT && !(flags & O_CREAT)) {
+        return Fd();  // nothing there (errno says so): no open to try
+      }
     }
     int fd = open_beneath_at(dirfd, path, flags | O_NONBLOCK | O_NOCTTY, mode);
     if (fd >= 0) return Fd(fd);
@@ -145,6 +150,16 @@ Fd open_dir_at(int dirfd, std::string_view relpath, const std::filesystem::path&
       !relpath.starts_with('/') && !relpath.ends_with('/')) {
     int fd = open_beneath_at(dirfd, std::string(relpath), O_RDONLY | O_DIRECTORY, 0);
     if (fd >= 0) return Fd(fd);
+    // Missing, and not to be made: the walk would only find that again.
+    if (errno == ENOENT && !create) throw NotFound("no directory " + shown.string());
+    if (errno == ENOENT && relpath.find('/') == std::string_view::npos) {
+      const std::string leaf(relpath);
+      if (::mkdirat(dirfd, leaf.c_str(), 0755) == 0 || errno == EEXIST) {
+        Fd made(::openat(dirfd, leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (made) return made;
+      }
+      // the walk below says what stands in the way
+    }
   }
   Fd holder;
   int dir = dirfd;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <dirent.h>
 #include <fcntl.h>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -116,6 +117,33 @@ class FileLease : public Lease {
   std::string file_;
   detail::Fd fd_;
   bool transient_;
+};
+
+// Shared leases of one name taken in one process share one lock: the first
+// locks the file, the last unlocks it, those between cost no system call,
+// and the file stays open for the next. (A flock belongs to the open file
+// description, so two shared leases on one description would both end with
+// the first unlock: hence the count.) Exclusive leases keep a description
+// each. A forked child starts its own count on a description of its own.
+struct SharedLock {
+  std::mutex mutex;
+  detail::Fd dir, fd;  // locks/ and the lock file, opened once
+  pid_t pid = 0;
+  std::size_t holders = 0;
+};
+
+class SharedFileLease : public Lease {
+ public:
+  explicit SharedFileLease(std::shared_ptr<SharedLock> lock) : lock_(std::move(lock)), pid_(::getpid()) {}
+  ~SharedFileLease() override {
+    std::lock_guard guard(lock_->mutex);
+    if (lock_->pid != pid_ || ::getpid() != pid_) return;  // copied into a forked child: not its to release
+    if (--lock_->holders == 0) ::flock(lock_->fd.get(), LOCK_UN);
+  }
+
+ private:
+  std::shared_ptr<SharedLock> lock_;
+  pid_t pid_;
 };
 
 class LocalStagedFile : public StagedFile {
@@ -417,6 +445,8 @@ class LocalMedium : public Medium {
     check_writable(key);
     auto [dir, leaf] = split_key(key);
     detail::Fd parent = open_dir(dir, true);
+    if (condition.kind == PutCondition::Kind::if_absent)
+      if (auto done = put_unnamed(parent.get(), dir, leaf, key, bytes)) return *done;
     detail::Fd tmp = open_dir(kTmp, true);
     std::string temp = "put-" + random_id();
     fs::path temp_shown = root_ / kTmp / temp;
@@ -470,6 +500,38 @@ class LocalMedium : public Medium {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) detail::throw_errno("cannot stat", shown(key));
     return info_of(st);
+  }
+
+  // A put if absent through an unnamed file in the target directory
+  // (O_TMPFILE), linked under its name only if nothing is there: no name in
+  // tmp/ to remove afterwards (on an ext4 without a journal each removed
+  // inode slows the next creations nearby for a minute), nothing left behind
+  // by a writer that dies. nullopt when the file system cannot, and the
+  // caller goes through tmp/.
+  std::optional<std::optional<ObjectInfo>> put_unnamed(int parent, const std::string& dir, const std::string& leaf,
+                                                       std::string_view key, std::string_view bytes) {
+    detail::Fd fd(::openat(parent, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
+    if (!fd) {
+      if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL || errno == ENOENT) return std::nullopt;
+      detail::throw_errno("cannot create a file in", root_ / dir);
+    }
+    detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, shown(key));
+    if (durable_) sync_fd(fd.get(), shown(key));
+    int rc = ::linkat(fd.get(), "", parent, leaf.c_str(), AT_EMPTY_PATH);
+    if (rc != 0 && (errno == ENOENT || errno == EPERM)) {
+      // Without the capability AT_EMPTY_PATH asks for: through /proc.
+      const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+      rc = ::linkat(AT_FDCWD, self.c_str(), parent, leaf.c_str(), AT_SYMLINK_FOLLOW);
+      if (rc != 0 && (errno == ENOENT || errno == EPERM)) return std::nullopt;
+    }
+    if (rc != 0) {
+      if (errno == EEXIST) return std::optional<ObjectInfo>();
+      detail::throw_errno("cannot write", shown(key));
+    }
+    if (durable_) sync_fd(parent, root_ / dir);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) detail::throw_errno("cannot stat", shown(key));
+    return std::optional<ObjectInfo>(info_of(st));
   }
 
   bool remove(std::string_view key) override {
@@ -566,8 +628,61 @@ class LocalMedium : public Medium {
     const bool per_key = name.size() > 65 && name[name.size() - 65] == '-' && is_hex(name.substr(name.size() - 64));
     std::string file = std::string(name) + ".lock";
     int operation = (mode == LeaseMode::shared ? LOCK_SH : LOCK_EX) | (wait ? 0 : LOCK_NB);
+    if (mode == LeaseMode::shared) return shared_lease(file, operation);
     return FileLease::acquire(open_dir(kLocks, true), file, root_ / kLocks / file, operation,
                               per_key && mode == LeaseMode::exclusive);
+  }
+
+  std::unique_ptr<Lease> shared_lease(const std::string& file, int operation) {
+    std::shared_ptr<SharedLock> lock;
+    {
+      std::lock_guard guard(shared_locks_mutex_);
+      auto& slot = shared_locks_[file];
+      if (!slot) slot = std::make_shared<SharedLock>();
+      lock = slot;
+    }
+    const fs::path shown_file = root_ / kLocks / file;
+    std::lock_guard guard(lock->mutex);
+    if (lock->pid != ::getpid()) {
+      // Inherited over fork: the parent's description and count are the
+      // parent's (closing this copy leaves the parent's lock held; an
+      // unlock through it would not).
+      lock->fd = detail::Fd();
+      lock->dir = detail::Fd();
+      lock->holders = 0;
+      lock->pid = ::getpid();
+    }
+    if (lock->holders > 0) {
+      ++lock->holders;
+      return std::make_unique<SharedFileLease>(lock);
+    }
+    for (;;) {
+      if (!lock->dir) lock->dir = open_dir(kLocks, true);
+      if (!lock->fd) {
+        lock->fd = detail::open_at(lock->dir.get(), file, O_RDWR | O_CREAT);
+        if (!lock->fd) detail::throw_open_error(shown_file);
+        detail::require_regular(lock->fd.get(), shown_file);
+      }
+      int rc;
+      while ((rc = ::flock(lock->fd.get(), operation)) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) {
+        if (errno == EWOULDBLOCK) return nullptr;
+        detail::throw_errno("cannot lock", shown_file);
+      }
+      // Still the file that locks/ names (not one removed or replaced since
+      // it was opened), or it locks nobody out.
+      struct stat held {}, named {};
+      if (::fstat(lock->fd.get(), &held) != 0) detail::throw_errno("cannot read", shown_file);
+      if (::fstatat(lock->dir.get(), file.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_ino == held.st_ino &&
+          named.st_dev == held.st_dev) {
+        lock->holders = 1;
+        return std::make_unique<SharedFileLease>(lock);
+      }
+      ::flock(lock->fd.get(), LOCK_UN);
+      lock->fd = detail::Fd();
+      lock->dir = detail::Fd();
+    }
   }
 
   StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) override {
@@ -738,6 +853,8 @@ class LocalMedium : public Medium {
   fs::path root_;
   detail::Fd root_fd_;
   bool durable_;
+  std::mutex shared_locks_mutex_;
+  std::map<std::string, std::shared_ptr<SharedLock>> shared_locks_;
   mutable std::mutex hold_mutex_;
   mutable std::array<std::atomic<int>, kHeld.size()> held_{-1, -1, -1, -1, -1};
 

@@ -225,9 +225,10 @@ std::uint64_t ArtifactArea::bytes(const Digest& digest) const {
 std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) const {
   const std::string name(name_view);
   auto numbering = medium_->lease("names", LeaseMode::shared, true);  // no version is removed while one is chosen
-  auto existing = versions(name);
+  bool tombstoned = false;
+  auto existing = versions(name, &tombstoned);
   // Numbers of removed versions are never issued again.
-  std::uint64_t highest = std::max(existing.empty() ? 0 : existing.back(), tombstone(name));
+  std::uint64_t highest = std::max(existing.empty() ? 0 : existing.back(), tombstoned ? tombstone(name) : 0);
   if (highest == std::numeric_limits<std::uint64_t>::max())
     throw CorruptData("name '" + name + "' has reached the largest possible version number");
   for (std::uint64_t version = highest + 1;; ++version) {
@@ -260,13 +261,14 @@ std::vector<ListedName> NameIndex::list() const {
   return out;
 }
 
-std::vector<std::uint64_t> NameIndex::versions(std::string_view name) const {
+std::vector<std::uint64_t> NameIndex::versions(std::string_view name, bool* tombstoned) const {
   const std::string base = "names/" + std::string(name) + "/";
   std::vector<std::uint64_t> out;
   for (const auto& e : list_all(*medium_, base, true)) {
     // Anything named like a version counts, so that reading it reports
     // what is wrong (a directory, a link) instead of hiding it.
     std::string_view file = tail(e.key, base.size());
+    if (tombstoned && file.starts_with(kTombstone)) *tombstoned = true;  // a folder or a link too: read, it says what is wrong
     if (file.size() < 6 || !file.ends_with(".json") || file[0] == '0') continue;
     std::uint64_t v = 0;
     auto [ptr, err] = std::from_chars(file.data(), file.data() + file.size() - 5, v);
@@ -319,14 +321,15 @@ void NameIndex::remove(std::string_view name_view, std::uint64_t version) const 
   // The tombstone records the highest number issued before the version
   // goes, so add() never issues a removed number again.
   if (existing.back() > tombstone(name))
-    medium_->put("names/" + name + "/tombstone.json", nlohmann::json{{"highest_version", existing.back()}}.dump(2) + "\n");
+    medium_->put("names/" + name + "/" + std::string(kTombstone),
+                 nlohmann::json{{"highest_version", existing.back()}}.dump(2) + "\n");
   medium_->remove("names/" + name + "/" + std::to_string(version) + ".json");  // a link is removed, never followed
 }
 
 // The highest version `name` had when one of its versions was last
 // removed, or 0 when none ever was.
 std::uint64_t NameIndex::tombstone(const std::string& name) const {
-  const std::string key = "names/" + name + "/tombstone.json";
+  const std::string key = "names/" + name + "/" + std::string(kTombstone);
   std::string text;
   try {
     text = medium_->get(key, kMaxTombstoneBytes);

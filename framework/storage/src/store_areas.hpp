@@ -116,9 +116,10 @@ class NameIndex {
   /// number of concurrent writers. Throws InvalidArgument over kMaxRecordBytes.
   std::uint64_t add(std::string_view name, nlohmann::json record) const;
   std::vector<ListedName> list() const;
-  /// Ascending; empty if the name has no version. Throws CorruptData when
+  /// Ascending; empty if the name has no version. With `tombstoned`, sets
+  /// it when the name's folder holds a tombstone. Throws CorruptData when
   /// the name's folder cannot be listed (a link).
-  std::vector<std::uint64_t> versions(std::string_view name) const;
+  std::vector<std::uint64_t> versions(std::string_view name, bool* tombstoned = nullptr) const;
   /// Throws NotFound, or CorruptData for a record that is not a small JSON object.
   nlohmann::json read(std::string_view name, std::uint64_t version) const;
   /// The newest version of `name` and the digest its record names; nullopt
@@ -132,6 +133,7 @@ class NameIndex {
   void remove(std::string_view name, std::uint64_t version) const;
 
  private:
+  static constexpr std::string_view kTombstone = "tombstone.json";
   std::uint64_t tombstone(const std::string& name) const;
   std::string location() const { return medium_->location(); }
   std::shared_ptr<Medium> medium_;
