@@ -100,6 +100,19 @@ TEST_CASE("Version numbers are never issued again after remove", "[store][remove
     Store reopened = test::make_store(dir.path());
     CHECK(reopened.save(tensor(10), {.name = "emb"}).version == 4);
   }
+  SECTION("a store numbering on from what it issued sees what others issued and removed meanwhile") {
+    // `store` issued 1-3 itself; `other` stands for another process.
+    Store other = test::make_store(dir.path());
+    CHECK(other.save(tensor(20), {.name = "emb"}).version == 4);
+    CHECK(store.save(tensor(21), {.name = "emb"}).version == 5);  // 4 is taken: it lists
+    CHECK(other.save(tensor(22), {.name = "emb"}).version == 6);
+    other.remove("emb", 6);                                        // 6 is gone, but was issued
+    CHECK(store.save(tensor(23), {.name = "emb"}).version == 7);
+    other.remove("emb", 7);
+    other.remove("emb", 5);
+    CHECK(store.save(tensor(24), {.name = "emb"}).version == 8);
+    CHECK(numbers(store.versions("emb")) == std::vector<std::uint64_t>{1, 2, 3, 4, 8});
+  }
   // Only names the store's numbering file; nothing lists it as a version or a name.
   CHECK(store.scan_names().problems.empty());
   CHECK(store.verify().ok());

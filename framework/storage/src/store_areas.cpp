@@ -225,13 +225,8 @@ std::uint64_t ArtifactArea::bytes(const Digest& digest) const {
 std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) const {
   const std::string name(name_view);
   auto numbering = medium_->lease("names", LeaseMode::shared, true);  // no version is removed while one is chosen
-  bool tombstoned = false;
-  auto existing = versions(name, &tombstoned);
-  // Numbers of removed versions are never issued again.
-  std::uint64_t highest = std::max(existing.empty() ? 0 : existing.back(), tombstoned ? tombstone(name) : 0);
-  if (highest == std::numeric_limits<std::uint64_t>::max())
-    throw CorruptData("name '" + name + "' has reached the largest possible version number");
-  for (std::uint64_t version = highest + 1;; ++version) {
+  // Put only if absent: exactly one writer wins each version.
+  auto claim = [&](std::uint64_t version) {
     record["version"] = version;
     std::string text;
     detail::append_json_text(text, record, 2, "the name record for '" + name + "'");
@@ -239,12 +234,42 @@ std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) 
     if (text.size() > kMaxRecordBytes)
       throw InvalidArgument("the name record for '" + name + "' is " + std::to_string(text.size()) +
                             " bytes, more than the " + std::to_string(kMaxRecordBytes) + " a record may hold");
-    // Put only if absent: exactly one writer wins each version.
-    if (medium_->put("names/" + name + "/" + std::to_string(version) + ".json", text, PutCondition::absent()))
-      return version;
-    if (version == std::numeric_limits<std::uint64_t>::max())
+    if (!medium_->put("names/" + name + "/" + std::to_string(version) + ".json", text, PutCondition::absent()))
+      return false;
+    std::lock_guard lock(newest_mutex_);
+    if (highest_.size() >= kKeptRecords) highest_.clear();
+    highest_.insert_or_assign(name, version);
+    return true;
+  };
+  auto after = [&](std::uint64_t highest) {
+    if (highest == std::numeric_limits<std::uint64_t>::max())
       throw CorruptData("name '" + name + "' has reached the largest possible version number");
+    return highest + 1;
+  };
+  // Numbers of removed versions are never issued again: the tombstone keeps
+  // the highest one issued. Numbers only grow while the shared lease is
+  // held, so the highest this process issued is a floor, and with a look for
+  // a tombstone it spares listing every version; another writer's number in
+  // the way sends the choice to the listing.
+  std::uint64_t known = 0;
+  {
+    std::lock_guard lock(newest_mutex_);
+    if (auto it = highest_.find(name); it != highest_.end()) known = it->second;
   }
+  if (known > 0) {
+    bool tombstoned = true;
+    try {
+      tombstoned = medium_->head("names/" + name + "/" + std::string(kTombstone)).has_value();
+    } catch (const CorruptData&) {
+    }
+    const std::uint64_t version = after(std::max(known, tombstoned ? tombstone(name) : 0));
+    if (claim(version)) return version;
+  }
+  bool tombstoned = false;
+  auto existing = versions(name, &tombstoned);
+  for (std::uint64_t version = after(std::max(existing.empty() ? 0 : existing.back(), tombstoned ? tombstone(name) : 0));;
+       version = after(version))
+    if (claim(version)) return version;
 }
 
 std::vector<ListedName> NameIndex::list() const {

@@ -139,6 +139,7 @@ class NameIndex {
   std::shared_ptr<Medium> medium_;
   mutable std::mutex newest_mutex_;
   mutable std::unordered_map<std::string, std::pair<std::uint64_t, Digest>> newest_;
+  mutable std::unordered_map<std::string, std::uint64_t> highest_;  // the highest version this process issued
 };
 
 /// How many name records and cache entries a store keeps in memory.
