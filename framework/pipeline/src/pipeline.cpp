@@ -541,13 +541,34 @@ class Run {
     }
     std::mutex mutex;
     std::condition_variable cv;
-    auto worker = [&] {
+    // Threads start when there is work for them: when more steps are ready
+    // than threads run, up to `jobs`. A chain never starts one. A machine
+    // that cannot start a thread (a process limit) runs the steps on the
+    // threads that did start, this one at least.
+    std::vector<std::thread> threads;
+    std::size_t busy = 1;
+    bool cannot_start = false;
+    std::function<void()> worker;
+    auto start_threads = [&] {  // with `mutex` held
+      while (!cannot_start && threads.size() + 1 < jobs_ && ready.size() > threads.size() + 1 - busy) {
+        try {
+          threads.emplace_back(worker);
+          ++busy;
+        } catch (const std::system_error&) {
+          cannot_start = true;
+        }
+      }
+    };
+    worker = [&] {
       std::unique_lock lock(mutex);
       for (;;) {
+        --busy;
         cv.wait(lock, [&] { return remaining == 0 || !ready.empty(); });
+        ++busy;
         if (ready.empty()) return;
         std::size_t i = ready.front();
         ready.pop_front();
+        start_threads();
         lock.unlock();
         process(i);
         lock.lock();
@@ -566,13 +587,6 @@ class Run {
           for (std::size_t k = 1; k < woken; ++k) cv.notify_one();
       }
     };
-    // A machine that cannot start a thread (a process limit) runs the steps
-    // on the threads that did start, this one at least.
-    std::vector<std::thread> threads;
-    try {
-      for (std::size_t t = 1; t < jobs_; ++t) threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-    }
     worker();
     for (auto& t : threads) t.join();
   }
