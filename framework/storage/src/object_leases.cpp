@@ -52,6 +52,9 @@ struct ObjectLeases::Impl {
     bool lost = false;
   };
   std::mutex mutex;
+  // Held across one renewal's put and its bookkeeping, so a release sees the
+  // tag of the last renewal, never one in flight.
+  std::mutex renewing;
   std::condition_variable wake;
   std::map<std::uint64_t, std::shared_ptr<Held>> held;
   std::uint64_t next_id = 0;
@@ -136,9 +139,15 @@ struct ObjectLeases::Impl {
       auto snapshot = held;
       lock.unlock();
       for (auto& [id, h] : snapshot) {
-        if (h->lost) continue;
+        std::lock_guard renewal(renewing);
+        std::string tag;
+        {
+          std::lock_guard guard(mutex);
+          if (h->lost || !held.count(id)) continue;  // lost, or released since the snapshot
+          tag = h->tag;
+        }
         try {
-          auto info = medium.put(h->key, record(now_ms() + options.ttl.count()), PutCondition::matching(h->tag));
+          auto info = medium.put(h->key, record(now_ms() + options.ttl.count()), PutCondition::matching(tag));
           std::lock_guard guard(mutex);
           if (info)
             h->tag = info->tag;
@@ -161,9 +170,15 @@ struct ObjectLeases::Impl {
       h = it->second;
       held.erase(it);
     }
+    std::lock_guard renewal(renewing);  // no renewal of it in flight from here on
+    std::string tag;
+    {
+      std::lock_guard lock(mutex);
+      tag = h->tag;
+    }
     try {
       // Only our own version goes: a lease taken over belongs to its new holder.
-      if (auto info = medium.head(h->key); info && info->tag == h->tag) medium.remove(h->key);
+      if (auto info = medium.head(h->key); info && info->tag == tag) medium.remove(h->key);
     } catch (const Error&) {
       // Left to expire.
     }
