@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 
+#include <amphora/run_main.hpp>
 #include <amphora/error.hpp>
 #include <amphora/version.hpp>
 
@@ -361,18 +362,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = run(argc, argv);
   // Output that never arrived (a full disk, a closed pipe) is a failure, not
   // a silent success.
-  errno = 0;
-  std::cout.flush();
-  bool failed = !std::cout.good();
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) failed = true;
-  if (failed) {
-    int err = errno;
-    std::cerr << "amphora: error: cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
-              << "\n";
-    return status == kOk ? kFailure : status;
-  }
-  return status;
+  return amphora::finish_output(run(argc, argv), "amphora: error");
 }

@@ -185,6 +185,30 @@ class FailureTest(PipelineTestCase):
         self.assertEqual(self.runs()[-1]["error"], "step 'total' failed: " + message)
 
 
+class OutputTest(PipelineTestCase):
+    def test_output_that_cannot_be_written_fails_the_program(self):
+        # A full disk behind standard output: the run itself is fine, the
+        # program's report of it is lost, and the exit status says so.
+        for args in ([], ["--quiet", "--force", "*"]):
+            with open("/dev/full", "w") as full:
+                proc = subprocess.run([PIPELINE, "--store", self.store, *args], text=True, stdout=full,
+                                      stderr=subprocess.PIPE, env=self.env(), timeout=120)
+            if args:
+                self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)  # --quiet prints nothing to lose
+                continue
+            self.assertEqual(proc.returncode, EXIT_FAILURE, proc.stderr)
+            self.assertIn("testpipe: cannot write to standard output: No space left on device", proc.stderr)
+        self.assertEqual(self.statuses(self.runs()[0]), {"numbers": "ran", "square": "ran", "total": "ran"})
+        # The command line says why, even when the failing write was long
+        # before the end (runs --json of a dozen runs is tens of kilobytes).
+        for _ in range(12):
+            self.pipe("--quiet")
+        with open("/dev/full", "w") as full:
+            proc = self.run_cli("runs", "--json", stdout=full)
+        self.assertEqual(proc.returncode, EXIT_FAILURE)
+        self.assertIn("cannot write to standard output: No space left on device", proc.stderr)
+
+
 class ConcurrencyTest(PipelineTestCase):
     def test_two_processes_compute_each_step_once(self):
         a = self.start(AMPHORA_TEST_DELAY="1.5")

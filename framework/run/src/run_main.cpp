@@ -10,10 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <mutex>
+#include <unistd.h>
 
 namespace amphora {
 
@@ -122,10 +125,10 @@ static nlohmann::json read_checked(const std::filesystem::path& file) {
   return params;
 }
 
-int run_main(const Pipeline& pipeline, int argc, char** argv) { return run_main(pipeline, argc, argv, {}); }
+namespace {
 
-int run_main(const Pipeline& pipeline, int argc, char** argv,
-             const std::function<void(Store& store, const RunReport& report)>& after) {
+int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
+                         const std::function<void(Store& store, const RunReport& report)>& after) {
   CLI::App app("Runs the " + pipeline.name() + " pipeline; steps whose code, parameters and inputs are "
                "unchanged come from the store's cache.",
                argc > 0 ? std::filesystem::path(argv[0]).filename().string() : pipeline.name());
@@ -193,6 +196,30 @@ int run_main(const Pipeline& pipeline, int argc, char** argv,
     std::cerr << pipeline.name() << ": " << printable(e.what()) << std::endl;
     return 2;
   }
+}
+
+}  // namespace
+
+int finish_output(int status, std::string_view prefix) {
+  errno = 0;
+  std::cout.flush();
+  bool lost = !std::cout.good();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) lost = true;
+  if (!lost) return status;
+  // The failing write may lie far back, its errno long gone: a write of
+  // nothing asks the destination again without adding to what it holds.
+  int err = errno;
+  if (err == 0 && ::write(STDOUT_FILENO, "", 0) < 0) err = errno;
+  std::cerr << prefix << ": cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
+            << std::endl;
+  return status == 0 ? 1 : status;
+}
+
+int run_main(const Pipeline& pipeline, int argc, char** argv) { return run_main(pipeline, argc, argv, {}); }
+
+int run_main(const Pipeline& pipeline, int argc, char** argv,
+             const std::function<void(Store& store, const RunReport& report)>& after) {
+  return finish_output(run_pipeline_program(pipeline, argc, argv, after), pipeline.name());
 }
 
 void apply_override(nlohmann::json& params, std::string_view assignment) {

@@ -33,11 +33,18 @@ void apply_override(nlohmann::json& params, std::string_view assignment);
 /// else: not YAML of that form, not a regular file, over 1 MiB.
 nlohmann::json read_run_config(const std::filesystem::path& file);
 
+/// Flushes standard output and returns `status`, or, when what a program
+/// printed did not all arrive (a full disk, a closed pipe), says so on
+/// standard error after `prefix` (with the system's reason) and returns
+/// `status` if it is already a failure, else 1. For the end of main().
+int finish_output(int status, std::string_view prefix);
+
 /// A pipeline program's main(): parses `--store DIR`, `--config FILE`,
 /// `--set STEP.PARAM=VALUE`, `--force STEP` (or `--force '*'`), `--jobs N`,
 /// `--verify-hits` and `--quiet`, runs `pipeline`, prints a line per step
 /// (status, time, reason) and returns 0 when the run succeeded, 1 when a
-/// step failed, 2 for bad usage or a store error.
+/// step failed or its output could not be written (finish_output), 2 for
+/// bad usage or a store error.
 int run_main(const Pipeline& pipeline, int argc, char** argv);
 /// The same, calling `after` once a run has succeeded (unless --quiet), for
 /// the program's own summary: print a report, a table. An exception from
