@@ -171,6 +171,38 @@ TEST_CASE("Early cutoff: an upstream rerun with identical output leaves downstre
   CHECK(chain.calls.count("report") == 0);
 }
 
+TEST_CASE("A cache entry copied from another key is a miss, not the other step's result", "[pipeline]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  int calls = 0;
+  auto make = [&calls] {
+    Pipeline p("copies");
+    // Two steps of one form, output name and type: their entries differ only
+    // in the key and step they record, and in the digest they hold.
+    p.step({.name = "a", .params = {{"v", 1}}}, [&calls](const StepContext& c) {
+      ++calls;
+      return c.param<std::int64_t>("v");
+    });
+    p.step({.name = "b", .params = {{"v", 2}}}, [&calls](const StepContext& c) {
+      ++calls;
+      return c.param<std::int64_t>("v");
+    });
+    return p;
+  };
+  auto first = make().run(store);
+  REQUIRE(first.ok);
+  fs::copy_file(dir.path() / "cache" / (first.step("a").key.hex() + ".json"),
+                dir.path() / "cache" / (first.step("b").key.hex() + ".json"), fs::copy_options::overwrite_existing);
+  calls = 0;
+  auto r = make().run(store);
+  CHECK(status_of(r, "a") == "cached");
+  CHECK(status_of(r, "b") == "ran");
+  CHECK_THAT(reason_of(r, "b"), Catch::StartsWith("cache entry damaged: it records key " + first.step("a").key.short_str()));
+  CHECK(calls == 1);
+  CHECK(store.load<std::int64_t>("copies.b.out") == 2);
+  CHECK(make().run(store).count("cached") == 2);  // b's own entry again
+}
+
 TEST_CASE("Step version and code fingerprint changes are misses", "[pipeline]") {
   test::TempDir dir;
   auto store = test::make_store(dir.path());
@@ -250,6 +282,24 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     auto r = chain.run(store);
     CHECK(status_of(r, "report") == "ran");
     CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("output `out` missing or damaged"));
+  }
+  SECTION("a cache entry naming another step") {
+    const auto file = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
+    auto doc = nlohmann::json::parse(test::read_text(file));
+    doc["step"] = "parity";
+    test::write_text(file, doc.dump(1));
+    auto r = chain.run(store);
+    CHECK(status_of(r, "report") == "ran");
+    CHECK(reason_of(r, "report") == "cache entry damaged: it is an entry of step 'parity', not 'report'");
+  }
+  SECTION("a cache entry recording no key") {
+    const auto file = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
+    auto doc = nlohmann::json::parse(test::read_text(file));
+    doc.erase("key");
+    test::write_text(file, doc.dump(1));
+    auto r = chain.run(store);
+    CHECK(status_of(r, "report") == "ran");
+    CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("cache entry damaged: it records key none"));
   }
   SECTION("a file of a child replaced by a directory") {
     auto reader = store.open_artifact(numbers);

@@ -643,6 +643,17 @@ class Run {
       return std::nullopt;
     }
     if (!entry) return std::nullopt;
+    // An entry copied from another key, or edited, is not this step's.
+    if (entry->key != key) {
+      problem = "cache entry damaged: it records key " +
+                (entry->key == Digest() ? std::string("none") : entry->key.short_str()) + ", not " + key.short_str();
+      return std::nullopt;
+    }
+    if (entry->step != node.spec.name) {
+      problem = "cache entry damaged: it is an entry of step '" + printable(entry->step) + "', not '" +
+                node.spec.name + "'";
+      return std::nullopt;
+    }
     std::vector<Digest> digests;
     for (std::size_t s = 0; s < node.outputs.size(); ++s) {
       const auto& name = node.outputs[s].name;

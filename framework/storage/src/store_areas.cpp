@@ -393,7 +393,7 @@ std::shared_ptr<const CacheEntry> ActionCache::get(const Digest& key) const {
     return nullptr;
   }
   auto entry = std::make_shared<CacheEntry>();
-  parse_entry(key, std::move(doc), *entry);
+  parse_entry(std::move(doc), *entry);
   if (!now->tag.empty()) {
     std::lock_guard lock(kept_mutex_);
     if (kept_.size() >= kKeptRecords) kept_.clear();
@@ -402,12 +402,14 @@ std::shared_ptr<const CacheEntry> ActionCache::get(const Digest& key) const {
   return entry;
 }
 
-void ActionCache::parse_entry(const Digest& key, nlohmann::json doc, CacheEntry& entry) {
-  entry.key = key;
+void ActionCache::parse_entry(nlohmann::json doc, CacheEntry& entry) {
   auto text = [&](const char* field) {
     auto it = doc.find(field);
     return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
+  // What the entry says it is the entry of: a copied or edited one says
+  // another key (or none), and the lookup compares.
+  if (auto recorded = text("key"); Digest::is_digest(recorded)) entry.key = Digest::parse(recorded);
   entry.pipeline = text("pipeline");
   entry.step = text("step");
   entry.created_at = text("created_at");

@@ -147,7 +147,7 @@ inline constexpr std::size_t kKeptRecords = 4096;
 
 /// One action-cache entry (docs/FORMAT.md §1.7); this class owns the format.
 struct CacheEntry {
-  Digest key;
+  Digest key;  ///< as the entry records it (all zeros when it records none): the lookup checks it
   std::string pipeline;
   std::string step;
   std::map<std::string, Digest> outputs;  ///< by output name; ill-formed ones are left out when read
@@ -175,7 +175,7 @@ class ActionCache {
   }
 
  private:
-  static void parse_entry(const Digest& key, nlohmann::json doc, CacheEntry& entry);
+  static void parse_entry(nlohmann::json doc, CacheEntry& entry);
   std::shared_ptr<Medium> medium_;
   mutable std::mutex kept_mutex_;
   mutable std::map<Digest, std::pair<std::string, std::shared_ptr<const CacheEntry>>> kept_;
