@@ -538,6 +538,31 @@ TEST_CASE("Run records list every step with its status, reason, duration and out
   CHECK(chain_of[2]["run"] == last["run"]);
 }
 
+TEST_CASE("Lineage visits each artifact once on a dense history", "[pipeline][lineage]") {
+  // Every artifact made from all the ones before it: n(n-1)/2 input edges
+  // in the name records, n artifacts in the lineage, each exactly once.
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  const int n = 120;
+  std::vector<Digest> made;
+  for (int i = 0; i < n; ++i) {
+    nlohmann::json inputs = nlohmann::json::object();
+    for (int j = 0; j < i; ++j) inputs["in" + std::to_string(j)] = made[static_cast<std::size_t>(j)].str();
+    auto saved = store.save(std::int64_t{i});
+    store.name_artifact(saved.digest, "dense." + std::to_string(i),
+                        {{"pipeline", "dense"}, {"step", "s" + std::to_string(i)}, {"inputs", inputs}});
+    made.push_back(saved.digest);
+  }
+  auto chain = lineage(store, made.back());
+  REQUIRE(chain.size() == static_cast<std::size_t>(n));
+  std::set<std::string> digests;
+  for (const auto& node : chain) digests.insert(node["digest"].get<std::string>());
+  CHECK(digests.size() == static_cast<std::size_t>(n));
+  CHECK(chain.front()["step"] == "s" + std::to_string(n - 1));
+  CHECK(chain[1]["digest"] == made[0].str());  // breadth first, inputs in key order: in0 first
+  for (const auto& node : chain) CHECK(node["stored"] == true);
+}
+
 TEST_CASE("Run configuration: YAML files and --set overrides", "[pipeline][config]") {
   test::TempDir dir;
   test::write_text(dir / "run.yaml",

@@ -55,17 +55,19 @@ std::vector<nlohmann::json> lineage_of(const Store& store, const Digest& digest)
   // Which step made an artifact is in the name records of its versions.
   std::map<Digest, std::vector<VersionInfo>> by_digest;
   for (auto& info : store.scan_names().versions) by_digest[info.digest].push_back(std::move(info));
+  // Breadth first, each artifact queued once however many records list it
+  // as an input: linear in the records' input edges.
   std::vector<nlohmann::json> chain;
-  std::set<Digest> seen;
+  std::set<Digest> queued{digest};
   std::vector<Digest> pending{digest};
-  while (!pending.empty()) {
-    Digest d = pending.front();
-    pending.erase(pending.begin());
-    if (!seen.insert(d).second) continue;
+  static const std::vector<VersionInfo> kNone;
+  for (std::size_t next = 0; next < pending.size(); ++next) {
+    const Digest d = pending[next];
     nlohmann::json node = {{"digest", d.str()}, {"names", nlohmann::json::array()}};
     node["stored"] = store.contains(d);
     const VersionInfo* made = nullptr;
-    for (const auto& info : by_digest[d]) {
+    auto found = by_digest.find(d);
+    for (const auto& info : found != by_digest.end() ? found->second : kNone) {
       node["names"].push_back(info.name + "@" + std::to_string(info.version));
       // The oldest record a step left says who first made it.
       if (!made && info.record.contains("step") && info.record.contains("pipeline")) made = &info;
@@ -77,7 +79,8 @@ std::vector<nlohmann::json> lineage_of(const Store& store, const Digest& digest)
       if (r.contains("inputs") && r["inputs"].is_object())
         for (auto it = r["inputs"].begin(); it != r["inputs"].end(); ++it)
           if (it->is_string() && Digest::is_digest(it->get<std::string>()))
-            pending.push_back(Digest::parse(it->get<std::string>()));
+            if (Digest input = Digest::parse(it->get<std::string>()); queued.insert(input).second)
+              pending.push_back(input);
     }
     chain.push_back(std::move(node));
   }
