@@ -311,6 +311,26 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     CHECK_THAT(reason_of(r, "numbers"), Catch::Contains("is a directory, not a regular file"));
     CHECK(store.verify().ok());
   }
+  SECTION("a cache entry whose provenance cannot go into a name record") {
+    // Readable (under the 1 MiB a record may hold), but a hit would name the
+    // output again with this provenance plus the run: over the limit.
+    store.save(std::string("not the parity"), {.name = "chain.parity.parity"});
+    const auto file = dir.path() / "cache" / (first.step("parity").key.hex() + ".json");
+    auto doc = nlohmann::json::parse(test::read_text(file));
+    // Many short items: a record indents them more deeply than the entry.
+    const auto items = ((1u << 20) - doc.dump(1).size() - 200) / 6;
+    doc["provenance"]["pad"] = nlohmann::json::array();
+    for (std::size_t k = 0; k < items; ++k) doc["provenance"]["pad"].push_back(1);
+    test::write_text(file, doc.dump(1));
+    REQUIRE(fs::file_size(file) < (1u << 20));
+    auto r = chain.run(store);
+    REQUIRE(r.ok);
+    CHECK(status_of(r, "parity") == "ran");
+    CHECK_THAT(reason_of(r, "parity"), Catch::StartsWith("cache entry unusable: ") && Catch::Contains("bytes"));
+    CHECK(store.load<std::int64_t>("chain.parity.parity") == 0);
+    CHECK(fs::file_size(file) < 4096);                   // replaced by the run's own entry
+    CHECK(chain.run(store).count("cached") == 3);
+  }
   SECTION("the output's name given another artifact meanwhile") {
     store.save(std::string("not the parity"), {.name = "chain.parity.parity"});
     auto r = chain.run(store);

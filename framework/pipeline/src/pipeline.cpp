@@ -729,7 +729,8 @@ class Run {
     std::string problem;
     std::shared_ptr<const detail::CacheEntry> entry;
     if (!forced_[i]) {
-      if (auto hit = lookup(node, report.key, entries, problem, entry)) return cached(i, *hit, *entry, "");
+      if (auto hit = lookup(node, report.key, entries, problem, entry))
+        if (served(i, *hit, *entry, "", problem)) return;
     }
     report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
     // One process computes a key; the others wait for its entry.
@@ -747,7 +748,8 @@ class Run {
     if (!forced_[i]) {
       std::string late_problem;
       if (auto hit = lookup(node, report.key, entries, late_problem, entry))
-        return cached(i, *hit, *entry, "computed meanwhile by another run");
+        if (served(i, *hit, *entry, "computed meanwhile by another run", late_problem)) return;
+      if (!late_problem.empty() && problem.empty()) report.reason = reason_for_miss(i, late_problem);
     }
     report.status = "ran";  // from here a failure is this step's
     std::vector<std::shared_ptr<void>> args;
@@ -788,6 +790,26 @@ class Run {
     // Published only after every output is named, so an entry never points
     // at what gc may collect.
     cache.put(produced);
+  }
+
+  // A hit, unless recording it fails on what the entry holds (provenance
+  // too large for a name record, FORMAT.md §1.7): then false, with
+  // `problem` saying why, and the step runs, replacing the entry.
+  bool served(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason,
+              std::string& problem) {
+    auto& report = reports_[i];
+    const std::string reason_before = report.reason;
+    try {
+      cached(i, digests, entry, std::move(reason));
+      return true;
+    } catch (const InvalidArgument& e) {
+      problem = std::string("cache entry unusable: ") + e.what();
+      report.status.clear();
+      report.reason = reason_before;
+      report.outputs.clear();
+      digests_[i].clear();
+      return false;
+    }
   }
 
   void cached(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason) {
