@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
+#include <set>
 #include <thread>
 
 using namespace amphora;
@@ -223,6 +225,63 @@ TEST_CASE("A chain 64 children deep saves and loads; 65 is refused", "[composite
   CHECK(store.load<Chain>(store.save(Chain{kMaxChildDepth}).digest).depth == kMaxChildDepth);
   CHECK_THROWS_AS(store.save(Chain{kMaxChildDepth + 1}), InvalidArgument);
   CHECK_THROWS_WITH(store.save(Chain{kMaxChildDepth + 1}), Catch::Contains("deeper than 64"));
+}
+
+namespace {
+// A link to an artifact already stored: chains of any depth are built one
+// save at a time (each save nests one level), as a crafted store could hold.
+struct Link {
+  std::optional<Digest> next;
+};
+}  // namespace
+
+template <>
+struct amphora::materializer<Link> {
+  static constexpr std::string_view name = "test.link";
+  static constexpr int version = 1;
+  static void save(const Link& l, ArtifactWriter& out) {
+    out.meta()["linked"] = l.next.has_value();
+    if (l.next) out.add_child("next", *l.next);
+  }
+  // Reads its own metadata only, as a list does before its items are asked for.
+  static Link load(const ArtifactReader& in) {
+    (void)in.meta<bool>("linked");
+    return Link{};
+  }
+};
+
+TEST_CASE("verify applies the nesting limit loads apply, once per artifact", "[composite][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto chain = [&](int levels) {
+    std::vector<Digest> made{store.save(Link{}).digest};
+    for (int i = 0; i < levels; ++i) made.push_back(store.save(Link{made.back()}).digest);
+    return made;  // made[k] has k levels of children below it
+  };
+  SECTION("64 levels are whole, 65 are not") {
+    auto made = chain(kMaxChildDepth + 1);
+    CHECK(store.verify(made[kMaxChildDepth].str()).ok());
+    auto report = store.verify(made.back().str());
+    CHECK_FALSE(report.ok());
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems[0], Catch::Contains(made.back().str()) &&
+                                       Catch::Contains("nests children 65 levels deep, deeper than the 64"));
+  }
+  SECTION("a chain 1,000 deep: each artifact past the limit says so, once") {
+    auto made = chain(1000);
+    auto report = store.verify();
+    CHECK(report.problems.size() == 1000 - kMaxChildDepth);
+    for (const auto& line : report.problems) CHECK_THAT(line, Catch::Contains("levels deep, deeper than the 64"));
+  }
+  SECTION("a chain 3,000 deep missing its bottom: every level says so, once") {
+    auto made = chain(3000);
+    fs::remove_all(test::object_dir(dir / "store", made[0]));
+    auto report = store.verify(made[kMaxChildDepth - 1].str());
+    CHECK(report.problems.size() == static_cast<std::size_t>(kMaxChildDepth - 1));
+    CHECK_THAT(report.problems.front(), Catch::Contains("child 'next' (" + made[0].str() + ") is missing"));
+    std::set<std::string> distinct(report.problems.begin(), report.problems.end());
+    CHECK(distinct.size() == report.problems.size());
+  }
 }
 
 namespace {

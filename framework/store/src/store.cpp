@@ -905,26 +905,63 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     }
   }
 
+  // Nesting as loads and exports bound it (FORMAT.md §4.1): the longest
+  // chain of children below each artifact, each artifact measured once.
+  std::map<Digest, const Manifest*> manifests;
+  for (const auto& item : items)
+    if (item.manifest) manifests.emplace(item.digest, &*item.manifest);
+  std::map<Digest, int> height;
+  for (const auto& [root, root_manifest] : manifests) {
+    if (height.count(root)) continue;
+    // Iterative post-order: a chain ten thousand deep must not exhaust the stack.
+    std::vector<std::pair<Digest, std::size_t>> stack{{root, 0}};
+    height.emplace(root, -1);  // on the stack
+    while (!stack.empty()) {
+      auto& [d, next] = stack.back();
+      const Manifest* m = manifests.at(d);
+      if (next < m->children.size()) {
+        const Digest child = m->children[next++].digest;
+        if (!manifests.count(child) || height.count(child)) continue;  // missing, measured, or on the stack
+        height.emplace(child, -1);
+        stack.emplace_back(child, 0);
+        continue;
+      }
+      int h = 0;
+      for (const auto& c : m->children)
+        if (auto it = height.find(c.digest); it != height.end() && it->second >= 0) h = std::max(h, it->second + 1);
+      height[d] = h;
+      stack.pop_back();
+    }
+  }
+  for (const auto& [d, h] : height)
+    if (h > kMaxChildDepth)
+      report.problems.push_back("artifact " + d.str() + ": nests children " + std::to_string(h) +
+                                " levels deep, deeper than the " + std::to_string(kMaxChildDepth) +
+                                " a reader follows");
+
   // A composite is only as whole as its children, and its parents only as
-  // whole as it: damage is reported up the tree, one line per parent.
+  // whole as it: damage is reported up the tree, one line per parent, in one
+  // pass from the damaged and the missing upwards.
+  std::map<Digest, std::vector<std::pair<Digest, const std::string*>>> parents;
+  std::vector<Digest> upward(bad.begin(), bad.end());
   std::set<Digest> missing;
   for (const auto& item : items)
     if (item.manifest)
-      for (const auto& child : item.manifest->children)
-        if (!artifacts.has(child.digest)) missing.insert(child.digest);
-  std::set<std::pair<Digest, std::string>> reported;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto& item : items) {
-      if (!item.manifest) continue;
       for (const auto& child : item.manifest->children) {
-        bool gone = missing.count(child.digest) != 0;
-        if ((!gone && !bad.count(child.digest)) || !reported.emplace(item.digest, child.role).second) continue;
-        report.problems.push_back("artifact " + item.digest.str() + ": child '" + child.role + "' (" +
-                                  child.digest.str() + ") is " + (gone ? "missing" : "damaged"));
-        bad.insert(item.digest);
-        changed = true;
+        parents[child.digest].emplace_back(item.digest, &child.role);
+        if (!artifacts.has(child.digest) && missing.insert(child.digest).second) upward.push_back(child.digest);
       }
+  std::set<std::pair<Digest, std::string>> reported;
+  for (std::size_t next = 0; next < upward.size(); ++next) {
+    const Digest child = upward[next];
+    auto it = parents.find(child);
+    if (it == parents.end()) continue;
+    const bool gone = missing.count(child) != 0;
+    for (const auto& [parent, role] : it->second) {
+      if (!reported.emplace(parent, *role).second) continue;
+      report.problems.push_back("artifact " + parent.str() + ": child '" + *role + "' (" + child.str() + ") is " +
+                                (gone ? "missing" : "damaged"));
+      if (bad.insert(parent).second) upward.push_back(parent);
     }
   }
   return report;
