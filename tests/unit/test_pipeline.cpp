@@ -174,7 +174,7 @@ TEST_CASE("Early cutoff: an upstream rerun with identical output leaves downstre
 TEST_CASE("A cache entry copied from another key is a miss, not the other step's result", "[pipeline]") {
   test::TempDir dir;
   auto store = test::make_store(dir.path());
-  int calls = 0;
+  std::atomic<int> calls{0};  // the two steps run at once
   auto make = [&calls] {
     Pipeline p("copies");
     // Two steps of one form, output name and type: their entries differ only
