@@ -185,8 +185,11 @@ def resolve(store_dir, ref):
 class Artifact:
     """One artifact: its digest, parsed manifest and directory."""
 
-    def __init__(self, store, digest, depth=0, label=None):
+    def __init__(self, store, digest, depth=0, label=None, loaded=None):
         self.store, self.digest, self.depth = store, digest, depth
+        # Values already loaded in this load, by digest, shared with the
+        # children: a child listed under many parents is read once.
+        self.loaded = {} if loaded is None else loaded
         self.dir = _object_dir(store, digest[7:])
         self.label = label or f"artifact {digest[:19]}…"
         _no_links(store, os.path.relpath(self.dir, store), self.label)
@@ -291,7 +294,7 @@ class Artifact:
         if not isinstance(digest, str) or not digest.startswith("sha256:") or not HEX.match(digest[7:]) \
                 or len(digest) != 71:
             raise CorruptData(f"{self.label}: child '{role}' has an invalid digest")
-        return Artifact(self.store, digest, self.depth + 1, f"{self.label} / {role}")
+        return Artifact(self.store, digest, self.depth + 1, f"{self.label} / {role}", self.loaded)
 
 
 def _text(b):
@@ -863,6 +866,16 @@ def _struct(art, mmap):
 
 
 def _load(art, mmap):
+    # Once per distinct artifact, as the C++ load: a list whose items are
+    # one shared child, nested 30 deep, is 31 loads, not 2**30. The value is
+    # then shared too (the same Python object wherever the child appears).
+    key = (art.digest, mmap)
+    if key not in art.loaded:
+        art.loaded[key] = _load_artifact(art, mmap)
+    return art.loaded[key]
+
+
+def _load_artifact(art, mmap):
     m = art.materializer
     if m == "amphora.tensor":
         return _tensor(art, mmap)
@@ -904,7 +917,8 @@ def _load(art, mmap):
 def load(store_dir, ref, verify=False, mmap=True):
     """Loads the artifact `ref` names as a Python value (see the module docstring).
     verify=True re-hashes its files and its children's first; mmap=False reads
-    arrays into memory instead of mapping them."""
+    arrays into memory instead of mapping them. A child listed under several
+    parents is loaded once: the same Python object stands at each place."""
     art = open_artifact(store_dir, ref)
     if verify:
         _verify(art, set())

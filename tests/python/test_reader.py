@@ -12,6 +12,8 @@ compared exactly; damaged artifacts and bad refs raise the reader's errors.
 """
 
 import builtins
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -292,6 +294,50 @@ class ReaderTest(StoreTestCase):
         sp.save_npz(self.path("m.npz"), m)
         self.run_cli("import", self.path("m.npz"), "--name", "m", check=EXIT_OK)
         self.assertEqual((reader.load(self.store, "m") != m).nnz, 0)
+
+
+class SharedChildrenTest(StoreTestCase):
+    """A crafted store: lists whose two items are one shared child, nested."""
+
+    def put_manifest(self, manifest):
+        raw = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+        hexd = hashlib.sha256(raw).hexdigest()
+        art = os.path.join(self.store, "objects", "sha256", hexd[:2], hexd)
+        os.makedirs(art, exist_ok=True)
+        write_bytes(os.path.join(art, "manifest.json"), raw)
+        return "sha256:" + hexd
+
+    def nested(self, levels):
+        def lst(children):
+            return {"children": [{"digest": d, "role": f"items/{i}"} for i, d in enumerate(children)],
+                    "files": [], "manifest_version": 2,
+                    "materializer": {"name": "amphora.list", "version": 1}, "meta": {"count": len(children)}}
+        digest = self.put_manifest(lst([]))
+        for _ in range(levels):
+            digest = self.put_manifest(lst([digest, digest]))
+        return digest
+
+    def test_a_shared_child_is_loaded_once_however_many_paths_reach_it(self):
+        # 30 levels: 31 artifacts, 2**30 paths. Loaded once each, it returns
+        # at once; walked path by path it would not return at all.
+        top = self.nested(30)
+        got = reader.load(self.store, top)
+        depth, node = 0, got
+        while node:
+            self.assertEqual(len(node), 2)
+            self.assertIs(node[0], node[1])  # one value for one artifact
+            node, depth = node[0], depth + 1
+        self.assertEqual(depth, 30)
+        verified = reader.load(self.store, top, verify=True)
+        for _ in range(30):
+            self.assertIs(verified[0], verified[1])
+            verified = verified[0]
+        self.assertEqual(verified, [])
+
+    def test_the_nesting_limit_still_holds_along_the_deepest_path(self):
+        with self.assertRaisesRegex(reader.CorruptData, "deeper than 64"):
+            reader.load(self.store, self.nested(65))
+        self.assertEqual(len(reader.load(self.store, self.nested(64))), 2)
 
 
 if __name__ == "__main__":
