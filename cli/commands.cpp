@@ -285,6 +285,10 @@ void export_tree(const Store& store, const amphora::ArtifactReader& reader, cons
       auto value = store.load_erased(child.digest(), child.manifest().materializer);
       format->write(value.get(), to);
     } else {
+      // Two members at one path (a child `a` written as a.txt beside a child
+      // `a.txt`) are damage verify reports; never an error from the file system.
+      if (fs::exists(fs::symlink_status(dir / c.role)))
+        throw amphora::CorruptData(reader.label() + ": child '" + c.role + "' would overwrite " + (dir / c.role).string());
       export_tree(store, child, dir / c.role);
     }
   }

@@ -285,6 +285,47 @@ TEST_CASE("verify applies the nesting limit loads apply, once per artifact", "[c
 }
 
 namespace {
+// Children listed by digest under roles of the caller's choosing.
+struct Roles {
+  std::vector<std::pair<std::string, Digest>> children;
+};
+}  // namespace
+
+template <>
+struct amphora::materializer<Roles> {
+  static constexpr std::string_view name = "test.roles";
+  static constexpr int version = 1;
+  static void save(const Roles& r, ArtifactWriter& out) {
+    for (const auto& [role, digest] : r.children) out.add_child(role, digest);
+  }
+  static Roles load(const ArtifactReader&) { return Roles{}; }
+};
+
+TEST_CASE("verify reports members that export would write to one path", "[composite][verify]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const Digest text = store.save(std::string("a string")).digest;  // exported as ROLE.txt
+  const Digest link = store.save(Link{}).digest;                    // no file format: a directory ROLE
+  SECTION("a string 'a' beside a directory 'a.txt'") {
+    auto saved = store.save(Roles{{{"a", text}, {"a.txt", link}}});
+    auto report = store.verify(saved.digest.str());
+    REQUIRE_FALSE(report.ok());
+    CHECK_THAT(report.problems.front(), Catch::Contains("child 'a.txt' and child 'a'") &&
+                                            Catch::Contains("would both be exported as 'a.txt'"));
+  }
+  SECTION("a string 'a' beside a directory 'a.txt/b' needs a directory where a file goes") {
+    auto saved = store.save(Roles{{{"a", text}, {"a.txt/b", link}}});
+    auto report = store.verify(saved.digest.str());
+    REQUIRE_FALSE(report.ok());
+    CHECK_THAT(report.problems.front(), Catch::Contains("needs a directory where child 'a' is exported, 'a.txt'"));
+  }
+  SECTION("distinct paths are fine") {
+    auto saved = store.save(Roles{{{"a", text}, {"b", link}, {"items/0", text}, {"items/1", link}}});
+    CHECK(store.verify(saved.digest.str()).ok());
+  }
+}
+
+namespace {
 struct RoleProbe {
   std::string role;
   bool twice = false;

@@ -939,6 +939,45 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
                                 " levels deep, deeper than the " + std::to_string(kMaxChildDepth) +
                                 " a reader follows");
 
+  // What `amphora export` writes for a composite must not collide: payload
+  // files at their paths, a child with a file format of its own (and no
+  // children) as ROLE plus its extension, any other child as directory ROLE.
+  for (const auto& [d, m] : manifests) {
+    if (m->children.empty()) continue;
+    std::map<std::string, std::string> files, folders;  // export path -> what puts it there
+    std::vector<std::string> clashes;
+    auto folders_above = [&](const std::string& path, const std::string& what) {
+      for (auto slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+        const std::string folder = path.substr(0, slash);
+        if (auto it = files.find(folder); it != files.end())
+          clashes.push_back(what + " needs a directory where " + it->second + " is exported, '" + folder + "'");
+        folders.emplace(folder, what);
+      }
+    };
+    auto place = [&](const std::string& path, const std::string& what, bool folder) {
+      folders_above(path, what);
+      auto& mine = folder ? folders : files;
+      auto& other = folder ? files : folders;
+      if (auto it = other.find(path); it != other.end())
+        clashes.push_back(what + " and " + it->second + " would both be exported as '" + path + "'");
+      else if (auto [at, fresh] = mine.emplace(path, what); !fresh && !folder)
+        clashes.push_back(what + " and " + at->second + " would both be exported as '" + path + "'");
+    };
+    for (const auto& f : m->files) place(f.path, "file '" + f.path + "'", false);
+    for (const auto& c : m->children) {
+      auto child = manifests.find(c.digest);
+      std::shared_ptr<const FileFormat> format;
+      if (child != manifests.end() && child->second->children.empty())
+        format = impl_->registry->format_of(child->second->materializer);
+      if (format)
+        place(c.role + format->extension, "child '" + c.role + "'", false);
+      else
+        place(c.role, "child '" + c.role + "'", true);
+    }
+    for (const auto& clash : clashes) report.problems.push_back("artifact " + d.str() + ": " + clash);
+    if (!clashes.empty()) bad.insert(d);
+  }
+
   // A composite is only as whole as its children, and its parents only as
   // whole as it: damage is reported up the tree, one line per parent, in one
   // pass from the damaged and the missing upwards.
