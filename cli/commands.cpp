@@ -11,6 +11,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -260,6 +261,30 @@ void check_destination(const fs::path& file, bool force) {
 
 namespace {
 
+// A composite is exported as a tree: a child listed under several parents is
+// written once per place. The tree's size is counted first, once per distinct
+// artifact, and refused past this many members (files and directories).
+constexpr std::uint64_t kMaxExportMembers = 1'000'000;
+
+// Members the export of `reader` would write, counted once per distinct
+// artifact and capped just past the limit.
+std::uint64_t export_members(const amphora::ArtifactReader& reader, std::map<amphora::Digest, std::uint64_t>& counted) {
+  if (auto it = counted.find(reader.digest()); it != counted.end()) return it->second;
+  std::uint64_t n = 2 + reader.manifest().files.size();  // its directory, manifest.json and payload files
+  for (const auto& c : reader.children()) {
+    n += export_members(reader.open_child(c.role), counted);
+    if (n > kMaxExportMembers) break;
+  }
+  n = std::min(n, kMaxExportMembers + 1);
+  counted.emplace(reader.digest(), n);
+  return n;
+}
+
+// Set by SIGINT, SIGTERM or SIGHUP while an export is written: it stops at
+// the next member and removes what it wrote.
+volatile std::sig_atomic_t export_interrupted = 0;
+extern "C" void stop_export(int signal) { export_interrupted = signal; }
+
 void write_bytes(const fs::path& to, ConstBytes bytes) {
   fs::create_directories(to.parent_path());
   amphora::write_file_atomically(to, std::span<const ConstBytes>(&bytes, 1));
@@ -269,6 +294,7 @@ void write_bytes(const fs::path& to, ConstBytes bytes) {
 // payload files, and each child at its role, in the child's own file format
 // when it has one and no children of its own, else as a directory the same way.
 void export_tree(const Store& store, const amphora::ArtifactReader& reader, const fs::path& dir) {
+  if (export_interrupted) throw amphora::Error("export interrupted by signal " + std::to_string(export_interrupted));
   fs::create_directories(dir);
   const std::string manifest = reader.manifest().canonical();
   write_bytes(dir / "manifest.json", std::as_bytes(std::span<const char>(manifest)));
@@ -308,15 +334,33 @@ int cmd_export(const Args& a) {
       throw amphora::Error(file.string() + " exists; " + reader.label() + " is exported as a new directory");
     auto report = store.verify(reader.digest().str());
     if (!report.ok()) throw amphora::CorruptData(report.problems.front());
+    std::map<amphora::Digest, std::uint64_t> counted;
+    if (export_members(reader, counted) > kMaxExportMembers)
+      throw amphora::Unsupported("exporting " + reader.label() + " would write more than " +
+                                 std::to_string(kMaxExportMembers) + " files and directories (a child listed under "
+                                 "several parents is written at each place; " + std::to_string(counted.size()) +
+                                 " distinct artifacts)");
     fs::path staging = file;
     staging += ".amphora-export-" + std::to_string(::getpid());
     fs::remove_all(staging);
+    struct sigaction stop {}, before[3];
+    stop.sa_handler = stop_export;
+    ::sigemptyset(&stop.sa_mask);
+    const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; ++k) ::sigaction(signals[k], &stop, &before[k]);
+    auto restore = [&] {
+      for (int k = 0; k < 3; ++k) ::sigaction(signals[k], &before[k], nullptr);
+    };
     try {
       export_tree(store, reader, staging);
       fs::rename(staging, file);
+      restore();
     } catch (...) {
       std::error_code ec;
       fs::remove_all(staging, ec);
+      restore();
+      // Ended by a signal: cleaned up, the process ends as the signal says.
+      if (export_interrupted) ::raise(export_interrupted);
       throw;
     }
     std::cout << "exported " << reader.label() << " to directory " << file.string() << " (" << reader.children().size()

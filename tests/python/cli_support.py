@@ -73,3 +73,34 @@ def parse_args(script, flags=()):
     if not CLI:
         sys.exit(f"usage: {script} --cli PATH {' '.join('[' + f + ']' for f in flags)} [unittest args]")
     return given, [sys.argv[0]] + args
+
+
+# -- crafted stores: what no save writes, for the hostile-input tests --------
+
+
+def put_manifest(store, manifest):
+    """Writes `manifest` (a dict) as an artifact of `store`, in canonical form;
+    returns its digest. No payload files are written."""
+    import hashlib
+    import json
+    raw = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    hexd = hashlib.sha256(raw).hexdigest()
+    art = os.path.join(store, "objects", "sha256", hexd[:2], hexd)
+    os.makedirs(art, exist_ok=True)
+    with open(os.path.join(art, "manifest.json"), "wb") as f:
+        f.write(raw)
+    return "sha256:" + hexd
+
+
+def shared_lists(store, levels):
+    """Lists whose two items are one shared child, `levels` deep above an
+    empty list: levels + 1 artifacts, 2**levels paths from the top. Returns
+    the top's digest."""
+    def lst(children):
+        return {"children": [{"digest": d, "role": f"items/{i}"} for i, d in enumerate(children)],
+                "files": [], "manifest_version": 2,
+                "materializer": {"name": "amphora.list", "version": 1}, "meta": {"count": len(children)}}
+    digest = put_manifest(store, lst([]))
+    for _ in range(levels):
+        digest = put_manifest(store, lst([digest, digest]))
+    return digest

@@ -13,8 +13,10 @@ import re
 import json
 import os
 import resource
+import signal
 import stat
 import subprocess
+import time
 import unittest
 
 import numpy as np
@@ -180,6 +182,50 @@ class BadRecordsTest(CliTestCase):
         proc = self.run_cli("gc", check=EXIT_CORRUPT)
         self.assertIn("gc refused", proc.stderr)
         self.assertIn("names/-x", proc.stderr)
+
+
+class SharedChildrenExportTest(CliTestCase):
+    """Lists whose two items are one shared child, nested: a DAG whose tree of
+    paths doubles with each level."""
+
+    def nested(self, levels):
+        return cli_support.shared_lists(self.store, levels)
+
+    def leftovers(self, out):
+        parent = os.path.dirname(out)
+        return [n for n in os.listdir(parent) if n.startswith(os.path.basename(out) + ".amphora-export-")]
+
+    def test_an_exponential_tree_is_refused_before_anything_is_written(self):
+        top = self.nested(30)
+        out = self.path("out")
+        proc = self.run_cli("export", top, out, check=EXIT_FAILURE, timeout=60)
+        self.assertIn("would write more than 1000000 files and directories", proc.stderr)
+        self.assertIn("31 distinct artifacts", proc.stderr)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(self.leftovers(out), [])
+
+    def test_a_small_shared_tree_exports_whole(self):
+        out = self.path("out")
+        self.run_cli("export", self.nested(4), out, check=EXIT_OK)
+        leaves = [d for d, subdirs, _ in os.walk(out) if not subdirs]
+        self.assertEqual(len(leaves), 16)  # each place the shared child stands
+
+    def test_an_interrupted_export_leaves_nothing_behind(self):
+        out = self.path("out")
+        top = self.nested(17)  # 2**18 directories: long enough to be caught midway
+        proc = subprocess.Popen([cli_support.CLI, "--store", self.store, "export", top, out],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while not self.leftovers(out) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+        if proc.returncode == 0:
+            self.skipTest("the export finished before the signal")
+        self.assertEqual(proc.returncode, -signal.SIGTERM)
+        self.assertEqual(self.leftovers(out), [])
+        self.assertFalse(os.path.exists(out))
 
 
 class UnsupportedTest(CliTestCase):

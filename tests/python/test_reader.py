@@ -12,8 +12,6 @@ compared exactly; damaged artifacts and bad refs raise the reader's errors.
 """
 
 import builtins
-import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +20,7 @@ import unittest
 import numpy as np
 import scipy.sparse as sp
 
+import cli_support
 from cli_support import EXIT_OK, StoreTestCase, parse_args, read_bytes, write_bytes
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
@@ -299,23 +298,8 @@ class ReaderTest(StoreTestCase):
 class SharedChildrenTest(StoreTestCase):
     """A crafted store: lists whose two items are one shared child, nested."""
 
-    def put_manifest(self, manifest):
-        raw = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
-        hexd = hashlib.sha256(raw).hexdigest()
-        art = os.path.join(self.store, "objects", "sha256", hexd[:2], hexd)
-        os.makedirs(art, exist_ok=True)
-        write_bytes(os.path.join(art, "manifest.json"), raw)
-        return "sha256:" + hexd
-
     def nested(self, levels):
-        def lst(children):
-            return {"children": [{"digest": d, "role": f"items/{i}"} for i, d in enumerate(children)],
-                    "files": [], "manifest_version": 2,
-                    "materializer": {"name": "amphora.list", "version": 1}, "meta": {"count": len(children)}}
-        digest = self.put_manifest(lst([]))
-        for _ in range(levels):
-            digest = self.put_manifest(lst([digest, digest]))
-        return digest
+        return cli_support.shared_lists(self.store, levels)
 
     def test_a_shared_child_is_loaded_once_however_many_paths_reach_it(self):
         # 30 levels: 31 artifacts, 2**30 paths. Loaded once each, it returns
