@@ -583,6 +583,43 @@ TEST_CASE("Lineage visits each artifact once on a dense history", "[pipeline][li
   for (const auto& node : chain) CHECK(node["stored"] == true);
 }
 
+TEST_CASE("Run configuration: aliases that expand past the bound and duplicate keys are refused", "[pipeline][config]") {
+  test::TempDir dir;
+  // 369 bytes describing 9^9 (387 million) strings through nested aliases.
+  std::string bomb = "numbers:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  char previous = 'a';
+  for (char name = 'b'; name <= 'i'; ++name, ++previous) {
+    bomb += std::string("  ") + name + ": &" + name + " [";
+    for (int k = 0; k < 9; ++k) bomb += std::string(k ? "," : "") + "*" + previous;
+    bomb += "]\n";
+  }
+  test::write_text(dir / "bomb.yaml", bomb);
+  CHECK_THROWS_AS(read_run_config(dir / "bomb.yaml"), InvalidArgument);
+  CHECK_THROWS_WITH(read_run_config(dir / "bomb.yaml"),
+                    Catch::Contains("bomb.yaml:") && Catch::Contains("expands to more than 100000 values"));
+  nlohmann::json params;
+  std::string set = "numbers.n=[&a [1,1,1,1,1,1,1,1,1,1]";
+  for (int level = 0; level < 6; ++level) set += std::string(", &l") + std::to_string(level) + " [" +
+                                                 (level ? "*l" + std::to_string(level - 1) : std::string("*a")) + ", " +
+                                                 (level ? "*l" + std::to_string(level - 1) : std::string("*a")) + "]";
+  set += "]";
+  CHECK_NOTHROW(apply_override(params, set));  // aliases as such are fine: 2^6 copies of ten values
+  std::string set_bomb = "numbers.n=[&a0 [1,1,1,1,1,1,1,1,1,1]";
+  for (int level = 1; level < 9; ++level) {
+    set_bomb += ", &a" + std::to_string(level) + " [";
+    for (int k = 0; k < 10; ++k) set_bomb += std::string(k ? "," : "") + "*a" + std::to_string(level - 1);
+    set_bomb += "]";
+  }
+  set_bomb += "]";
+  CHECK_THROWS_WITH(apply_override(params, set_bomb), Catch::Contains("expands to more than 100000 values"));
+  test::write_text(dir / "twice.yaml", "numbers:\n  n: 1\n  n: 2\n");
+  CHECK_THROWS_WITH(read_run_config(dir / "twice.yaml"), Catch::Contains("twice.yaml:3: the key 'n' is given twice"));
+  test::write_text(dir / "steps.yaml", "numbers:\n  n: 1\nnumbers:\n  scale: 2\n");
+  CHECK_THROWS_WITH(read_run_config(dir / "steps.yaml"), Catch::Contains("the key 'numbers' is given twice"));
+  test::write_text(dir / "inner.yaml", "numbers:\n  n: {a: 1, a: 2}\n");
+  CHECK_THROWS_WITH(read_run_config(dir / "inner.yaml"), Catch::Contains("the key 'a' is given twice"));
+}
+
 TEST_CASE("Run configuration: YAML files and --set overrides", "[pipeline][config]") {
   test::TempDir dir;
   test::write_text(dir / "run.yaml",

@@ -45,7 +45,24 @@ nlohmann::json plain_scalar(const std::string& text) {
   return text;
 }
 
-nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where) {
+// Values one run configuration (or one --set) may hold, counted as written
+// out: YAML aliases repeat a node without repeating its text, so 466 bytes
+// of nested aliases describe 10^9 values. Far above any real configuration.
+constexpr std::size_t kMaxConfigValues = 100'000;
+
+// Keys of one mapping, refusing a key given twice (YAML forbids it; a
+// parser that keeps the last one would hide the mistake).
+std::string unique_key(const nlohmann::json& mapping, const YAML::Node& key, const std::string& where) {
+  auto text = key.as<std::string>();
+  if (mapping.contains(text)) throw InvalidArgument(where + ": the key '" + text + "' is given twice");
+  return text;
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where, std::size_t& values, int depth = 0) {
+  if (++values > kMaxConfigValues)
+    throw InvalidArgument(where + ": expands to more than " + std::to_string(kMaxConfigValues) +
+                          " values (YAML aliases repeat what they name)");
+  if (depth > 64) throw InvalidArgument(where + ": nests deeper than 64 levels");
   switch (node.Type()) {
     case YAML::NodeType::Null:
       return nullptr;
@@ -54,12 +71,15 @@ nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where) {
       return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(yaml_to_json(item, where));
+      for (const auto& item : node) out.push_back(yaml_to_json(item, where, values, depth + 1));
       return out;
     }
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = yaml_to_json(kv.second, where);
+      for (const auto& kv : node) {
+        auto key = unique_key(out, kv.first, where);
+        out[key] = yaml_to_json(kv.second, where, values, depth + 1);
+      }
       return out;
     }
     default:
@@ -83,7 +103,8 @@ static void apply_checked(nlohmann::json& params, std::string_view assignment) {
   std::string text(assignment.substr(eq + 1));
   nlohmann::json value;
   try {
-    value = yaml_to_json(YAML::Load(text), "--set " + std::string(assignment));
+    std::size_t values = 0;
+    value = yaml_to_json(YAML::Load(text), "--set " + std::string(assignment), values);
   } catch (const YAML::Exception& e) {
     throw InvalidArgument("--set '" + std::string(assignment) + "': the value is not valid YAML: " + e.msg);
   }
@@ -113,14 +134,18 @@ static nlohmann::json read_checked(const std::filesystem::path& file) {
   if (!root.IsMap())
     throw InvalidArgument("run configuration " + where_in(file, root.Mark()) +
                           ": expected a mapping of step names to their parameters");
+  std::size_t values = 0;
   for (const auto& step : root) {
-    auto name = step.first.as<std::string>();
+    auto name = unique_key(params, step.first, "run configuration " + where_in(file, step.first.Mark()));
     if (!step.second.IsMap() && !step.second.IsNull())
       throw InvalidArgument("run configuration " + where_in(file, step.second.Mark()) + ": the parameters of step '" +
                             name + "' must be a mapping of names to values");
-    params[name] = nlohmann::json::object();
-    for (const auto& kv : step.second)
-      params[name][kv.first.as<std::string>()] = yaml_to_json(kv.second, where_in(file, kv.second.Mark()));
+    auto& step_params = params[name] = nlohmann::json::object();
+    for (const auto& kv : step.second) {
+      const std::string where = "run configuration " + where_in(file, kv.first.Mark());
+      auto key = unique_key(step_params, kv.first, where);
+      step_params[key] = yaml_to_json(kv.second, where, values);
+    }
   }
   return params;
 }
