@@ -239,3 +239,44 @@ TEST_CASE("A StepContext keeps its own copies", "[errors][pipeline]") {
   StepContext none("p", "s", "r", nlohmann::json::object());
   CHECK(none.external().is_null());
 }
+
+TEST_CASE("gc --dry-run needs no write access to the store", "[errors][gc][processes]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: reading a store as a user who may not write it needs root to set up");
+    return;
+  }
+  test::TempDir dir;
+  fs::permissions(dir.path(), fs::perms::all);
+  const fs::path store_dir = dir / "store";
+  Digest unnamed;
+  {
+    Store store = Store::open(store_dir, {.create = true});
+    store.save(std::int64_t{1}, {.name = "kept"});
+    unnamed = store.save(std::int64_t{2}).digest;
+  }
+  REQUIRE(fs::exists(store_dir / "locks" / "gc.lock"));
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Everything root made is 0755 or 0644: readable, never writable, by nobody.
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(9);
+    try {
+      Store store = Store::open(store_dir);
+      auto report = store.gc(true, std::chrono::seconds(0));
+      const bool found = report.removed.size() == 1 && report.removed.front() == unnamed;
+      bool refused = false;
+      try {
+        store.gc(false, std::chrono::seconds(0));  // a real collection needs to write, and says so
+      } catch (const Error&) {
+        refused = true;
+      }
+      ::_exit(found && refused ? 0 : 1);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  CHECK(reap(pid) == 0);
+  Store store = Store::open(store_dir);
+  CHECK(store.contains(unnamed));  // the dry run and the refused run removed nothing
+  CHECK(store.verify().ok());
+}

@@ -84,12 +84,21 @@ ObjectInfo info_of(const struct stat& st) {
 // when released, so files do not pile up one per key; a waiter that locked
 // a file removed meanwhile holds nothing, so every taker checks that the
 // path still names the file it locked. The store-wide files stay.
+// A lock file opened to be locked: made if missing, and, where this process
+// may not write it (a store it can only read), opened read-only, which flock
+// needs no more than.
+detail::Fd open_lock_file(int locks, const std::string& file) {
+  detail::Fd fd = detail::open_at(locks, file, O_RDWR | O_CREAT);
+  if (!fd && (errno == EACCES || errno == EROFS || errno == EPERM)) fd = detail::open_at(locks, file, O_RDONLY);
+  return fd;
+}
+
 class FileLease : public Lease {
  public:
   static std::unique_ptr<FileLease> acquire(detail::Fd locks, std::string file, fs::path shown, int operation,
                                             bool transient) {
     for (;;) {
-      detail::Fd fd = detail::open_at(locks.get(), file, O_RDWR | O_CREAT);
+      detail::Fd fd = open_lock_file(locks.get(), file);
       if (!fd) detail::throw_open_error(shown);
       detail::require_regular(fd.get(), shown);
       int rc;
@@ -659,7 +668,7 @@ class LocalMedium : public Medium {
     for (;;) {
       if (!lock->dir) lock->dir = open_dir(kLocks, true);
       if (!lock->fd) {
-        lock->fd = detail::open_at(lock->dir.get(), file, O_RDWR | O_CREAT);
+        lock->fd = open_lock_file(lock->dir.get(), file);
         if (!lock->fd) detail::throw_open_error(shown_file);
         detail::require_regular(lock->fd.get(), shown_file);
       }
