@@ -120,12 +120,15 @@ class OutputTest(CliTestCase):
         with open(record_path) as f:
             record = json.load(f)
         record["created_at"] = "\x1b]0;owned\x07\x1b[2J"
-        record["materializer"] = "evil\u009b31m"
+        record["materializer"] = "evil\u009b31m\u202etxt.exe"
         with open(record_path, "w") as f:
             json.dump(record, f)
         proc = self.run_cli("ls", check=EXIT_OK)
-        for bad in ("\x1b", "\x07", "\u009b"):
+        for bad in ("\x1b", "\x07", "\u009b", "\u202e"):
             self.assertNotIn(bad, proc.stdout)
+        self.assertIn("\\u202etxt.exe", proc.stdout)
+        shown = self.run_cli("show", "z", check=None)
+        self.assertNotIn("\u202e", shown.stdout + shown.stderr)
         self.assertIn("\\x1b]0;owned\\x07", proc.stdout)
         self.assertIn("evil\\u009b31m", proc.stdout)
         # --json keeps the exact value, escaped by JSON itself, in ASCII only.

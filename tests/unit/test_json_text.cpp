@@ -360,3 +360,20 @@ TEST_CASE("Records are written as nlohmann's indented dump, byte for byte, at an
                     Catch::Contains("a record at .bad") && Catch::Contains("not valid UTF-8"));
   CHECK_THROWS_WITH(text(json{{"steps", json::array({NAN})}}, 1), Catch::Contains("a record at .steps[0] holds NaN"));
 }
+
+TEST_CASE("printable escapes what would drive or reorder a terminal, and keeps other text", "[json_text]") {
+  using amphora::printable;
+  CHECK(printable("plain caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "plain caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(printable("\x1b[2J\x07\x7f") == "\\x1b[2J\\x07\\x7f");
+  CHECK(printable("\xc2\x9b" "31m") == "\\u009b31m");
+  // A right-to-left override makes "exe.txt" read as "txt.exe".
+  CHECK(printable("report\xe2\x80\xaetxt.exe") == "report\\u202etxt.exe");
+  for (const char* control : {"\xd8\x9c", "\xe2\x80\x8e", "\xe2\x80\x8f", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaa",
+                              "\xe2\x80\xab", "\xe2\x80\xac", "\xe2\x80\xad", "\xe2\x81\xa6", "\xe2\x81\xa7", "\xe2\x81\xa8",
+                              "\xe2\x81\xa9"}) {
+    INFO(control);
+    CHECK_THAT(printable(control), Catch::StartsWith("\\u"));
+  }
+  CHECK(printable("\xe2\x80\x8d") == "\xe2\x80\x8d");  // a zero-width joiner builds emoji; it reorders nothing
+  CHECK(printable("\xff\xfe") == "\\xff\\xfe");
+}

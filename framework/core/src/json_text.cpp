@@ -624,8 +624,15 @@ std::string printable(std::string_view text) {
       ++i;
       continue;
     }
-    if (len == 2 && c == 0xc2 && p[i + 1] <= 0x9f) {  // U+0080..U+009F
-      std::snprintf(buf, sizeof buf, "\\u%04x", p[i + 1]);
+    std::uint32_t cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3f);
+    // C1 controls; and what reorders or breaks what a terminal shows: the
+    // bidirectional marks, embeddings, overrides and isolates, and the
+    // line and paragraph separators.
+    const bool hidden = (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+                        (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+    if (hidden) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
       out += buf;
     } else {
       out.append(text.substr(i, len));

@@ -64,9 +64,11 @@ bool is_valid_utf8(std::string_view text);
 /// `text` with every byte that starts no well-formed UTF-8 sequence replaced
 /// by U+FFFD: a message whose bytes are not text, made storable as JSON.
 std::string valid_utf8(std::string_view text);
-/// `text` safe to print to a terminal: control characters (C0, DEL, C1) and
-/// bytes that are not well-formed UTF-8 are escaped as \xNN or \uNNNN, so
-/// text from a store or from a step's exception cannot send escape sequences.
+/// `text` safe to print to a terminal: control characters (C0, DEL, C1),
+/// the bidirectional controls (U+061C, U+200E/F, U+202A-E, U+2066-9), the
+/// line and paragraph separators (U+2028/9) and bytes that are not
+/// well-formed UTF-8 are escaped as \xNN or \uNNNN, so text from a store or
+/// from a step's exception cannot send escape sequences or reorder a line.
 std::string printable(std::string_view text);
 
 }  // namespace amphora
