@@ -353,7 +353,11 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // from an earlier read, or one whose tag changed. `made_by`, when given,
   // is the materializer the artifact must come from. With the manifest
   // kept, its tag and the files' sizes come from one look at the folder.
-  std::optional<std::string> quick_problem(const Digest& digest, std::string_view made_by, std::set<Digest>& seen) {
+  std::optional<std::string> quick_problem(const Digest& digest, std::string_view made_by, std::set<Digest>& seen,
+                                           int depth = 0) {
+    // Deeper than a reader follows: the full check says what is wrong, and
+    // this recursion stays as shallow as a load's.
+    if (depth > kMaxChildDepth) return std::nullopt;
     if (!seen.insert(digest).second) return std::string();
     std::shared_ptr<const Manifest> kept;
     std::string tag;
@@ -374,7 +378,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     for (std::size_t k = 0; k < kept->files.size(); ++k)
       if (auto problem = file_problem(label, kept->files[k], answers[k + 1]); !problem.empty()) return problem;
     for (const auto& child : kept->children) {
-      auto problem = quick_problem(child.digest, {}, seen);
+      auto problem = quick_problem(child.digest, {}, seen, depth + 1);
       if (!problem) return std::nullopt;
       if (!problem->empty()) return problem;
     }
