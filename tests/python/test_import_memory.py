@@ -7,11 +7,18 @@ uses 1024). The bound is what an import may hold: the reader's block (and for
 JSON lines a chunk of records in columns), a batch per column file, the
 dictionaries of the string columns within their limits, the hashing
 threads' buffers, and the program itself.
+
+Wide files are bounded too: an import's memory grows by about 12 KiB per
+column (its files' entries in the manifest, its plan and writer), the column
+files' batches share 32 MiB, and a CSV of more than 16,384 columns or JSON
+lines with more than 16,384 distinct places are refused; the open files stay
+under the process's limit whatever the number of columns.
 """
 
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import unittest
@@ -21,12 +28,23 @@ import cli_support as cs  # noqa: E402
 
 FILE_MB = int(os.environ.get("AMPHORA_IMPORT_TEST_MB", "128"))
 BOUND_MB = 96
+MAX_COLUMNS = 16384
 
 
-def peak_rss_mb(args):
+def wide_bound_mb(columns):
+    """README: 128 MiB plus about 12 KiB per column."""
+    return 128 + columns * 12 / 1024
+
+
+def few_open_files():
+    """Run in the child: an open-file limit far below the number of column files."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+def peak_rss_mb(args, preexec_fn=None):
     """Runs the CLI with `args`; returns (exit status, stderr, peak RSS in MiB) of that process alone."""
     proc = subprocess.Popen([cs.CLI, *map(str, args)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=preexec_fn)
     with proc.stderr:
         stderr = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
@@ -94,15 +112,15 @@ def write_jsonl(path, target_bytes):
 
 
 class ImportMemoryTest(cs.StoreTestCase):
-    def import_within_bound(self, path, count, what):
+    def import_within_bound(self, path, count, what, bound=BOUND_MB, preexec_fn=None):
         """Imports `path` as "big", checks the peak RSS against the bound and
         returns the artifact's metadata."""
         size_mb = os.path.getsize(path) / (1 << 20)
-        status, stderr, peak = peak_rss_mb(["--store", self.store, "import", path, "--name", "big"])
+        status, stderr, peak = peak_rss_mb(["--store", self.store, "import", path, "--name", "big"], preexec_fn)
         self.assertEqual(status, cs.EXIT_OK, stderr)
-        print(f"{what}: {size_mb:.0f} MiB, {count} imported with a peak RSS of {peak:.1f} MiB "
-              f"(bound {BOUND_MB} MiB)", file=sys.stderr)
-        self.assertLess(peak, BOUND_MB, f"importing {size_mb:.0f} MiB of {what} peaked at {peak:.1f} MiB")
+        print(f"{what}: {size_mb:.2f} MiB, {count} imported with a peak RSS of {peak:.1f} MiB "
+              f"(bound {bound:.0f} MiB)", file=sys.stderr)
+        self.assertLess(peak, bound, f"importing {size_mb:.2f} MiB of {what} peaked at {peak:.1f} MiB")
         self.run_cli("verify", "big", check=cs.EXIT_OK)
         return json.loads(self.run_cli("show", "big", "--json", check=cs.EXIT_OK).stdout)["meta"]
 
@@ -125,6 +143,51 @@ class ImportMemoryTest(cs.StoreTestCase):
         self.assertEqual(fields["extra"]["kind"], "json")
         self.assertEqual(fields["bboxes"]["items"]["items"]["kind"], "float")
         self.assertEqual(fields["caption"]["missing_count"], records - (records + 2) // 3)
+
+    def test_widest_csv_stays_within_bound(self):
+        # Two rows of nothing but commas: every column an empty string column.
+        path = self.path("wide.csv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("," * (MAX_COLUMNS - 1) + "\n" + "," * (MAX_COLUMNS - 1) + "\n")
+        meta = self.import_within_bound(path, MAX_COLUMNS, "CSV of empty columns", wide_bound_mb(MAX_COLUMNS),
+                                        few_open_files)
+        self.assertEqual(len(meta["columns"]), MAX_COLUMNS)
+        self.assertEqual(meta["columns"][-1]["name"], f"column {MAX_COLUMNS}")
+        self.assertEqual(meta["columns"][-1]["null_count"], 1)
+
+    def test_jsonl_of_distinct_keys_stays_within_bound(self):
+        # Each record its own key: every record has a slot in every column.
+        keys = int(os.environ.get("AMPHORA_IMPORT_TEST_KEYS", "6000"))
+        path = self.path("keys.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({f"k{i}": i}) + "\n" for i in range(keys))
+        meta = self.import_within_bound(path, keys, "JSON lines of distinct keys", wide_bound_mb(keys), few_open_files)
+        fields = meta["schema"]["fields"]
+        self.assertEqual(len(fields), keys)
+        self.assertEqual(fields[-1]["name"], f"k{keys - 1}")
+        self.assertEqual(fields[-1]["missing_count"], keys - 1)
+        out = self.path("keys_out.jsonl")
+        self.run_cli("export", "big", out, check=cs.EXIT_OK)
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual([json.loads(line) for line in f], [{f"k{i}": i} for i in range(keys)])
+
+    def test_more_columns_than_the_cap_are_refused(self):
+        path = self.path("too_wide.csv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("," * MAX_COLUMNS + "\n")
+        status, stderr, peak = peak_rss_mb(["--store", self.store, "import", path, "--name", "w"])
+        self.assertEqual(status, cs.EXIT_USAGE, stderr)
+        self.assertIn(f"line 1: the header has {MAX_COLUMNS + 1} columns; a CSV file imports with at most {MAX_COLUMNS}",
+                      stderr)
+        path = self.path("too_many_keys.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({f"k{i}": i}) + "\n" for i in range(MAX_COLUMNS + 10))
+        status, stderr, peak = peak_rss_mb(["--store", self.store, "import", path, "--name", "w"])
+        self.assertEqual(status, cs.EXIT_USAGE, stderr)
+        self.assertIn(f"too_many_keys.jsonl:{MAX_COLUMNS}: brings the distinct fields and lists, nested ones included, "
+                      f"past {MAX_COLUMNS}", stderr)
+        self.assertLess(peak, BOUND_MB)
+        self.assertIn("no names", self.run_cli("ls", check=cs.EXIT_OK).stdout)
 
 
 if __name__ == "__main__":

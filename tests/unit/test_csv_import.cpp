@@ -46,6 +46,24 @@ TEST_CASE("A streamed CSV import stores what read_csv and save store", "[table][
                    ",1e300,TRUE,lone\rcr,2023-11-14 01:02:03.5,,\n");
   }
   SECTION("a header and no rows") { same_both_ways(store, dir, "a,b\n"); }
+  SECTION("more column files than a process keeps open for staging at once") {
+    // 700 columns of three kinds: over 1,000 files written in turns, far past
+    // the 256 staged descriptors a process keeps open; each is reopened as its
+    // turn comes.
+    std::string text;
+    for (int k = 0; k < 700; ++k) text += (k ? ",c" : "c") + std::to_string(k);
+    text += '\n';
+    for (int row = 0; row < 300; ++row) {
+      for (int k = 0; k < 700; ++k) {
+        if (k) text += ',';
+        if (k % 3 == 0) text += std::to_string(row * 700 + k);
+        if (k % 3 == 1) text += "w" + std::to_string((row + k) % 5);
+        if (k % 3 == 2 && row % 4 != 0) text += "text " + std::to_string(row * k);
+      }
+      text += '\n';
+    }
+    same_both_ways(store, dir, text);
+  }
   SECTION("a last record without a line end, and a trailing empty field") {
     same_both_ways(store, dir, "a,b\n1,x\n2,");
   }
@@ -115,6 +133,17 @@ TEST_CASE("Records that straddle the reader's blocks are read whole", "[table][c
     CHECK(t.column("a").string(rows - 1) == "last");
     if (cut % 8 == 0) CHECK(store.import_file(dir / "t.csv").digest == store.save(t).digest);
   }
+}
+
+TEST_CASE("A CSV file of more columns than an import takes is refused from its header", "[table][csv][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  test::write_text(dir / "wide.csv", std::string(16384, ',') + "\n");
+  const std::string why = "line 1: the header has 16385 columns; a CSV file imports with at most 16384";
+  CHECK_THROWS_WITH(store.import_file(dir / "wide.csv"), Catch::Contains("wide.csv") && Catch::Contains(why));
+  CHECK_THROWS_WITH(read_csv(dir / "wide.csv"), Catch::Contains(why));
+  test::write_text(dir / "widest.csv", std::string(16383, ',') + "\n");
+  CHECK(read_csv(dir / "widest.csv").num_columns() == 16384);
 }
 
 TEST_CASE("A streamed CSV import refuses bad files as read_csv does and stores nothing", "[table][csv][import][bad-input]") {

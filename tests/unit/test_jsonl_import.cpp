@@ -72,6 +72,30 @@ TEST_CASE("A streamed JSON lines import refuses bad files as read_jsonl does", "
   CHECK(store.artifacts().empty());
 }
 
+TEST_CASE("Records of more distinct places than a collection holds are refused at the line that passes the cap",
+          "[records][jsonl][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // The root is one place, each key one more: key k16383 on line 16384 is the 16,385th.
+  std::string text;
+  for (int i = 0; i < 16390; ++i) text += "{\"k" + std::to_string(i) + "\":[" + std::to_string(i) + "]}\n";
+  test::write_text(dir / "keys.jsonl", text);
+  const std::string why = "keys.jsonl:8192: brings the distinct fields and lists, nested ones included, past 16384";
+  CHECK_THROWS_WITH(store.import_file(dir / "keys.jsonl"), Catch::Contains(why));
+  CHECK_THROWS_WITH(RecordCollection::read_jsonl(dir / "keys.jsonl"), Catch::Contains(why));
+  CHECK(store.artifacts().empty());
+  // Within the cap, a chunk of the streamed import holds fewer records the
+  // more places there are, and every value comes back.
+  text.clear();
+  for (int i = 0; i < 3000; ++i) text += "{\"k" + std::to_string(i) + "\":" + std::to_string(i) + "}\n";
+  test::write_text(dir / "some.jsonl", text);
+  const Digest d = store.import_file(dir / "some.jsonl").digest;
+  const auto back = store.load<RecordCollection>(d);
+  REQUIRE(back.size() == 3000);
+  for (std::size_t i = 0; i < 3000; i += 7) CHECK(back.record_json(i) == "{\"k" + std::to_string(i) + "\":" + std::to_string(i) + "}");
+  CHECK(back.equals(RecordCollection::read_jsonl(dir / "some.jsonl")));
+}
+
 TEST_CASE("A JSON lines file that changes while it is imported is refused", "[records][jsonl][import][bad-input]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");

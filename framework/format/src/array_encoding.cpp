@@ -522,7 +522,7 @@ class LocalDictionary {
       slots_[free_slot(k.hash)] = {k.head, k.size, static_cast<std::uint32_t>(code + 1)};
     }
   }
-  std::vector<Slot> slots_ = std::vector<Slot>(64);  // never empty, so lookups need no check
+  std::vector<Slot> slots_ = std::vector<Slot>(8);  // never empty, so lookups need no check; small, as wide imports hold one per column
   std::vector<Key> keys_;
 };
 
@@ -655,6 +655,7 @@ std::uint64_t mix(std::uint64_t h) {
 }  // namespace
 
 void DistinctEstimator::add_hash(std::uint64_t hash) {
+  if (registers_.empty()) registers_.assign(std::size_t{1} << kEstimatorBits, 0);
   const std::uint64_t h = mix(hash);
   const std::size_t index = h >> (64 - kEstimatorBits);
   const std::uint64_t rest = h << kEstimatorBits;
@@ -668,6 +669,7 @@ std::uint64_t DistinctEstimator::estimate() const {
   // Flajolet et al.'s estimate with linear counting for small cardinalities;
   // 64-bit hashes need no large-range correction. The sum runs in register
   // order, so the result is the same for the same registers.
+  if (registers_.empty()) return 0;
   const double m = static_cast<double>(registers_.size());
   double sum = 0;
   std::size_t zeros = 0;
@@ -683,15 +685,18 @@ std::uint64_t DistinctEstimator::estimate() const {
 struct StreamingDictionary::Impl {
   LocalDictionary dictionary;
   std::vector<std::unique_ptr<char[]>> blocks;  // the words' bytes; views into them stay valid
-  std::size_t block_left = 0;
+  std::size_t block_left = 0, last_block = 0;
   char* block_at = nullptr;
   bool overflowed = false;
-  DistinctEstimator estimator;
+  DistinctEstimator estimator;  // fed only once the dictionary has overflowed: until then it counts exactly
 
   std::string_view keep(std::string_view s) {
     if (s.empty()) return {};
     if (s.size() > block_left) {
-      const std::size_t size = std::max<std::size_t>(s.size(), std::size_t{1} << 20);
+      // Blocks grow from 4 KiB to 1 MiB: a wide import keeps one dictionary per column.
+      const std::size_t grown = std::clamp<std::size_t>(last_block * 2, std::size_t{4} << 10, std::size_t{1} << 20);
+      const std::size_t size = std::max(s.size(), grown);
+      last_block = grown;
       blocks.push_back(std::make_unique<char[]>(size));
       block_at = blocks.back().get();
       block_left = size;
@@ -713,11 +718,13 @@ void StreamingDictionary::add(std::string_view s) {
   ++count_;
   total_bytes_ += s.size();
   const Key key = key_of(s);
-  impl_->estimator.add_hash(key.hash);
-  if (impl_->overflowed) return;
+  if (impl_->overflowed) return impl_->estimator.add_hash(key.hash);
   impl_->dictionary.code_of(s, key, [&](std::string_view v) { return impl_->keep(v); });
   if (!impl_->dictionary.within_limits()) {
-    // Past the limits the dictionary form is never chosen: let it go.
+    // Past the limits the dictionary form is never chosen: let it go, and
+    // count on in the estimator, which sees each distinct word once as it
+    // would have seen it in every repetition.
+    for (std::string_view w : impl_->dictionary.words) impl_->estimator.add(w);
     impl_->overflowed = true;
     impl_->dictionary = LocalDictionary();
     impl_->blocks.clear();

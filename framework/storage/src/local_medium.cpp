@@ -22,7 +22,9 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <list>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 namespace amphora {
@@ -155,31 +157,174 @@ class SharedFileLease : public Lease {
   pid_t pid_;
 };
 
+// Descriptors of staged files are bounded per process: a table import
+// writes a file per column at once, and a wide table would otherwise exhaust
+// the open-file limit. Past the bound the least recently used descriptor no
+// write holds is closed; its file is opened again at its next write.
+class LocalStagedFile;
+
+class StagedDescriptors {
+ public:
+  static StagedDescriptors& instance() {
+    static StagedDescriptors* budget = new StagedDescriptors(limit_from_rlimit());  // outlives static destructors
+    return *budget;
+  }
+  // A descriptor of `f` that stays open until unpin(f).
+  int pin(LocalStagedFile& f);
+  void unpin(LocalStagedFile& f);
+  // Counts a descriptor just opened for `f`, pinned by the caller.
+  void adopt_pinned();
+  // Closes `f`'s descriptor for good; returns close()'s errno (0 when fine).
+  int release(LocalStagedFile& f);
+  std::size_t limit() const { return limit_; }
+  std::size_t open() const {
+    std::lock_guard lock(mutex_);
+    return open_;
+  }
+
+ private:
+  explicit StagedDescriptors(std::size_t limit) : limit_(limit) {}
+  static std::size_t limit_from_rlimit() {
+    struct rlimit r {};
+    std::size_t soft = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) soft = static_cast<std::size_t>(r.rlim_cur);
+    return std::clamp<std::size_t>(soft / 4, 16, 256);
+  }
+  void make_room();  // under mutex_
+
+  mutable std::mutex mutex_;
+  std::list<LocalStagedFile*> idle_;  // open and unpinned, least recently used first
+  std::size_t open_ = 0;
+  const std::size_t limit_;
+};
+
 class LocalStagedFile : public StagedFile {
  public:
-  LocalStagedFile(detail::Fd fd, fs::path path, bool durable)
-      : fd_(std::move(fd)), path_(std::move(path)), durable_(durable) {}
+  LocalStagedFile(detail::Fd fd, std::shared_ptr<const detail::Fd> staging, std::string rel, fs::path path, bool durable)
+      : fd_(fd.release()), staging_(std::move(staging)), rel_(std::move(rel)), path_(std::move(path)), durable_(durable) {
+    StagedDescriptors::instance().adopt_pinned();
+    pins_ = 1;
+    StagedDescriptors::instance().unpin(*this);
+  }
+  ~LocalStagedFile() override { (void)StagedDescriptors::instance().release(*this); }
+
   void write_at(std::uint64_t offset, ConstBytes data) override {
-    detail::pwrite_all(fd_.get(), data.data(), data.size(), offset, path_);
+    Pinned fd(*this);
+    detail::pwrite_all(fd.get(), data.data(), data.size(), offset, path_);
   }
   void write_parts_at(std::uint64_t offset, std::span<const ConstBytes> parts) override {
-    detail::pwritev_all(fd_.get(), parts, offset, path_);
+    Pinned fd(*this);
+    detail::pwritev_all(fd.get(), parts, offset, path_);
   }
   // Allocating the extent up front spares the file system a delayed
   // allocation per page while the data streams in.
   void reserve(std::uint64_t size) override {
-    if (size > 0) (void)::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size));
+    if (size == 0) return;
+    Pinned fd(*this);
+    (void)::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size));
   }
   void close() override {
-    if (durable_ && ::fdatasync(fd_.get()) != 0) detail::throw_errno("cannot flush", path_);
-    if (::close(fd_.release()) != 0) detail::throw_errno("cannot close", path_);
+    if (durable_) {
+      Pinned fd(*this);
+      if (::fdatasync(fd.get()) != 0) detail::throw_errno("cannot flush", path_);
+    }
+    const int closing = StagedDescriptors::instance().release(*this);
+    const int error = deferred_errno_ != 0 ? deferred_errno_ : closing;
+    if (error != 0) {
+      errno = error;
+      detail::throw_errno("cannot close", path_);
+    }
   }
 
  private:
-  detail::Fd fd_;
+  friend class StagedDescriptors;
+  class Pinned {
+   public:
+    explicit Pinned(LocalStagedFile& f) : f_(f), fd_(StagedDescriptors::instance().pin(f)) {}
+    ~Pinned() { StagedDescriptors::instance().unpin(f_); }
+    int get() const { return fd_; }
+
+   private:
+    LocalStagedFile& f_;
+    int fd_;
+  };
+
+  // Opens the file again after its descriptor was closed to make room.
+  int reopen() {
+    const auto slash = rel_.rfind('/');
+    detail::Fd parent;
+    if (slash != std::string::npos) parent = detail::open_dir_at(staging_->get(), rel_.substr(0, slash), path_, false);
+    const std::string leaf = slash == std::string::npos ? rel_ : rel_.substr(slash + 1);
+    const int fd = ::openat(parent ? parent.get() : staging_->get(), leaf.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) detail::throw_errno("cannot open again", path_);
+    return fd;
+  }
+
+  // Guarded by StagedDescriptors' mutex.
+  int fd_;
+  unsigned pins_ = 0;
+  bool closed_ = false;
+  std::list<LocalStagedFile*>::iterator idle_at_;
+  bool idle_ = false;
+  int deferred_errno_ = 0;  // from closing the descriptor to make room
+
+  std::shared_ptr<const detail::Fd> staging_;
+  std::string rel_;
   fs::path path_;
   bool durable_;
 };
+
+void StagedDescriptors::make_room() {
+  while (open_ >= limit_ && !idle_.empty()) {
+    LocalStagedFile* f = idle_.front();
+    idle_.pop_front();
+    f->idle_ = false;
+    if (::close(f->fd_) != 0 && f->deferred_errno_ == 0) f->deferred_errno_ = errno;
+    f->fd_ = -1;
+    --open_;
+  }
+}
+
+int StagedDescriptors::pin(LocalStagedFile& f) {
+  std::lock_guard lock(mutex_);
+  if (f.closed_) throw InvalidArgument("write to closed staged file " + f.path_.string());
+  if (f.idle_) {
+    idle_.erase(f.idle_at_);
+    f.idle_ = false;
+  }
+  if (f.fd_ < 0) {
+    make_room();
+    f.fd_ = f.reopen();  // rare: only past the limit
+    ++open_;
+  }
+  ++f.pins_;
+  return f.fd_;
+}
+
+void StagedDescriptors::unpin(LocalStagedFile& f) {
+  std::lock_guard lock(mutex_);
+  if (--f.pins_ > 0 || f.fd_ < 0 || f.closed_) return;
+  f.idle_at_ = idle_.insert(idle_.end(), &f);
+  f.idle_ = true;
+  make_room();
+}
+
+void StagedDescriptors::adopt_pinned() {
+  std::lock_guard lock(mutex_);
+  ++open_;
+}
+
+int StagedDescriptors::release(LocalStagedFile& f) {
+  std::lock_guard lock(mutex_);
+  if (f.closed_) return 0;
+  f.closed_ = true;
+  if (f.idle_) idle_.erase(f.idle_at_), f.idle_ = false;
+  if (f.fd_ < 0) return 0;
+  const int error = ::close(f.fd_) != 0 ? errno : 0;
+  f.fd_ = -1;
+  --open_;
+  return error;
+}
 
 class LocalRandomAccessFile : public RandomAccessFile {
  public:
@@ -214,11 +359,12 @@ class LocalStaging : public Staging {
       if (::mkdirat(tmp_fd_.get(), id_.c_str(), 0755) != 0) detail::throw_errno("cannot create staging directory", shown(id_));
       // A writer stalled between creating and locking its directory for
       // longer than gc's grace period may have had it swept as abandoned.
-      dir_fd_ = detail::Fd(::openat(tmp_fd_.get(), id_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!dir_fd_ && errno != ENOENT) detail::throw_errno("cannot open", shown(id_));
-      if (dir_fd_ && ::flock(dir_fd_.get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", shown(id_));
+      detail::Fd dir(::openat(tmp_fd_.get(), id_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!dir && errno != ENOENT) detail::throw_errno("cannot open", shown(id_));
+      dir_fd_ = std::make_shared<detail::Fd>(std::move(dir));
+      if (*dir_fd_ && ::flock(dir_fd_->get(), LOCK_EX) != 0) detail::throw_errno("cannot lock", shown(id_));
       struct stat held {}, named {};
-      if (dir_fd_ && ::fstat(dir_fd_.get(), &held) == 0 &&
+      if (*dir_fd_ && ::fstat(dir_fd_->get(), &held) == 0 &&
           ::fstatat(tmp_fd_.get(), id_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
           held.st_ino == named.st_ino && held.st_dev == named.st_dev)
         break;
@@ -249,13 +395,13 @@ class LocalStaging : public Staging {
         for (auto at = sub.find('/'); at != std::string::npos; at = sub.find('/', at + 1)) subdirs_.insert(sub.substr(0, at));
         subdirs_.insert(sub);
       }
-      parent = detail::open_dir_at(dir_fd_.get(), sub, shown(id_ + "/" + sub), true);
+      parent = detail::open_dir_at(dir_fd_->get(), sub, shown(id_ + "/" + sub), true);
     }
-    int at = parent ? parent.get() : dir_fd_.get();
+    int at = parent ? parent.get() : dir_fd_->get();
     std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
     detail::Fd fd(::openat(at, leaf.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd) detail::throw_errno("cannot create", shown(id_ + "/" + rel));
-    return std::make_unique<LocalStagedFile>(std::move(fd), shown(id_ + "/" + rel), durable_);
+    return std::make_unique<LocalStagedFile>(std::move(fd), dir_fd_, rel, shown(id_ + "/" + rel), durable_);
   }
 
   bool publish(std::string_view prefix, std::string_view marker, std::string_view marker_bytes) override {
@@ -337,7 +483,7 @@ class LocalStaging : public Staging {
   // again when a replace() follows a publish() that found the folder taken.
   void write_marker(std::string_view marker, std::string_view bytes) {
     std::string name(marker);
-    detail::Fd fd(::openat(dir_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    detail::Fd fd(::openat(dir_fd_->get(), name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd) detail::throw_errno("cannot create", shown(id_ + "/" + name));
     detail::pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, shown(id_ + "/" + name));
     if (durable_) sync_fd(fd.get(), shown(id_ + "/" + name));
@@ -349,10 +495,10 @@ class LocalStaging : public Staging {
     if (!durable_) return;
     std::lock_guard lock(mutex_);
     for (const auto& sub : subdirs_) {
-      detail::Fd fd = detail::open_dir_at(dir_fd_.get(), sub, shown(id_ + "/" + sub));
+      detail::Fd fd = detail::open_dir_at(dir_fd_->get(), sub, shown(id_ + "/" + sub));
       sync_fd(fd.get(), shown(id_ + "/" + sub));
     }
-    sync_fd(dir_fd_.get(), shown(id_));
+    sync_fd(dir_fd_->get(), shown(id_));
   }
   void flush_after_publish(int parent_fd, const std::string& dir) {
     if (!durable_) return;
@@ -367,7 +513,8 @@ class LocalStaging : public Staging {
   fs::path root_;
   bool durable_;
   DirOpener open_dir_;
-  detail::Fd tmp_fd_, dir_fd_;  // dir_fd_ holds the staging lock
+  detail::Fd tmp_fd_;
+  std::shared_ptr<detail::Fd> dir_fd_;  // holds the staging lock; shared with the staged files, which reopen through it
   std::string id_;
   std::mutex mutex_;
   std::set<std::string> subdirs_;

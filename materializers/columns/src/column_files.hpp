@@ -6,6 +6,7 @@
 #include <amphora/array_encoding.hpp>
 #include <amphora/artifact.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -25,15 +26,28 @@ std::vector<std::uint8_t> pack_bits(std::size_t n, const Has& has) {
   return bits;
 }
 
-/// Appends to an ArrayStream or FileStream in 256 KiB blocks rather than
-/// per value (streaming imports).
+/// Bytes each of `streams` payload streams open at once in one import
+/// gathers before an append: an equal share of 32 MiB, within [256 bytes,
+/// 256 KiB], so a wide import's buffers stay within 64 MiB in all (the
+/// column caps allow at most 65,536 streams).
+inline std::size_t batch_share(std::size_t streams) {
+  constexpr std::size_t kBudget = std::size_t{32} << 20;
+  return std::clamp<std::size_t>(kBudget / std::max<std::size_t>(streams, 1), std::size_t{256}, std::size_t{256} << 10);
+}
+
+/// Appends to an ArrayStream or FileStream in blocks of `batch` bytes
+/// rather than per value (streaming imports). The buffer grows as bytes
+/// come, so a stream that receives little holds little.
 template <class Stream>
 class Batched {
  public:
-  explicit Batched(Stream stream) : stream_(std::move(stream)) { pending_.reserve(kBatch); }
+  explicit Batched(Stream stream, std::size_t batch = std::size_t{256} << 10)
+      : stream_(std::move(stream)), batch_(std::max<std::size_t>(batch, 64)) {}
   void add(const void* bytes, std::size_t n) {
-    if (pending_.size() + n > kBatch) flush();
+    if (pending_.size() + n > batch_) flush();
     const auto* b = static_cast<const std::byte*>(bytes);
+    if (pending_.capacity() < pending_.size() + n)
+      pending_.reserve(std::max(pending_.size() + n, std::min(batch_, std::max<std::size_t>(pending_.capacity() * 2, 256))));
     pending_.insert(pending_.end(), b, b + n);
   }
   template <class T>
@@ -46,20 +60,20 @@ class Batched {
   }
 
  private:
-  static constexpr std::size_t kBatch = std::size_t{256} << 10;
   void flush() {
     if (pending_.empty()) return;
     stream_.append(ConstBytes(pending_.data(), pending_.size()));
     pending_.clear();
   }
   Stream stream_;
+  std::size_t batch_;
   std::vector<std::byte> pending_;
 };
 
 /// A bitmap as pack_bits lays it out, appended one bit at a time.
 class BitStream {
  public:
-  explicit BitStream(ArrayStream stream) : bytes_(std::move(stream)) {}
+  explicit BitStream(ArrayStream stream, std::size_t batch = std::size_t{256} << 10) : bytes_(std::move(stream), batch) {}
   void add(bool bit) {
     if (bit) byte_ = static_cast<std::uint8_t>(byte_ | (1u << n_));
     if (++n_ == 8) bytes_.add(std::exchange(byte_, 0)), n_ = 0;

@@ -204,8 +204,20 @@ struct Shape {
   }
 };
 
+// Places (columns) a collection may have, nested ones included: each costs
+// its files and their entries in the manifest, and every record a slot in
+// each, so a few bytes of input naming new keys must not multiply them.
+constexpr std::size_t kMaxPlaces = 16384;
+
+void count_new_place(std::size_t& places, const Origin& at) {
+  if (++places > kMaxPlaces)
+    refuse(at, "brings the distinct fields and lists, nested ones included, past " + std::to_string(kMaxPlaces) +
+                   ", the most a record collection holds");
+}
+
+// `places`: the places in the whole shape so far, counted as they appear.
 template <class S>
-void infer(Shape& s, typename S::Value v, const Origin& at, int depth) {
+void infer(Shape& s, typename S::Value v, const Origin& at, int depth, std::size_t& places) {
   if (depth > kMaxRecordDepth) refuse(at, "nests deeper than " + std::to_string(kMaxRecordDepth) + " levels");
   ++s.slots;
   const ValueType t = S::type(v, at);
@@ -219,8 +231,11 @@ void infer(Shape& s, typename S::Value v, const Origin& at, int depth) {
     case ValueType::string: (void)S::string(v, at); return;
     case ValueType::array:
       if (depth >= kMaxColumnDepth) s.too_deep = true;
-      if (!s.items) s.items = std::make_unique<Shape>();
-      S::each_item(v, at, [&](auto&& item) { infer<S>(*s.items, item, at, depth + 1); });
+      if (!s.items) {
+        count_new_place(places, at);
+        s.items = std::make_unique<Shape>();
+      }
+      S::each_item(v, at, [&](auto&& item) { infer<S>(*s.items, item, at, depth + 1, places); });
       return;
     case ValueType::object: {
       if (depth >= kMaxColumnDepth) s.too_deep = true;
@@ -229,14 +244,16 @@ void infer(Shape& s, typename S::Value v, const Origin& at, int depth) {
       bool first = true;
       std::size_t previous = 0;
       S::each_field(v, at, [&](std::string_view key, auto&& member) {
+        const std::size_t before = s.names.size();
         const std::size_t k = s.find_or_add(key, next);
+        if (s.names.size() != before) count_new_place(places, at);
         if (s.last_seen[k] == object) refuse(at, "repeats the key \"" + std::string(key) + "\"");
         s.last_seen[k] = object;
         if (!first && k < previous) s.order_varies = true;
         first = false;
         previous = k;
         next = k + 1;
-        infer<S>(*s.fields[k], member, at, depth + 1);
+        infer<S>(*s.fields[k], member, at, depth + 1, places);
       });
       return;
     }
@@ -608,7 +625,8 @@ template <class J>
 RecordCollection build_from(std::span<const J> records) {
   using S = NlohmannSource<J>;
   Shape shape;
-  for (std::size_t i = 0; i < records.size(); ++i) infer<S>(shape, records[i], Origin{nullptr, i}, 0);
+  std::size_t places = 1;
+  for (std::size_t i = 0; i < records.size(); ++i) infer<S>(shape, records[i], Origin{nullptr, i}, 0, places);
   Builder b(shape);
   for (std::size_t i = 0; i < records.size(); ++i) fill<S>(b, records[i], Origin{nullptr, i});
   return make_collection(finish(std::move(b)), records.size());
@@ -753,13 +771,20 @@ void detail::read_jsonl_chunks(const std::filesystem::path& file, int passes, st
                                const std::function<void(std::uint64_t)>& progress) {
   Shape shape;
   LineParser parser;
+  std::size_t places = 1;
   std::uint64_t done = 0;
   std::size_t count = 0;
   const std::uint64_t first = each_line(file, progress, done, [&](std::string_view line, std::size_t line_no) {
     const Origin at{&file, line_no};
-    parser.parse(line, at, [&](SimdjsonSource::Value v) { infer<SimdjsonSource>(shape, v, at, 0); });
+    parser.parse(line, at, [&](SimdjsonSource::Value v) { infer<SimdjsonSource>(shape, v, at, 0, places); });
     ++count;
   });
+  // A chunk holds a slot per record in every place, present or not (about
+  // ten bytes each while built): with many distinct keys, fewer records make
+  // a chunk, so that its memory stays near 5 x chunk_bytes whatever the
+  // number of places.
+  const std::size_t chunk_records =
+      chunk_bytes == 0 ? std::numeric_limits<std::size_t>::max() : std::max<std::size_t>(1, chunk_bytes / (2 * places));
   for (int pass = 0; pass < passes; ++pass) {
     std::optional<Builder> b(std::in_place, shape);
     std::size_t filled = 0, records = 0, bytes = 0;
@@ -774,7 +799,7 @@ void detail::read_jsonl_chunks(const std::filesystem::path& file, int passes, st
       parser.parse(line, at, [&](SimdjsonSource::Value v) { fill<SimdjsonSource>(*b, v, at); });
       ++records;
       bytes += line.size();
-      if (chunk_bytes != 0 && bytes >= chunk_bytes) hand_over();
+      if (chunk_bytes != 0 && (bytes >= chunk_bytes || records >= chunk_records)) hand_over();
     });
     if (filled != count || first != again) changed(Origin{&file, filled});
     if (records > 0 || count == 0) hand_over();

@@ -348,17 +348,18 @@ std::size_t stored_width(const nlohmann::json& recipe) {
 // by chunk.
 class NodeWriter {
  public:
-  NodeWriter(ArtifactWriter& out, const std::string& path, const NodePlan& plan) : plan_(plan) {
-    if (plan.nullable()) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (plan.slots + 7) / 8));
-    if (plan.optional()) missing_.emplace(out.open_array(path + ".missing.npy", DType::uint8, (plan.slots + 7) / 8));
+  // `batch`: the bytes each of this node's streams gathers (batch_share).
+  NodeWriter(ArtifactWriter& out, const std::string& path, const NodePlan& plan, std::size_t batch) : plan_(plan) {
+    if (plan.nullable()) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (plan.slots + 7) / 8), batch);
+    if (plan.optional()) missing_.emplace(out.open_array(path + ".missing.npy", DType::uint8, (plan.slots + 7) / 8), batch);
     switch (plan.kind) {
       case RecordKind::null: break;
-      case RecordKind::boolean: values_.emplace(out.open_array(path + ".npy", DType::bool_, plan.slots)); break;
+      case RecordKind::boolean: values_.emplace(out.open_array(path + ".npy", DType::bool_, plan.slots), batch); break;
       case RecordKind::integer: {
         nlohmann::json recipe = plan.is_unsigned ? bounds_recipe(plan.uwlo, plan.uwhi, plan.slots, {.squeeze = true})
                                                  : bounds_recipe(plan.wlo, plan.whi, plan.slots, {.squeeze = true});
         width_ = stored_width(recipe);
-        values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)));
+        values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)), batch);
         break;
       }
       case RecordKind::floating:
@@ -371,9 +372,9 @@ class NodeWriter {
                                    {"stored_dtype", bounds_recipe(plan.decimals.lo(), plan.decimals.hi(), 0,
                                                                   {.squeeze = true})["stored_dtype"]}};
           width_ = stored_width(recipe);
-          values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)));
+          values_.emplace(out.open_encoded_array(path + ".npy", std::move(recipe)), batch);
         } else {
-          values_.emplace(out.open_array(path + ".npy", DType::float64, plan.slots));
+          values_.emplace(out.open_array(path + ".npy", DType::float64, plan.slots), batch);
         }
         break;
       case RecordKind::string:
@@ -382,20 +383,20 @@ class NodeWriter {
           nlohmann::json recipe = detail::squeezed_codes_recipe(plan.slots, plan.strings.words().size());
           width_ = stored_width(recipe);
           out.write_strings(path + ".dict", plan.strings.words());
-          values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)));
+          values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)), batch);
           break;
         }
         [[fallthrough]];
       case RecordKind::json:
-        values_.emplace(out.open_array(path + ".offsets.npy", DType::int64, plan.slots + 1));
+        values_.emplace(out.open_array(path + ".offsets.npy", DType::int64, plan.slots + 1), batch);
         values_->add(std::int64_t{0});
-        bytes_.emplace(out.open_stream(path + ".bytes", plan.text_bytes));
+        bytes_.emplace(out.open_stream(path + ".bytes", plan.text_bytes), batch);
         break;
       case RecordKind::list: {
         nlohmann::json recipe =
             bounds_recipe(std::int64_t{0}, plan.longest, plan.slots + 1, {.delta = true, .squeeze = true});
         width_ = stored_width(recipe);
-        values_.emplace(out.open_encoded_array(path + ".offsets.npy", std::move(recipe)));
+        values_.emplace(out.open_encoded_array(path + ".offsets.npy", std::move(recipe)), batch);
         narrow(0);  // the first offset's difference
         break;
       }
@@ -403,7 +404,7 @@ class NodeWriter {
         if (plan.order_varies) {
           nlohmann::json recipe = detail::squeezed_codes_recipe(plan.slots, plan.orders.size());
           width_ = stored_width(recipe);
-          values_.emplace(out.open_encoded_array(path + ".order.npy", std::move(recipe)));
+          values_.emplace(out.open_encoded_array(path + ".order.npy", std::move(recipe)), batch);
           std::vector<std::string> orders;
           for (const auto* o : plan.orders) orders.push_back(order_bytes(*o));
           out.write_strings(path + ".orders", orders);
@@ -524,7 +525,8 @@ void import_jsonl(const std::filesystem::path& file, ArtifactWriter& out) {
         }
         if (writers.empty()) {
           writers.reserve(plans.size());
-          for (std::size_t i = 0; i < plans.size(); ++i) writers.emplace_back(out, nodes[i].second, plans[i]);
+          const std::size_t batch = detail::batch_share(4 * plans.size());  // at most four streams a node
+          for (std::size_t i = 0; i < plans.size(); ++i) writers.emplace_back(out, nodes[i].second, plans[i], batch);
           shape = std::move(root);
           nodes.clear();
           flatten(shape, std::string(kRootPath), nodes);

@@ -260,6 +260,9 @@ std::vector<std::string> read_header(CsvReader& reader) {
   std::vector<std::string> header;
   std::size_t line = 0;
   if (!reader.next(header, line)) throw InvalidArgument(where + " is empty: a CSV file starts with a header row");
+  if (header.size() > kMaxCsvColumns)
+    throw InvalidArgument(where + ": line " + std::to_string(line) + ": the header has " + std::to_string(header.size()) +
+                          " columns; a CSV file imports with at most " + std::to_string(kMaxCsvColumns));
   std::vector<std::string> names;
   std::vector<std::pair<std::string, Column>> empty;
   for (std::size_t k = 0; k < header.size(); ++k) {

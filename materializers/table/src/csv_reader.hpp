@@ -75,10 +75,15 @@ struct TypeGuess {
 /// timestamp), as TypeGuess does; false when it is not one.
 bool parse_field(ColumnType type, std::string_view field, FieldValue& value);
 
+/// Columns a CSV file may have: each costs its files, their entries in the
+/// manifest and buffers while importing (README: memory), so a few bytes of
+/// commas must not multiply them.
+inline constexpr std::size_t kMaxCsvColumns = 16384;
+
 /// The column names from the file's first record, the header: an empty one
 /// becomes "column K" (K from 1). Throws InvalidArgument naming the file (and
-/// line) for an empty file, a name that is not UTF-8, or names Table::make
-/// refuses.
+/// line) for an empty file, more than kMaxCsvColumns columns, a name that is
+/// not UTF-8, or names Table::make refuses.
 std::vector<std::string> read_header(CsvReader& reader);
 
 /// Throws InvalidArgument naming the file and line for a record with another

@@ -69,13 +69,15 @@ struct ColumnPlan {
 // the column read_csv builds, and the same metadata.
 class ColumnWriter {
  public:
-  ColumnWriter(ArtifactWriter& out, std::size_t k, ColumnPlan& plan, const std::string& where)
+  // `batch`: the bytes each of this column's streams gathers (batch_share).
+  ColumnWriter(ArtifactWriter& out, std::size_t k, ColumnPlan& plan, const std::string& where, std::size_t batch)
       : plan_(plan), type_(plan.guess.type()), where_(where) {
     const std::string path = detail::column_path(k);
     const std::size_t rows = plan.guess.rows;
-    if (plan.guess.present != rows) valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (rows + 7) / 8));
+    if (plan.guess.present != rows)
+      valid_.emplace(out.open_array(path + ".valid.npy", DType::uint8, (rows + 7) / 8), batch);
     if (type_ != ColumnType::string) {
-      values_.emplace(out.open_array(path + ".npy", detail::dtype_of_column(type_), rows));
+      values_.emplace(out.open_array(path + ".npy", detail::dtype_of_column(type_), rows), batch);
       return;
     }
     dictionary_ = plan.strings.dictionary_is_smaller();
@@ -83,11 +85,11 @@ class ColumnWriter {
       nlohmann::json recipe = detail::squeezed_codes_recipe(rows, plan.strings.words().size());
       code_width_ = dtype_size(dtype_from_name(recipe["stored_dtype"].get<std::string>()));
       out.write_strings(path + ".dict", plan.strings.words());
-      values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)));
+      values_.emplace(out.open_encoded_array(path + ".codes.npy", std::move(recipe)), batch);
     } else {
-      values_.emplace(out.open_array(path + ".offsets.npy", DType::int64, rows + 1));
+      values_.emplace(out.open_array(path + ".offsets.npy", DType::int64, rows + 1), batch);
       values_->add(std::int64_t{0});
-      bytes_.emplace(out.open_stream(path + ".bytes", plan.strings.total_bytes()));
+      bytes_.emplace(out.open_stream(path + ".bytes", plan.strings.total_bytes()), batch);
     }
   }
 
@@ -211,7 +213,8 @@ void import_csv(const std::filesystem::path& file, ArtifactWriter& out) {
   // Pass 2: the column files.
   std::vector<ColumnWriter> writers;
   writers.reserve(plans.size());
-  for (std::size_t k = 0; k < plans.size(); ++k) writers.emplace_back(out, k, plans[k], where);
+  const std::size_t batch = detail::batch_share(3 * plans.size());  // at most three streams a column
+  for (std::size_t k = 0; k < plans.size(); ++k) writers.emplace_back(out, k, plans[k], where, batch);
   std::size_t filled = 0;
   each_record(file, names, &out, size / 2, [&](const std::vector<std::string>& record, std::size_t at) {
     if (++filled > rows) changed(where, at);

@@ -139,7 +139,7 @@ class DistinctEstimator {
  private:
   friend class StreamingDictionary;
   void add_hash(std::uint64_t hash);
-  std::vector<std::uint8_t> registers_ = std::vector<std::uint8_t>(std::size_t{1} << 14, 0);
+  std::vector<std::uint8_t> registers_;  // allocated by the first add: wide imports hold one per column
 };
 
 /// The dictionary of a list of strings given one at a time, for imports that
