@@ -221,10 +221,17 @@ class Parser {
   // Runs the command line; returns the exit status.
   int run(int argc, char** argv) {
     try {
-      // `amphora help [COMMAND]` is `amphora [COMMAND] --help`.
-      if (argc >= 2 && std::string_view(argv[1]) == "help") {
-        if (argc > 3) throw UsageError("help takes one command at most");
-        return print_help(argc == 3 ? argv[2] : "");
+      // `amphora [--store DIR] help [COMMAND]` is `amphora [COMMAND] --help`.
+      int first = 1;  // the first argument after the global options
+      while (first < argc) {
+        const std::string_view arg = argv[first];
+        if (arg == "--store") first += 2;
+        else if (arg.starts_with("--store=")) first += 1;
+        else break;
+      }
+      if (first < argc && std::string_view(argv[first]) == "help") {
+        if (argc - first > 2) throw UsageError("help takes one command at most");
+        return print_help(argc - first == 2 ? argv[first + 1] : "");
       }
       for (int i = 1; i < argc; ++i) double_dash_ = double_dash_ || std::string_view(argv[i]) == "--";
       app_.parse(argc, argv);

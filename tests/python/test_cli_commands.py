@@ -91,6 +91,9 @@ class HelpTest(unittest.TestCase):
                 # the same text however help is asked for
                 self.assertEqual(run("help", command).stdout, text)
                 self.assertEqual(run("--store", "x", command, "-h").stdout, text)
+                for store_first in (["--store", "x"], ["--store=x"]):
+                    proc = run(*store_first, "help", command)
+                    self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (EXIT_OK, text, ""))
 
     def test_help_wins_over_missing_arguments(self):
         proc = run("import", "--help")  # FILE and --name are required, but help is asked

@@ -113,8 +113,8 @@ class RecordsInteropTest(StoreTestCase):
             self.assertEqual(fh.read(), '{"b":1,"a":[1.5,2]}\n{"a":[],"b":-2}\n')
 
     def test_bad_lines_are_refused_naming_the_line(self):
-        for text, what in ((b'{"a":1}\n{"a":\n', ":2:"), (b'{"a":1}\n\n{"a":1,"a":2}\n', "repeats the key"),
-                           (b'{"a":NaN}\n', ":1: is not valid JSON"), (b'{"a":"\xff"}\n', ":1:"),
+        for text, what in ((b'{"a":1}\n{"a":\n', ":2, key \"a\":"), (b'{"a":1}\n\n{"a":1,"a":2}\n', "repeats the key"),
+                           (b'{"a":NaN}\n', ":1, key \"a\": is not valid JSON"), (b'{"a":"\xff"}\n', ":1:"),
                            (b'1 2\n', ":1:")):
             with self.subTest(text=text):
                 write_bytes(self.path("bad.jsonl"), text)

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <sys/stat.h>
 
 using namespace amphora;
@@ -28,6 +29,11 @@ Digest same_both_ways(Store& store, const test::TempDir& dir, const std::string&
   return streamed.digest;
 }
 
+Table read_csv_text(const test::TempDir& dir, const std::string& text) {
+  test::write_text(dir / "one.csv", text);
+  return read_csv(dir / "one.csv");
+}
+
 // The block the CSV reader reads at a time.
 constexpr std::size_t kBlock = std::size_t{4} << 20;
 
@@ -43,7 +49,7 @@ TEST_CASE("A streamed CSV import stores what read_csv and save store", "[table][
                    "\n"
                    "-7,nan,False,caf\xc3\xa9,2023-11-14,,\r\n"
                    "9223372036854775807,-inf,,\xe6\x9d\xb1\xe4\xba\xac,,,y\n"
-                   ",1e300,TRUE,lone\rcr,2023-11-14 01:02:03.5,,\n");
+                   ",1e300,TRUE,\"lone\rcr\",2023-11-14 01:02:03.5,,\n");
   }
   SECTION("a header and no rows") { same_both_ways(store, dir, "a,b\n"); }
   SECTION("more column files than a process keeps open for staging at once") {
@@ -78,6 +84,48 @@ TEST_CASE("A streamed CSV import stores what read_csv and save store", "[table][
     CHECK(in.meta()["columns"][0]["distinct"] == 907);
     CHECK(in.meta()["columns"][1]["encoding"] == "dictionary");
     CHECK(in.meta()["columns"][1]["distinct"] == 4);  // "" counts, as in a saved table
+  }
+  SECTION("numbers and dates are typed only where every value fits exactly") {
+    const Digest d = same_both_ways(
+        store, dir,
+        "big,huge,mixed,exact,late,early,edge,nanp,uint\n"
+        "9223372036854775808,12345678901234567890123,1.5,9007199254740993,2300-01-01,1600-01-01,"
+        "2262-04-11T23:47:16.854775807Z,nan(abc),+5\n"
+        "9223372036854775809,1,9223372036854775808,1,2000-01-01,2000-01-01,1677-09-21T00:12:43.145224192Z,1.0,"
+        "18446744073709551615\n"
+        ",2,9007199254740992,2,9999-12-31,,,nan,\n");
+    const Table t = store.load<Table>(d);
+    std::vector<std::string_view> types;
+    for (std::size_t k = 0; k < t.num_columns(); ++k) types.push_back(to_string(t.column(k).type()));
+    // Integers past int64 but within uint64 are uint64, as pandas reads
+    // them; past uint64, or past 2^53 beside fractions, they stay text
+    // rather than round; dates outside int64 nanoseconds stay text rather
+    // than wrap; "nan(abc)" is text.
+    CHECK(types == std::vector<std::string_view>{"uint64", "string", "string", "int64", "string", "string", "timestamp[ns]",
+                                             "string", "uint64"});
+    const auto big = t.column(0).values().values<std::uint64_t>();
+    CHECK(big[0] == 9223372036854775808ull);
+    CHECK(big[1] == 9223372036854775809ull);
+    CHECK(t.column(0).is_null(2));
+    CHECK(t.column(1).string(0) == "12345678901234567890123");
+    CHECK(t.column(2).string(1) == "9223372036854775808");
+    CHECK(t.column(3).values().values<std::int64_t>()[0] == 9007199254740993);
+    CHECK(t.column(4).string(0) == "2300-01-01");
+    CHECK(t.column(5).string(0) == "1600-01-01");
+    const auto edge = t.column(6).values().values<std::int64_t>();
+    CHECK(edge[0] == std::numeric_limits<std::int64_t>::max());
+    CHECK(edge[1] == std::numeric_limits<std::int64_t>::min());
+    CHECK(t.column(7).string(0) == "nan(abc)");
+    const auto uints = t.column(8).values().values<std::uint64_t>();
+    CHECK(uints[0] == 5);
+    CHECK(uints[1] == std::numeric_limits<std::uint64_t>::max());
+    // One nanosecond past either end is text too.
+    CHECK(to_string(read_csv_text(dir, "t\n2262-04-11T23:47:16.854775808Z\n").column(0).type()) == "string");
+    CHECK(to_string(read_csv_text(dir, "t\n1677-09-21T00:12:43.145224191Z\n").column(0).type()) == "string");
+    CHECK(to_string(read_csv_text(dir, "t\n9999-12-31T23:59:59Z\n").column(0).type()) == "string");
+    CHECK(to_string(read_csv_text(dir, "x\n1.5\n9007199254740992\n-9007199254740992\n").column(0).type()) == "float64");
+    CHECK(to_string(read_csv_text(dir, "x\n1.5\n-9007199254740993\n").column(0).type()) == "string");
+    CHECK(to_string(read_csv_text(dir, "x\n-1\n9223372036854775808\n").column(0).type()) == "string");
   }
   SECTION("repeated words take the dictionary form, unique ones the plain form") {
     std::string text = "word,unique\n";
@@ -158,6 +206,12 @@ TEST_CASE("A streamed CSV import refuses bad files as read_csv does and stores n
   fails("a,b\n1,\"open\n2,3\n", "line 2: a quoted field is not closed");
   fails("", "is empty");
   fails("a,a\n1,2\n", "two columns are named 'a'");
+  // Old Mac line ends: pandas would split records at each CR; imported as
+  // RFC 4180 reads them they made one header of names holding CRs.
+  const std::string lone_cr = "a carriage return without a line feed outside quotes";
+  fails("a,b\r1,2\r3,4\r", "line 1: " + lone_cr);
+  fails("a,b\n1,x\ry\n", "line 2: " + lone_cr);
+  fails("a,b\n1,2\r", "line 2: " + lone_cr);
   CHECK(store.artifacts().empty());
   CHECK_THROWS_AS(store.import_file(dir / "absent.csv"), NotFound);
   test::write_text(dir / "t.unknown", "x");

@@ -80,7 +80,8 @@ TEST_CASE("Records of more distinct places than a collection holds are refused a
   std::string text;
   for (int i = 0; i < 16390; ++i) text += "{\"k" + std::to_string(i) + "\":[" + std::to_string(i) + "]}\n";
   test::write_text(dir / "keys.jsonl", text);
-  const std::string why = "keys.jsonl:8192: brings the distinct fields and lists, nested ones included, past 16384";
+  const std::string why =
+      "keys.jsonl:8192, key \"k8191\": brings the distinct fields and lists, nested ones included, past 16384";
   CHECK_THROWS_WITH(store.import_file(dir / "keys.jsonl"), Catch::Contains(why));
   CHECK_THROWS_WITH(RecordCollection::read_jsonl(dir / "keys.jsonl"), Catch::Contains(why));
   CHECK(store.artifacts().empty());
@@ -109,4 +110,25 @@ TEST_CASE("A JSON lines file that changes while it is imported is refused", "[re
   import_while_changing("{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n");                      // a record less
   import_while_changing("{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n{\"a\":\"x\"}\n");        // another type
   CHECK(store.artifacts().empty());
+}
+
+TEST_CASE("A .json document nested past 60 levels is refused naming that limit and the JSON lines one",
+          "[records][jsonl][import][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // Past the 64 levels the parser takes, and between 60 and 64 (which the
+  // store's writer refused with another message): one limit, one message.
+  for (int levels : {61, 63, 64, 65, 200}) {
+    INFO(levels << " levels");
+    test::write_text(dir / "deep.json", std::string(levels, '[') + "1" + std::string(levels, ']'));
+    CHECK_THROWS_WITH(store.import_file(dir / "deep.json"),
+                      Catch::Contains("deep.json: nests lists or objects deeper than 60 levels, the most a JSON "
+                                      "document holds (records imported from JSON lines, .jsonl, may nest 256)") &&
+                          !Catch::Contains("json.exception") && !Catch::Contains("not valid JSON"));
+  }
+  const std::string deepest = std::string(60, '[') + "1" + std::string(60, ']');
+  test::write_text(dir / "deep.json", deepest);
+  CHECK(store.load<nlohmann::json>(store.import_file(dir / "deep.json").digest).dump() == deepest);
+  test::write_text(dir / "bad.json", "[1,");
+  CHECK_THROWS_WITH(store.import_file(dir / "bad.json"), Catch::Contains("bad.json is not valid JSON"));
 }

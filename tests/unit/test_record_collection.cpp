@@ -228,14 +228,22 @@ TEST_CASE("Bad JSON lines are refused naming the line", "[records][jsonl][bad-in
     CHECK_THROWS_AS(RecordCollection::read_jsonl(file), InvalidArgument);
     CHECK_THROWS_WITH(RecordCollection::read_jsonl(file), Catch::Contains(file.string() + ":") && Catch::Contains(what));
   };
-  refused("{\"a\":1}\n{\"a\":\n", ":2: is not valid JSON");
+  refused("{\"a\":1}\n{\"a\":\n", ":2, key \"a\": is not valid JSON");
   refused("{\"a\":1}\n\n{\"a\":1} {\"a\":2}\n", ":3:");
   refused("1, 2\n", "more than one JSON value");
   refused("{\"a\":1}]\n", ":1:");
   refused("{\"a\":\"\xff\"}\n", ":1: is not valid JSON");
   refused("{\"a\":1,\"a\":2}\n", "repeats the key \"a\"");
-  refused("[1e400]\n", ":1: is not valid JSON");
-  refused("{\"a\":NaN}\n", ":1: is not valid JSON");
+  refused("[1e400]\n", ":1: holds the number 1e400, which no int64, uint64 or float64 holds");
+  refused("{\"a\":1}\n{\"n\":12345678901234567890123}\n",
+          ":2, key \"n\": holds the number 12345678901234567890123, which no int64, uint64 or float64 holds");
+  refused("{\"n\":{\"deep\":-92233720368547758080}}\n", ":1, key \"deep\": holds the number -92233720368547758080");
+  // 256 levels are taken, 257 refused even when the innermost is empty.
+  refused(std::string(257, '[') + std::string(257, ']') + "\n", "nests deeper than 256 levels");
+  refused(std::string(256, '[') + "{}" + std::string(256, ']') + "\n", "nests deeper than 256 levels");
+  test::write_text(file, std::string(255, '[') + "{}" + std::string(255, ']') + "\n");
+  CHECK(RecordCollection::read_jsonl(file).record_json(0) == std::string(255, '[') + "{}" + std::string(255, ']'));
+  refused("{\"a\":NaN}\n", ":1, key \"a\": is not valid JSON");
   refused(std::string(300, '[') + std::string(300, ']') + "\n", "nests deeper than 256 levels");
   CHECK_THROWS_AS(RecordCollection::read_jsonl(dir / "absent.jsonl"), NotFound);
   // Only regular files: a FIFO is refused at once, not waited on (also behind
@@ -254,7 +262,7 @@ TEST_CASE("Bad JSON lines are refused naming the line", "[records][jsonl][bad-in
   CHECK(RecordCollection::read_jsonl(file).size() == 0);
 
   CHECK_THROWS_WITH(RecordCollection::from_json(std::vector<ojson>{{{"a", 1}}, {{"a", std::nan("")}}}),
-                    Catch::Contains("record 1: holds NaN"));
+                    Catch::Contains("record 1, key \"a\": holds NaN"));
   CHECK_THROWS_WITH(RecordCollection::from_json(std::vector<ojson>{{{"a", "\xc3"}}}),
                     Catch::Contains("record 0: holds a string that is not valid UTF-8"));
 }

@@ -501,10 +501,8 @@ int json_nesting(std::string_view text) {
 // nlohmann's types for what simdjson read: non-negative integers unsigned,
 // negative ones signed, and a repeated key keeps its last value, as
 // nlohmann::json::parse does.
-[[noreturn]] void too_deep() {
-  throw nlohmann::json::out_of_range::create(406, "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels",
-                                             nullptr);
-}
+struct TooDeep {};  // caught by parse_untrusted_json, which words the message
+[[noreturn]] void too_deep() { throw TooDeep{}; }
 
 // `depth`: containers around `e`, counted as json_nesting counts them.
 nlohmann::json from_tape(simdjson::dom::element e, int depth) {
@@ -590,6 +588,8 @@ nlohmann::json parse_checked(std::string_view text) {
 nlohmann::json parse_untrusted_json(std::string_view text) {
   try {
     return parse_checked(text);
+  } catch (const TooDeep&) {
+    throw CorruptData("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels, the most a JSON document may nest");
   } catch (const nlohmann::json::exception& e) {
     throw CorruptData(e.what());
   } catch (const std::bad_alloc&) {

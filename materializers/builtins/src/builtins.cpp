@@ -7,10 +7,19 @@
 #include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
 
+#include <algorithm>
 
 namespace amphora {
 
 namespace {
+
+// Lists and objects on the deepest path of `v` (a parsed document, at most 64).
+int container_nesting(const nlohmann::json& v) {
+  if (!v.is_structured()) return 0;
+  int deepest = 0;
+  for (const auto& item : v) deepest = std::max(deepest, container_nesting(item));
+  return deepest + 1;
+}
 
 // Containers whose element type only a C++ program knows, each a tag type
 // with a materializer of its own: registered so that `amphora verify` checks
@@ -112,11 +121,25 @@ void register_builtins(Registry& registry) {
   registry.add_file_format<nlohmann::json>(
       ".json", "JSON document",
       [](const std::filesystem::path& file) {
+        // A document stored whole may nest 60 lists or objects (its file is
+        // written with the canonical writer's margin below the 64 every
+        // reader takes); valid JSON nested deeper is not "not valid JSON".
+        constexpr int kMaxDocumentNesting = 60;
+        auto too_deep = [&]() {
+          return InvalidArgument(file.string() + ": nests lists or objects deeper than " +
+                                 std::to_string(kMaxDocumentNesting) +
+                                 " levels, the most a JSON document holds (records imported from JSON lines, "
+                                 ".jsonl, may nest 256)");
+        };
+        nlohmann::json doc;
         try {
-          return parse_untrusted_json(read_whole_file(file));
+          doc = parse_untrusted_json(read_whole_file(file));
         } catch (const CorruptData& e) {
+          if (std::string_view(e.what()).starts_with("nesting deeper")) throw too_deep();
           throw InvalidArgument(file.string() + " is not valid JSON: " + e.what());
         }
+        if (container_nesting(doc) > kMaxDocumentNesting) throw too_deep();
+        return doc;
       },
       [](const nlohmann::json& doc, const std::filesystem::path& file) { write_text_file(doc.dump(2) + "\n", file); });
   registry.add<std::vector<std::string>>("built-in");

@@ -64,9 +64,14 @@ constexpr int kMaxColumnDepth = 16;
 struct Origin {
   const std::filesystem::path* file = nullptr;
   std::size_t index = 0;  // record index, or line number from 1
+  std::string_view key = {};  // the innermost key holding the value, while inferring
+  bool keyed = false;
   std::string str() const {
-    return file ? file->string() + ":" + std::to_string(index) : "record " + std::to_string(index);
+    std::string s = file ? file->string() + ":" + std::to_string(index) : "record " + std::to_string(index);
+    if (keyed) s += ", key \"" + printable(key) + "\"";
+    return s;
   }
+  Origin within(std::string_view k) const { return {file, index, k, true}; }
 };
 
 [[noreturn]] void refuse(const Origin& at, const std::string& why) { throw InvalidArgument(at.str() + ": " + why); }
@@ -137,18 +142,37 @@ struct SimdjsonSource {
         return ValueType::null;
       }
       case simdjson::ondemand::json_type::boolean: return ValueType::boolean;
-      case simdjson::ondemand::json_type::number:
-        switch (take(v.get_number_type(), at)) {
+      case simdjson::ondemand::json_type::number: {
+        // simdjson 3.0 classes an integer past 64 bits as one of 64 bits and
+        // fails only when it is read: try the read here.
+        using simdjson::ondemand::number_type;
+        number_type kind{};
+        double x = 0;
+        std::int64_t i = 0;
+        std::uint64_t u = 0;
+        if (v.get_number_type().get(kind) || (kind == number_type::floating_point_number && v.get_double().get(x)) ||
+            (kind == number_type::signed_integer && v.get_int64().get(i)) ||
+            (kind == number_type::unsigned_integer && v.get_uint64().get(u)))
+          refuse(at, "holds the number " + number_text(v) +
+                         ", which no int64, uint64 or float64 holds; write it as a string to keep it");
+        switch (kind) {
           case simdjson::ondemand::number_type::signed_integer: return ValueType::integer;
           case simdjson::ondemand::number_type::unsigned_integer: return ValueType::uint;
           case simdjson::ondemand::number_type::floating_point_number: return ValueType::floating;
         }
         break;
+      }
       case simdjson::ondemand::json_type::string: return ValueType::string;
       case simdjson::ondemand::json_type::array: return ValueType::array;
       case simdjson::ondemand::json_type::object: return ValueType::object;
     }
     refuse(at, "holds a number simdjson cannot classify");
+  }
+  // The number as written, at most 40 bytes of it.
+  static std::string number_text(Value v) {
+    std::string_view raw = v.raw_json_token();
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\r' || raw.back() == '\n')) raw.remove_suffix(1);
+    return raw.size() > 40 ? std::string(raw.substr(0, 40)) + "..." : std::string(raw);
   }
   static bool boolean(Value v, const Origin& at) { return take(v.get_bool(), at); }
   static std::int64_t integer(Value v, const Origin& at) { return take(v.get_int64(), at); }
@@ -218,9 +242,11 @@ void count_new_place(std::size_t& places, const Origin& at) {
 // `places`: the places in the whole shape so far, counted as they appear.
 template <class S>
 void infer(Shape& s, typename S::Value v, const Origin& at, int depth, std::size_t& places) {
-  if (depth > kMaxRecordDepth) refuse(at, "nests deeper than " + std::to_string(kMaxRecordDepth) + " levels");
   ++s.slots;
   const ValueType t = S::type(v, at);
+  // A list or object at depth d is level d + 1: the 257th is refused, empty or not.
+  if ((t == ValueType::array || t == ValueType::object) && depth >= kMaxRecordDepth)
+    refuse(at, "nests deeper than " + std::to_string(kMaxRecordDepth) + " levels");
   s.types |= bit(t);
   switch (t) {
     case ValueType::null: return;
@@ -246,14 +272,14 @@ void infer(Shape& s, typename S::Value v, const Origin& at, int depth, std::size
       S::each_field(v, at, [&](std::string_view key, auto&& member) {
         const std::size_t before = s.names.size();
         const std::size_t k = s.find_or_add(key, next);
-        if (s.names.size() != before) count_new_place(places, at);
+        if (s.names.size() != before) count_new_place(places, at.within(key));
         if (s.last_seen[k] == object) refuse(at, "repeats the key \"" + std::string(key) + "\"");
         s.last_seen[k] = object;
         if (!first && k < previous) s.order_varies = true;
         first = false;
         previous = k;
         next = k + 1;
-        infer<S>(*s.fields[k], member, at, depth + 1, places);
+        infer<S>(*s.fields[k], member, at.within(key), depth + 1, places);
       });
       return;
     }

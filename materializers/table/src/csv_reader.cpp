@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <limits>
 
 namespace amphora::detail {
 
@@ -21,9 +22,24 @@ bool parse_int(std::string_view s, std::int64_t& out) {
   return ec == std::errc() && ptr == s.data() + s.size();
 }
 
+bool parse_uint(std::string_view s, std::uint64_t& out) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty() || s.front() == '-') return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// Digits with an optional sign: an integer whatever its size.
+bool is_integer_text(std::string_view s) {
+  if (!s.empty() && (s.front() == '+' || s.front() == '-')) s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Decimal or exponent notation, inf, infinity or nan in any case, with an
+// optional sign; not the "nan(chars)" payload form, which pandas reads as text.
 bool parse_float(std::string_view s, double& out) {
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  if (s.empty()) return false;
+  if (s.empty() || s.back() == ')') return false;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && ptr == s.data() + s.size();
 }
@@ -81,7 +97,12 @@ bool parse_timestamp(std::string_view s, std::int64_t& ns) {
   }
   const std::string_view zone = s.substr(at);
   if (!zone.empty() && zone != "Z" && zone != "+00:00") return false;
-  ns = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * 1'000'000'000 + frac;
+  // Nanoseconds in int64 span 1677-09-21 to 2262-04-11: a date outside is
+  // not a timestamp (the column stays text, as pandas keeps it as objects),
+  // never a wrapped one.
+  const __int128 total = (static_cast<__int128>(days_from_civil(y, mo, d)) * 86400 + h * 3600 + mi * 60 + sec) * 1'000'000'000 + frac;
+  if (total < std::numeric_limits<std::int64_t>::min() || total > std::numeric_limits<std::int64_t>::max()) return false;
+  ns = static_cast<std::int64_t>(total);
   return true;
 }
 
@@ -198,9 +219,14 @@ CsvReader::Parse CsvReader::parse(const char*& p, const char* end, std::vector<s
       while (p < end && *p != ',' && *p != '\n') {
         if (*p == '"')
           throw InvalidArgument(where_ + ": line " + std::to_string(line_) + ": a quote inside an unquoted field");
-        if (*p == '\r') {  // the end of the record before LF, else part of the field
+        if (*p == '\r') {  // the end of the record before LF; alone, refused
           if (p + 1 >= end && !last) return Parse::more;
           if (p + 1 < end && p[1] == '\n') break;
+          // pandas ends a record at a lone CR, RFC 4180 does not: rather than
+          // guess, a file with old Mac line ends is refused.
+          throw InvalidArgument(where_ + ": line " + std::to_string(line_) +
+                                ": a carriage return without a line feed outside quotes (line ends must be LF or "
+                                "CRLF; a field holding a CR must be quoted)");
         }
         ++p;
       }
@@ -224,7 +250,19 @@ FieldValue TypeGuess::add(std::string_view field) {
   if (field.empty()) return v;
   ++present;
   int b = 0;
-  if (can_int && !parse_int(field, v.integer)) can_int = false;
+  const bool in_int64 = parse_int(field, v.integer);
+  if (can_int && !in_int64) can_int = false;
+  if (can_uint) {
+    if (in_int64 && v.integer >= 0)
+      v.uinteger = static_cast<std::uint64_t>(v.integer);
+    else if (in_int64 || !parse_uint(field, v.uinteger))
+      can_uint = false;
+  }
+  // float64 holds integers exactly up to 2^53: a column holding a larger one
+  // besides non-integers is text rather than rounded.
+  constexpr std::int64_t kExactInFloat = std::int64_t{1} << 53;
+  if (can_float && is_integer_text(field) && !(in_int64 && v.integer <= kExactInFloat && v.integer >= -kExactInFloat))
+    can_float = false;
   if (can_float && !parse_float(field, v.real)) can_float = false;
   if (can_bool && (b = parse_bool(field)) < 0) can_bool = false;
   if (can_time && !parse_timestamp(field, v.time)) can_time = false;
@@ -235,6 +273,7 @@ FieldValue TypeGuess::add(std::string_view field) {
 bool parse_field(ColumnType type, std::string_view field, FieldValue& value) {
   switch (type) {
     case ColumnType::int64: return parse_int(field, value.integer);
+    case ColumnType::uint64: return parse_uint(field, value.uinteger);
     case ColumnType::float64: return parse_float(field, value.real);
     case ColumnType::boolean: {
       const int b = parse_bool(field);
@@ -249,6 +288,7 @@ bool parse_field(ColumnType type, std::string_view field, FieldValue& value) {
 ColumnType TypeGuess::type() const {
   if (present == 0) return ColumnType::string;
   if (can_int) return ColumnType::int64;
+  if (can_uint) return ColumnType::uint64;
   if (can_float) return ColumnType::float64;
   if (can_bool) return ColumnType::boolean;
   if (can_time) return ColumnType::timestamp;

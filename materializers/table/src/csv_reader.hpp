@@ -51,27 +51,31 @@ class CsvReader {
 /// it is not one, or empty).
 struct FieldValue {
   std::int64_t integer = 0, time = 0;
+  std::uint64_t uinteger = 0;
   double real = 0;
   bool boolean = false;
 };
 
-/// The narrowest type every non-empty field of a column fits, narrowed one
-/// field at a time: int64 while every field is an integer, else float64
-/// while every one is a number, else bool, else timestamp, else string.
+/// The narrowest type every non-empty field of a column fits exactly,
+/// narrowed one field at a time: int64 while every field is an integer in
+/// its range, else uint64 while every one is a non-negative integer below
+/// 2^64, else float64 while every one is a number and no integer among them
+/// is beyond 2^53 in magnitude, else bool, else timestamp (within int64
+/// nanoseconds), else string (docs/FORMAT.md §9.3).
 struct TypeGuess {
-  bool can_int = true, can_float = true, can_bool = true, can_time = true;
+  bool can_int = true, can_uint = true, can_float = true, can_bool = true, can_time = true;
   std::size_t rows = 0, present = 0;
 
   /// Counts the field, rules out the types it is not, and returns its value
   /// as each type still possible.
   FieldValue add(std::string_view field);
   /// Some type other than string is still possible.
-  bool typed() const { return can_int || can_float || can_bool || can_time; }
+  bool typed() const { return can_int || can_uint || can_float || can_bool || can_time; }
   /// The column's type: string when no field was present.
   ColumnType type() const;
 };
 
-/// Parses a non-empty field as `type` (int64, float64, boolean or
+/// Parses a non-empty field as `type` (int64, uint64, float64, boolean or
 /// timestamp), as TypeGuess does; false when it is not one.
 bool parse_field(ColumnType type, std::string_view field, FieldValue& value);
 

@@ -24,6 +24,7 @@ struct RawColumn {
   std::vector<std::string> values;
   std::vector<bool> present;
   std::vector<std::int64_t> ints, times;
+  std::vector<std::uint64_t> uints;
   std::vector<double> floats;
   std::vector<bool> bools;
 
@@ -32,6 +33,7 @@ struct RawColumn {
     const detail::FieldValue v = guess.add(value);
     present.push_back(!value.empty());
     keep(before.can_int, guess.can_int, ints, v.integer);
+    keep(before.can_uint, guess.can_uint, uints, v.uinteger);
     keep(before.can_float, guess.can_float, floats, v.real);
     keep(before.can_bool, guess.can_bool, bools, v.boolean);
     keep(before.can_time, guess.can_time, times, v.time);
@@ -43,6 +45,7 @@ struct RawColumn {
     const auto n = static_cast<std::int64_t>(values.size());
     switch (guess.type()) {
       case ColumnType::int64: return Column::of(ints, std::move(valid));
+      case ColumnType::uint64: return Column::of(uints, std::move(valid));
       case ColumnType::float64: return Column::of(floats, std::move(valid));
       case ColumnType::boolean: return Column::numbers(Tensor::from_values<bool>({n}, bools), std::move(valid));
       case ColumnType::timestamp: return Column::timestamps(Tensor::from_values<std::int64_t>({n}, times), std::move(valid));

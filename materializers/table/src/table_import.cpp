@@ -25,6 +25,7 @@ using detail::TypeGuess;
 struct ColumnPlan {
   TypeGuess guess;
   detail::ValueRange<std::int64_t> ints, times;
+  detail::ValueRange<std::uint64_t> uints;
   detail::ValueRange<double> floats;
   detail::ValueRange<std::uint8_t> bools;
   StreamingDictionary strings;
@@ -35,6 +36,7 @@ struct ColumnPlan {
     const detail::FieldValue v = guess.add(field);
     if (!field.empty()) {
       if (guess.can_int) ints.add(v.integer);
+      if (guess.can_uint) uints.add(v.uinteger);
       if (guess.can_float) floats.add(v.real);
       if (guess.can_bool) bools.add(static_cast<std::uint8_t>(v.boolean));
       if (guess.can_time) times.add(v.time);
@@ -118,6 +120,7 @@ class ColumnWriter {
     if (present && !detail::parse_field(type_, field, v)) changed(where_, line);
     switch (type_) {
       case ColumnType::int64: values_->add(v.integer); break;
+      case ColumnType::uint64: values_->add(v.uinteger); break;
       case ColumnType::float64: values_->add(v.real); break;
       case ColumnType::boolean: values_->add(static_cast<std::uint8_t>(v.boolean)); break;
       default: values_->add(v.time); break;
@@ -137,6 +140,7 @@ class ColumnWriter {
     meta["null_count"] = g.rows - g.present;
     switch (type_) {
       case ColumnType::int64: return plan_.ints.write(meta);
+      case ColumnType::uint64: return plan_.uints.write(meta);
       case ColumnType::float64: return plan_.floats.write(meta);
       case ColumnType::boolean: return plan_.bools.write(meta);
       case ColumnType::timestamp: return plan_.times.write(meta);
