@@ -33,17 +33,46 @@ sha256:HEX, a hex prefix of 8 or more digits) and returns:
   amphora.record_list    list of dicts, one per record
   a declared struct      dict of its members (AMPHORA_MATERIALIZE types)
 
-Every size, offset and structure is checked before use; damage raises
-CorruptData naming the artifact. verify=True also re-hashes every payload
-file of the artifact and its children against the manifests.
+Every check docs/FORMAT.md states is applied, as the C++ reader applies it:
+the store marker and the store's own directories, every field of a manifest
+(keys, types, ranges, piece counts, paths, order), every size, count, shape
+and offset against the real size of the files before anything is allocated
+for it, JSON nesting (64 levels; 257 for the JSON texts of record
+collections), and no symbolic link anywhere below the store directory (the
+store directory itself may be reached through one). Nothing recurses deeper
+than the format's limits, so work and memory are bounded by what the files
+really hold. verify=True also re-hashes every payload file of the artifact and
+its children against the manifests and refuses files the manifests do not
+list.
+
+Errors. Everything this module raises is one of these classes (AmphoraError
+and its subclasses), never another exception:
+
+  NotFound       the store, a name, a version or an artifact does not exist
+  CorruptData    the store or an artifact is damaged or crafted: a manifest
+                 that does not hash to its digest or breaks a rule of its
+                 schema, a field of the wrong type (the message names the
+                 field and the artifact), a size, count or offset the files do
+                 not hold, JSON nested too deep, a symbolic link, FIFO or
+                 device inside the store, a payload whose digests do not match
+  Unsupported    written by a newer Amphora (store layout, manifest or
+                 materializer version), an unknown dtype, encoding or
+                 materializer, or an LZ4 tensor without the lz4 module
+  AmphoraError   itself: an invalid or ambiguous ref, or a file of the store
+                 that the system refuses to read (permissions, I/O errors)
+
+The one exception is MemoryError when an intact artifact holds more than the
+machine can load: a crafted size never gets that far, as it is checked against
+the files first.
 """
 
 import hashlib
-import io
 import json
+import math
 import os
 import re
 import stat
+import struct
 
 import numpy as np
 
@@ -51,13 +80,31 @@ __all__ = ["load", "resolve", "open_artifact", "verify", "AmphoraError", "NotFou
 
 MANIFEST_MAX = 64 << 20
 RECORD_MAX = 1 << 20
-MAX_DEPTH = 64
+MARKER_MAX = 64 << 10
+MAX_DEPTH = 64                # nesting of child artifacts (kMaxChildDepth)
+JSON_DEPTH = 64               # JSON from disk: manifests, name records, the marker, JSON payloads
+RECORD_JSON_DEPTH = 257       # the JSON text of a record collection's `json` slot
+MAX_FILES = 1 << 20           # files, and children, per manifest
+PIECE_MIN, PIECE_MAX = 4096, 1 << 40
+MAX_DIMS = 32
+NPY_HEADER_MAX = 1 << 20
+LAYOUT_VERSION = 1
+MANIFEST_VERSION = 2
+FORMAT_VERSIONS = {  # materializer name -> the newest format version this reader reads
+    "amphora.tensor": 1, "amphora.sparse": 1, "amphora.table": 1, "amphora.records": 1, "amphora.string": 1,
+    "amphora.json": 1, "amphora.strings": 1, "amphora.list": 1, "amphora.map": 1, "amphora.optional": 1,
+    "amphora.tensor_list": 1, "amphora.record_list": 1,
+}
 HEX = re.compile(r"[0-9a-f]+\Z")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
+DECIMAL = re.compile(r"[0-9]{1,20}\Z")  # ASCII digits only: str.isdigit() takes U+0661 and U+00B2 too
+VERSION_FILE = re.compile(r"([1-9][0-9]{0,19})\.json\Z")
+STORE_AREAS = ("objects", "names", "cache", "runs", "claims", "tmp", "locks")
 
 
 class AmphoraError(Exception):
-    """Base of the errors this module raises."""
+    """Base of the errors this module raises; raised itself for an invalid or
+    ambiguous ref and for a file the system refuses to read."""
 
 
 class NotFound(AmphoraError):
@@ -72,200 +119,910 @@ class Unsupported(AmphoraError):
     pass
 
 
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_unsigned(v):
+    return _is_int(v) and 0 <= v < (1 << 64)
+
+
 # ---------------------------------------------------------------------------
-# the store: refs and manifests
+# JSON from disk: nlohmann's verdicts, with the nesting bounded before parsing
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _read_regular(path, limit, what):
+def _nesting(raw, limit):
+    """The deepest nesting of arrays and objects in the JSON text `raw`,
+    brackets inside strings not counted, or any value up to `limit` once it is
+    known to be at most that; stops as soon as it passes `limit`. Python's json
+    module recurses once per level, so it must never see a document deeper
+    than the limit. Linear, vectorised a block at a time (a quote is escaped
+    when an odd run of backslashes precedes it), so no input makes it slow."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return 0
+    data = np.frombuffer(raw, np.uint8)
+    depth = deepest = 0
+    quotes = 0  # parity of the unescaped quotes so far: 1 inside a string
+    run = 0     # backslashes ending the previous block
+    block = 1 << 18
+    for at in range(0, len(data), block):
+        a = data[at:at + block]
+        idx = np.arange(len(a))
+        backslash = a == 0x5C
+        last = np.maximum.accumulate(np.where(backslash, -1, idx))  # last other byte at or before each one
+        before = np.empty(len(a), np.int64)  # backslashes right before each byte
+        before[0] = run
+        before[1:] = np.where(last[:-1] >= 0, idx[1:] - 1 - last[:-1], idx[1:] + run)
+        quote = (a == 0x22) & (before % 2 == 0)
+        outside = (np.cumsum(quote) + quotes) % 2 == 0
+        steps = np.where(outside & ((a == 0x5B) | (a == 0x7B)), 1, 0) - \
+            np.where(outside & ((a == 0x5D) | (a == 0x7D)), 1, 0)
+        levels = np.cumsum(steps) + depth
+        deepest, depth = max(deepest, int(levels.max())), int(levels[-1])
+        if deepest > limit:
+            break
+        quotes = (quotes + int(quote.sum())) % 2
+        run = int(before[-1]) + 1 if backslash[-1] else 0
+    return deepest
+
+
+def _json_int(text, strict):
+    v = int(text)
+    if -(1 << 63) <= v < (1 << 64):
+        return v
+    if strict:
+        raise ValueError(f"integer {text[:40]} does not fit in 64 bits")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise NotFound(f"{what}: {path} does not exist")
-    except OSError as e:
-        raise CorruptData(f"{what}: cannot open {path} ({e.strerror})")
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CorruptData(f"{what}: {path} is not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise CorruptData(f"{what}: {path} is larger than {limit} bytes")
-    return data
+        return float(v)  # as nlohmann reads an integer beyond 64 bits
+    except OverflowError:
+        raise ValueError(f"number overflow parsing '{text[:40]}'")
 
 
-def _no_links(store, relative, what):
-    """Raises CorruptData when a component of `relative` below the store is a
-    symbolic link or not a directory: nothing inside a store may lead out of it."""
-    here = store
-    for part in relative.split(os.sep):
-        here = os.path.join(here, part)
-        try:
-            st = os.lstat(here)
-        except FileNotFoundError:
-            raise NotFound(f"{what}: {here} does not exist")
-        if not stat.S_ISDIR(st.st_mode):
-            raise CorruptData(f"{what}: {here} is a symbolic link or not a directory")
+def _json_float(text):
+    v = float(text)
+    if math.isinf(v):
+        raise ValueError(f"number overflow parsing '{text[:40]}'")
+    return v
 
 
-def _versions(store, name):
-    d = os.path.join(store, "names", name)
-    if not os.path.lexists(d):
-        return []
-    _no_links(store, os.path.join("names", name), f"name '{name}'")
-    entries = os.listdir(d)
-    return sorted(int(e[:-5]) for e in entries if re.fullmatch(r"[1-9][0-9]*\.json", e))
+def _json_constant(name):
+    raise ValueError(f"invalid literal {name}")
 
 
-def _record_digest(store, name, version):
-    path = os.path.join(store, "names", name, f"{version}.json")
+def _no_lone_surrogates(value):
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            v.encode("utf-8")
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+
+
+def _json(raw, what, limit=JSON_DEPTH, strict=False):
+    """The JSON value of the bytes `raw`, as the C++ reader reads them: UTF-8,
+    no NaN or infinities, no lone surrogates, at most `limit` levels deep, an
+    integer beyond 64 bits read as a float (refused when `strict`, as simdjson
+    refuses it, and so is a byte-order mark). CorruptData names `what`."""
+    raw = bytes(raw)
     try:
-        record = json.loads(_read_regular(path, RECORD_MAX, f"name record {name}@{version}"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptData(f"{what} is not valid JSON (invalid UTF-8 at byte {e.start})")
+    if text.startswith("\ufeff") and not strict:
+        text = text[1:]
+    if _nesting(raw, limit) > limit:
+        raise CorruptData(f"{what} is not valid JSON (it nests deeper than {limit} levels)")
+    try:
+        value = json.loads(text, parse_int=lambda s: _json_int(s, strict), parse_float=_json_float,
+                           parse_constant=_json_constant)
+        if _SURROGATE_ESCAPE.search(text):
+            _no_lone_surrogates(value)
+    except RecursionError:
+        raise CorruptData(f"{what} is not valid JSON (it nests too deep)")
+    except UnicodeEncodeError:
+        raise CorruptData(f"{what} is not valid JSON (a string holds a lone UTF-16 surrogate)")
     except ValueError as e:
-        raise CorruptData(f"name record {name}@{version} is not JSON: {e}")
-    digest = record.get("digest") if isinstance(record, dict) else None
-    if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71 or \
-            not HEX.match(digest[7:]):
-        raise CorruptData(f"name record {name}@{version} holds no valid digest")
+        raise CorruptData(f"{what} is not valid JSON ({e})")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# the store directory: everything beneath it is reached one component at a
+# time from a descriptor of it, with O_NOFOLLOW, as the C++ side reaches it
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _describe(mode):
+    return {stat.S_IFREG: "a regular file", stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link",
+            stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+
+
+def _refusal(dir_fd, name, shown, error, want):
+    """The error for `name` in `dir_fd`, which could not be opened as `want`."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return CorruptData(f"{shown} is a symbolic link")
+    if st is not None and (stat.S_IFMT(st.st_mode) != stat.S_IFDIR if want == "directory" else
+                           stat.S_IFMT(st.st_mode) in (stat.S_IFSOCK, stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK)):
+        return CorruptData(f"{shown} is {_describe(st.st_mode)}, not a {want}")
+    return AmphoraError(f"cannot open {shown}: {error.strerror}")
+
+
+class _Root:
+    """An open descriptor of a store directory (which may itself be reached
+    through a link), closed when the last artifact using it goes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = -1
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"{path} is not an Amphora store (no such directory)")
+        except OSError as e:
+            raise AmphoraError(f"cannot open the store {path}: {e.strerror}")
+
+    def __del__(self):
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except (OSError, TypeError, AttributeError):  # at interpreter exit os may be gone
+                pass
+            self.fd = -1
+
+    def shown(self, parts):
+        return os.path.join(self.path, *parts)
+
+    def open_dir(self, parts):
+        """A descriptor of the directory `parts` beneath the store: NotFound
+        when missing, CorruptData when a component is a link or no directory."""
+        fd = self.fd
+        try:
+            for k, part in enumerate(parts):
+                try:
+                    sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    raise NotFound(f"no directory {self.shown(parts[:k + 1])}")
+                except OSError as e:
+                    raise _refusal(fd, part, self.shown(parts[:k + 1]), e, "directory")
+                if fd != self.fd:
+                    os.close(fd)
+                fd = sub
+        except BaseException:
+            if fd != self.fd:
+                os.close(fd)
+            raise
+        return fd if fd != self.fd else os.dup(fd)
+
+    def open_file(self, parts):
+        """(descriptor, size) of the regular file `parts` beneath the store,
+        opened without following links or blocking (a FIFO is refused, not
+        waited on). NotFound when missing; CorruptData when it or a directory
+        on the way is a link, or it is not a regular file."""
+        shown = self.shown(parts)
+        dir_fd = self.open_dir(parts[:-1])
+        try:
+            try:
+                fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise NotFound(f"{shown} does not exist")
+            except OSError as e:
+                raise _refusal(dir_fd, parts[-1], shown, e, "regular file")
+        finally:
+            os.close(dir_fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise CorruptData(f"{shown} is {_describe(st.st_mode)}, not a regular file")
+        return fd, st.st_size
+
+    def read_small(self, parts, limit):
+        """The bytes of the regular file `parts`, refused when over `limit`."""
+        fd, size = self.open_file(parts)
+        with os.fdopen(fd, "rb") as f:
+            if size > limit:
+                raise CorruptData(f"{self.shown(parts)} is {size} bytes, more than the {limit} it may hold")
+            try:
+                data = f.read(limit + 1)
+            except OSError as e:
+                raise AmphoraError(f"cannot read {self.shown(parts)}: {e.strerror}")
+        if len(data) > limit:
+            raise CorruptData(f"{self.shown(parts)} is more than the {limit} bytes it may hold")
+        return data
+
+    def entry_kind(self, parts):
+        """The file type of `parts` (its last component not followed), or None when missing."""
+        dir_fd = self.open_dir(parts[:-1])
+        try:
+            return stat.S_IFMT(os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(dir_fd)
+
+    def listdir(self, parts):
+        fd = self.open_dir(parts)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+
+def _open_store(store):
+    """The store at `store`, its marker and its own directories checked (docs/FORMAT.md §1.1)."""
+    root = _Root(store)
+    marker = root.shown(["amphora-store.json"])
+    try:
+        raw = root.read_small(["amphora-store.json"], MARKER_MAX)
+    except NotFound:
+        raise NotFound(f"{store} is not an Amphora store (it has no amphora-store.json)")
+    doc = _json(raw, marker)
+    layout = doc.get("layout_version") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("format") != "amphora-store" or not _is_int(layout):
+        raise CorruptData(f"{marker} is not an Amphora store marker")
+    if layout > LAYOUT_VERSION:
+        raise Unsupported(f"store {store} has layout version {layout}, newer than the version {LAYOUT_VERSION} "
+                          "this build understands")
+    if layout < 1:
+        raise CorruptData(f"{marker} has an invalid layout_version {layout}")
+    for area in STORE_AREAS:
+        st = None
+        try:
+            st = os.stat(area, dir_fd=root.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise AmphoraError(f"cannot look at {root.shown([area])}: {e.strerror}")
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            raise CorruptData(f"{store}: '{area}' is {_describe(st.st_mode)}, not a directory: the store is damaged")
+    return root
+
+
+# ---------------------------------------------------------------------------
+# refs (docs/FORMAT.md §1.6)
+
+
+def _versions(root, name):
+    """The version numbers of `name`, ascending; [] when it has none."""
+    try:
+        entries = root.listdir(["names", name])
+    except NotFound:
+        return []
+    return sorted(int(m.group(1)) for m in map(VERSION_FILE.match, entries) if m and int(m.group(1)) < (1 << 64))
+
+
+def _record_digest(root, name, version):
+    what = f"name record {name}@{version}"
+    try:
+        raw = root.read_small(["names", name, f"{version}.json"], RECORD_MAX)
+    except CorruptData as e:
+        raise CorruptData(f"{what}: {e}")
+    record = _json(raw, f"{what} ({root.shown(['names', name, f'{version}.json'])})")
+    if not isinstance(record, dict):
+        raise CorruptData(f"{what} is not a JSON object")
+    digest = record.get("digest")
+    if not _is_digest(digest):
+        raise CorruptData(f"{what} has no valid digest")
     return digest
 
 
-def _object_dir(store, hexd):
-    return os.path.join(store, "objects", "sha256", hexd[:2], hexd)
+def _is_digest(d):
+    return isinstance(d, str) and len(d) == 71 and d.startswith("sha256:") and HEX.match(d[7:]) is not None
 
 
-def _by_prefix(store, prefix):
-    if len(prefix) < 8:
-        raise NotFound(f"a digest prefix needs at least 8 hex digits, '{prefix}' has {len(prefix)}")
-    if len(prefix) == 64:
-        if os.path.isfile(os.path.join(_object_dir(store, prefix), "manifest.json")):
-            return "sha256:" + prefix
-        raise NotFound(f"no artifact sha256:{prefix}")
-    fan = os.path.join(store, "objects", "sha256", prefix[:2])
-    matches = sorted(e for e in (os.listdir(fan) if os.path.isdir(fan) else [])
-                     if len(e) == 64 and HEX.match(e) and e.startswith(prefix)
-                     and os.path.isfile(os.path.join(fan, e, "manifest.json")))
+def _object_parts(hexd):
+    return ["objects", "sha256", hexd[:2], hexd]
+
+
+def _has(root, hexd):
+    """Whether artifact `hexd` exists: its manifest.json a regular file reached without links."""
+    try:
+        fd, _ = root.open_file(_object_parts(hexd) + ["manifest.json"])
+    except (NotFound, CorruptData):
+        return False
+    os.close(fd)
+    return True
+
+
+def _by_prefix(root, ref, prefix):
+    fan = ["objects", "sha256", prefix[:2]]
+    try:
+        fd = root.open_dir(fan)  # a link here is refused: nothing behind it is read
+    except NotFound:
+        fd = None
+    matches = []
+    if fd is not None:
+        try:
+            for e in sorted(os.listdir(fd)):
+                if len(e) == 64 and HEX.match(e) and e.startswith(prefix) and \
+                        stat.S_ISDIR(os.stat(e, dir_fd=fd, follow_symlinks=False).st_mode) and _has(root, e):
+                    matches.append(e)
+        finally:
+            os.close(fd)
     if not matches:
-        raise NotFound(f"no artifact matches sha256:{prefix}")
+        raise NotFound(f"no artifact matches '{ref}' in store {root.path}")
     if len(matches) > 1:
-        raise AmphoraError(f"digest prefix {prefix} is ambiguous: " + ", ".join("sha256:" + m for m in matches[:5]))
+        raise AmphoraError(f"ref '{ref}' is ambiguous: it matches {len(matches)} artifacts (" +
+                           ", ".join("sha256:" + m for m in matches[:5]) + (", ..." if len(matches) > 5 else "") +
+                           "); give more digits")
     return "sha256:" + matches[0]
 
 
-def resolve(store_dir, ref):
-    """The digest ("sha256:...") that `ref` names, resolved as docs/FORMAT.md §1.6 says."""
-    store = os.fspath(store_dir)
-    if not os.path.isfile(os.path.join(store, "amphora-store.json")):
-        raise NotFound(f"{store} is not an Amphora store (no amphora-store.json)")
+def _resolve(root, ref):
+    if not isinstance(ref, str):
+        raise AmphoraError(f"a ref is a string, not {type(ref).__name__}")
     if not ref:
-        raise AmphoraError("empty ref")
+        raise AmphoraError("empty ref: give NAME, NAME@N, sha256:HEX or a hex prefix")
     if "@" in ref:
         name, _, n = ref.partition("@")
         if not NAME.match(name):
             raise AmphoraError(f"invalid name '{name}'")
-        if not n.isdigit() or int(n) < 1:
-            raise AmphoraError(f"invalid version '{n}' in '{ref}'")
-        if int(n) not in _versions(store, name):
-            raise NotFound(f"no version {n} of name '{name}'")
-        return _record_digest(store, name, int(n))
+        if not DECIMAL.match(n) or not 1 <= int(n) < (1 << 64):
+            raise AmphoraError(f"invalid version in ref '{ref}': expected NAME@N with N >= 1")
+        version = int(n)
+        try:  # the record itself first, as the CLI does
+            return _record_digest(root, name, version)
+        except NotFound:
+            pass
+        versions = _versions(root, name)
+        if not versions:
+            raise NotFound(f"no name '{name}' in store {root.path}")
+        if version not in versions:
+            raise NotFound(f"name '{name}' has no version {version} (latest is {versions[-1]})")
+        return _record_digest(root, name, version)
     if ref.startswith("sha256:"):
         hexd = ref[7:]
         if not HEX.match(hexd) or not 8 <= len(hexd) <= 64:
-            raise AmphoraError(f"'{ref}' is not sha256: followed by 8 to 64 lower-case hex digits")
-        return _by_prefix(store, hexd)
-    if NAME.match(ref):
-        versions = _versions(store, ref)
+            raise AmphoraError(f"invalid digest ref '{ref}': expected sha256: and 8 to 64 lower-case hex digits")
+        if len(hexd) == 64:
+            if not _has(root, hexd):
+                raise NotFound(f"no artifact {ref} in store {root.path}")
+            return ref
+        return _by_prefix(root, ref, hexd)
+    valid_name = NAME.match(ref) is not None
+    if valid_name:
+        versions = _versions(root, ref)
         if versions:
-            return _record_digest(store, ref, versions[-1])
-    if HEX.match(ref) and len(ref) >= 4:
-        return _by_prefix(store, ref)
-    if not NAME.match(ref):
+            return _record_digest(root, ref, versions[-1])
+    if HEX.match(ref) and 8 <= len(ref) <= 64:
+        return _by_prefix(root, ref, ref)
+    if HEX.match(ref) and 4 <= len(ref) < 8:
+        raise NotFound(f"no name '{ref}' in store {root.path}, and '{ref}' is too short for a digest prefix: "
+                       "give at least 8 hex digits")
+    if not valid_name:
         raise AmphoraError(f"invalid name '{ref}'")
-    raise NotFound(f"no name or artifact '{ref}'")
+    raise NotFound(f"no name or artifact '{ref}' in store {root.path}")
+
+
+def resolve(store_dir, ref):
+    """The digest ("sha256:...") that `ref` names, resolved as docs/FORMAT.md §1.6 says."""
+    return _guarded(f"ref {ref!r}", lambda: _resolve(_open_store(os.fspath(store_dir)), ref))
+
+
+# ---------------------------------------------------------------------------
+# manifests (docs/FORMAT.md §3.2)
+
+
+def _path_problem(path):
+    """What makes `path` no valid payload path (docs/FORMAT.md §2), or None."""
+    if not path:
+        return "empty"
+    if len(path.encode("utf-8", "surrogatepass")) > 1024:
+        return "longer than 1024 characters"
+    if path[0] == "/":
+        return "absolute"
+    for part in path.split("/"):
+        if not part:
+            return "empty component"
+        if part in (".", ".."):
+            return f"'{part}' component"
+        if part[0] == ".":
+            return "hidden component"
+        if any(c < " " or c == "\x7f" or c == "\\" for c in part):
+            return "control character or backslash"
+    if path == "manifest.json":
+        return "reserved name"
+    return None
+
+
+def _parse_manifest(raw, label):
+    """The manifest.json bytes `raw`, checked in the order and with the rules of
+    Manifest::parse: (version, materializer name, materializer version, meta,
+    files by path, children by role)."""
+    def bad(what):
+        return CorruptData(f"{label}: manifest.json {what}")
+
+    def field(obj, key, context):
+        if key not in obj:
+            raise bad(f'{context} has no "{key}"')
+        return obj[key]
+
+    def unsigned(obj, key, context):
+        v = field(obj, key, context)
+        if not _is_unsigned(v):
+            raise bad(f'{context} "{key}" is not a non-negative integer')
+        return v
+
+    def only(obj, keys, context):
+        for k in obj:
+            if k not in keys:
+                raise bad(f'{context} has unknown field "{k}"')
+
+    doc = _json(raw, f"{label}: manifest.json")
+    if not isinstance(doc, dict):
+        raise bad("is not a JSON object")
+    version = field(doc, "manifest_version", "manifest")
+    if not _is_int(version):
+        raise bad('"manifest_version" is not an integer')
+    if version > MANIFEST_VERSION:
+        raise Unsupported(f"{label}: manifest version {version} was written by a newer Amphora; this reader "
+                          f"reads versions 1 to {MANIFEST_VERSION}")
+    if version < 1:
+        raise bad(f"has invalid manifest_version {version}")
+    keys = ("manifest_version", "materializer", "files", "meta") + (("children",) if version >= 2 else ())
+    only(doc, keys, "manifest")
+    mat = field(doc, "materializer", "manifest")
+    if not isinstance(mat, dict):
+        raise bad('"materializer" is not an object')
+    only(mat, ("name", "version"), "materializer")
+    name = field(mat, "name", "materializer")
+    if not isinstance(name, str) or not name:
+        raise bad("materializer name is not a non-empty string")
+    mat_version = unsigned(mat, "version", "materializer")
+    if not 1 <= mat_version <= 1_000_000:
+        raise bad("materializer version is out of range")
+    meta = field(doc, "meta", "manifest")
+    if not isinstance(meta, dict):
+        raise bad('"meta" is not an object')
+    files = field(doc, "files", "manifest")
+    if not isinstance(files, list):
+        raise bad('"files" is not an array')
+    if len(files) > MAX_FILES:
+        raise bad(f"lists more than {MAX_FILES} files")
+    entries = {}
+    previous = None
+    for f in files:
+        if not isinstance(f, dict):
+            raise bad("has a file entry that is not an object")
+        only(f, ("path", "size", "piece_size", "sha256"), "file entry")
+        path = field(f, "path", "file entry")
+        if not isinstance(path, str):
+            raise bad("has a file path that is not a string")
+        problem = _path_problem(path)
+        if problem:
+            raise CorruptData(f"{label}: unsafe payload path '{path}': {problem}")
+        context = f"file '{path}'"
+        size = unsigned(f, "size", context)
+        piece = unsigned(f, "piece_size", context)
+        if not PIECE_MIN <= piece <= PIECE_MAX:
+            raise bad(f"{context} piece_size {piece} is outside [4096, 2^40]")
+        pieces = field(f, "sha256", context)
+        if not isinstance(pieces, list):
+            raise bad(f"{context} sha256 is not an array")
+        count = 1 if size == 0 else (size - 1) // piece + 1
+        if len(pieces) != count:
+            raise bad(f"{context} lists {len(pieces)} piece digests, but {size} bytes make {count} pieces")
+        for p in pieces:
+            if not isinstance(p, str):
+                raise bad(f"{context} has a non-string digest")
+            if len(p) != 64 or not HEX.match(p):
+                raise bad(f"{context}: '{p[:80]}' is not 64 lower-case hex digits")
+        key = path.encode("utf-8", "surrogatepass")
+        if previous is not None and not previous < key:
+            raise bad(f"files are not sorted by path, or '{path}' is listed twice")
+        previous = key
+        entries[path] = {"path": path, "size": size, "piece_size": piece, "sha256": pieces}
+    children = {}
+    if version >= 2:
+        listed = field(doc, "children", "manifest")
+        if not isinstance(listed, list):
+            raise bad('"children" is not an array')
+        if len(listed) > MAX_FILES:
+            raise bad(f"lists more than {MAX_FILES} children")
+        previous = None
+        for c in listed:
+            if not isinstance(c, dict):
+                raise bad("has a child entry that is not an object")
+            only(c, ("role", "digest"), "child entry")
+            role = field(c, "role", "child entry")
+            if not isinstance(role, str):
+                raise bad("has a child role that is not a string")
+            problem = _path_problem(role)
+            if problem:
+                raise bad(f"has an invalid child role '{role}': {problem}")
+            digest = field(c, "digest", f"child '{role}'")
+            if not _is_digest(digest):
+                raise bad(f"child '{role}' has no valid digest")
+            key = role.encode("utf-8", "surrogatepass")
+            if previous is not None and not previous < key:
+                raise bad(f"children are not sorted by role, or role '{role}' is listed twice")
+            previous = key
+            children[role] = digest
+    return name, mat_version, meta, entries, children
+
+
+# ---------------------------------------------------------------------------
+# .npy files (docs/FORMAT.md §5.4, §6.2)
+
+_DESCR_CODES = {"b1": "|b1", "i1": "|i1", "i2": "<i2", "i4": "<i4", "i8": "<i8", "u1": "|u1", "u2": "<u2",
+                "u4": "<u4", "u8": "<u8", "f2": "<f2", "f4": "<f4", "f8": "<f8", "c8": "<c8", "c16": "<c16"}
+_HEADER_TOKEN = re.compile(r"[ \t\n\r]*")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class _NpyHeader:
+    """What a .npy header says: the dtype (little-endian numpy dtype), whether
+    the file holds it big-endian, Fortran order, the shape and the data offset."""
+
+    def __init__(self, dtype, big_endian, fortran, shape, offset):
+        self.dtype, self.big_endian, self.fortran, self.shape, self.offset = dtype, big_endian, fortran, shape, offset
+
+
+def _parse_npy_header(head, size, where):
+    """The header of a .npy file of `size` bytes starting with the bytes `head`
+    (at least its first 12 bytes and its header, where the file has them);
+    refuses what numpy.load refuses and the forms no writer produces, as
+    parse_npy_header does."""
+    def bad(why):
+        return CorruptData(f"{where}: invalid .npy header: {why}")
+
+    if size < 10 or head[:6] != b"\x93NUMPY":
+        raise CorruptData(f"{where} is not a .npy file (magic string missing)")
+    major, minor = head[6], head[7]
+    if (major, minor) == (1, 0):
+        width = 2
+    elif major in (2, 3) and minor == 0:
+        width = 4
+    else:
+        raise Unsupported(f"{where}: .npy format version {major}.{minor} is not supported (1.0, 2.0, 3.0 are)")
+    if size < 8 + width:
+        raise bad("file ends inside the header")
+    header_len = int.from_bytes(head[8:8 + width], "little")
+    if header_len > NPY_HEADER_MAX:
+        raise bad(f"header claims {header_len} bytes")
+    offset = 8 + width + header_len
+    if offset > size:
+        raise bad(f"header claims {header_len} bytes but the file holds only {size}")
+    raw = head[8 + width:offset]
+    if b"\0" in raw or (major < 3 and any(b >= 0x80 for b in raw)):
+        raise bad("non-ASCII byte in header")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("the header is not UTF-8")
+    descr, fortran, shape = _parse_npy_dict(text, where, major < 3)
+    if len(descr) < 3 or descr[0] not in "<>|=" or descr[1:] not in _DESCR_CODES or \
+            (descr[0] == "|" and np.dtype(_DESCR_CODES[descr[1:]]).itemsize != 1):
+        raise CorruptData(f"{where}: unsupported dtype '{descr}' (supported: bool, int8-64, uint8-64, "
+                          "float16/32/64, complex64/128)")
+    dtype = np.dtype(_DESCR_CODES[descr[1:]])
+    return _NpyHeader(dtype, descr[0] == ">" and dtype.itemsize > 1, fortran, shape, offset)
+
+
+def _parse_npy_dict(s, where, python2_longs):
+    """{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } -> (descr, fortran, shape)."""
+    i = 0
+    seen = {}
+
+    def bad(why):
+        return CorruptData(f"{where}: invalid .npy header: {why}")
+
+    def space():
+        nonlocal i
+        i = _HEADER_TOKEN.match(s, i).end()
+
+    def expect(c):
+        nonlocal i
+        space()
+        if s[i:i + 1] != c:
+            raise bad(f"expected '{c}' at offset {i}")
+        i += 1
+
+    def string():
+        nonlocal i
+        space()
+        quote = s[i:i + 1]
+        if quote not in ("'", '"'):
+            raise bad(f"expected a string at offset {i}")
+        end = s.find(quote, i + 1)
+        if end < 0:
+            raise bad("unterminated string")
+        body = s[i + 1:end]
+        if "\\" in body:
+            raise bad("escape sequences are not supported")
+        if "\n" in body or "\r" in body:
+            raise bad(f"the string at offset {i} runs over a line break")
+        i = end + 1
+        return body
+
+    def continues(k):
+        return k < len(s) and (s[k].isascii() and (s[k].isalnum() or s[k] in "_."))
+
+    def boolean():
+        nonlocal i
+        space()
+        for word, value in (("True", True), ("False", False)):
+            if s.startswith(word, i) and not continues(i + len(word)):
+                i += len(word)
+                return value
+        raise bad("fortran_order is neither True nor False")
+
+    def dimension():
+        nonlocal i
+        space()
+        m = _DIGITS.match(s, i)
+        if not m:
+            raise bad(f"shape holds something other than a non-negative integer at offset {i}")
+        digits = m.group()
+        significant = digits.lstrip("0")
+        if significant and len(significant) < len(digits):
+            raise bad(f"shape dimension '{digits[:40]}' has a leading zero, which Python 3 integer literals do not "
+                      "allow")
+        if len(significant) > 19 or int(significant or "0") >= (1 << 63):
+            raise bad(f"shape dimension {digits[:40]} does not fit in 64 bits")
+        i = m.end()
+        if s[i:i + 1] == "L":
+            if not python2_longs:
+                raise bad(f"shape dimension {digits}L uses Python 2 syntax, which only version 1.0 and 2.0 "
+                          "headers may hold")
+            i += 1
+        if continues(i):
+            raise bad(f"shape holds something other than a non-negative integer at offset {m.start()}")
+        return int(significant or "0")
+
+    def shape_tuple():
+        nonlocal i
+        space()
+        if s[i:i + 1] != "(":
+            raise bad(f"shape is not a tuple (offset {i})")
+        i += 1
+        dims = []
+        space()
+        while s[i:i + 1] != ")":
+            dims.append(dimension())
+            if len(dims) > MAX_DIMS:
+                raise bad(f"more than {MAX_DIMS} dimensions")
+            space()
+            if s[i:i + 1] == ")":
+                if len(dims) == 1:
+                    raise bad("shape is an integer in parentheses, not a tuple: a one-element tuple needs a "
+                              f"trailing comma, as in ({dims[0]},)")
+                break
+            if s[i:i + 1] != ",":
+                raise bad(f"expected ',' or ')' in the shape at offset {i}")
+            i += 1
+            space()
+        i += 1
+        return tuple(dims)
+
+    expect("{")
+    space()
+    while s[i:i + 1] != "}":
+        key = string()
+        expect(":")
+        if key not in ("descr", "fortran_order", "shape"):
+            raise bad(f"unexpected key '{key}'")
+        if key in seen:
+            raise bad(f"key '{key}' appears twice (NumPy would use the last value; Amphora refuses an "
+                      "ambiguous header)")
+        if key == "descr":
+            space()
+            if s[i:i + 1] == "[":
+                raise Unsupported(f"{where}: structured (record) dtypes are not supported")
+            seen[key] = string()
+        elif key == "fortran_order":
+            seen[key] = boolean()
+        else:
+            seen[key] = shape_tuple()
+        space()
+        if s[i:i + 1] == "}":
+            break
+        if s[i:i + 1] != ",":
+            raise bad(f"expected ',' or '}}' at offset {i}")
+        i += 1
+        space()
+    i += 1
+    space()
+    if i < len(s):
+        raise bad("trailing characters after the dictionary")
+    missing = [f"'{k}'" for k in ("descr", "fortran_order", "shape") if k not in seen]
+    if missing:
+        raise bad("the dictionary lacks " + ", ".join(missing))
+    return seen["descr"], seen["fortran_order"], seen["shape"]
+
+
+def _element_count(shape, itemsize, where):
+    """Π shape, checked as checked_element_count: at most 32 dimensions, each
+    at least 0, and itemsize × Π (non-zero dimensions) below 2^63."""
+    if len(shape) > MAX_DIMS:
+        raise CorruptData(f"{where}: {len(shape)} dimensions, more than {MAX_DIMS}")
+    product, count = itemsize, 1
+    for d in shape:
+        if not _is_int(d) or d < 0:
+            raise CorruptData(f"{where}: shape dimension {d!r} is negative or not an integer")
+        if d:
+            product *= d
+            if product >= (1 << 63):
+                raise CorruptData(f"{where}: the shape {list(shape)} takes 2^63 bytes or more")
+        count *= d
+    return count
+
+
+def _npy_descr(dtype):
+    return np.dtype(dtype).str if np.dtype(dtype).itemsize > 1 else "|" + np.dtype(dtype).str[1:]
+
+
+def _npy_header_bytes(descr, shape, alignment):
+    """The header make_npy_header writes (docs/FORMAT.md §5.4)."""
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    text = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
+    total = 10 + len(text) + 1
+    padded = -(-total // alignment) * alignment
+    text += " " * (padded - total) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode("ascii")
+
+
+def _check_bools(a, where, first=0):
+    """Every element of the bool array `a` is 0 or 1 (docs/FORMAT.md §5.2)."""
+    raw = np.asarray(a).reshape(-1).view(np.uint8)
+    if raw.size and int(raw.max()) > 1:
+        k = int(np.argmax(raw > 1))
+        raise CorruptData(f"{where}: bool element {first + k} holds the byte {int(raw[k])}; a bool must be 0 or 1")
+
+
+# ---------------------------------------------------------------------------
+# artifacts
 
 
 class Artifact:
     """One artifact: its digest, parsed manifest and directory."""
 
-    def __init__(self, store, digest, depth=0, label=None, loaded=None):
-        self.store, self.digest, self.depth = store, digest, depth
+    def __init__(self, store, digest, depth=0, label=None, loaded=None, root=None):
+        self.store, self.digest, self.depth = os.fspath(store), digest, depth
         # Values already loaded in this load, by digest, shared with the
         # children: a child listed under many parents is read once.
         self.loaded = {} if loaded is None else loaded
-        self.dir = _object_dir(store, digest[7:])
+        self._root = root if root is not None else _open_store(self.store)
+        if not _is_digest(digest):
+            raise AmphoraError(f"'{digest}' is not a digest (sha256: and 64 lower-case hex digits)")
+        self._parts = _object_parts(digest[7:])
+        self.dir = os.path.join(self.store, *self._parts)
         self.label = label or f"artifact {digest[:19]}…"
-        _no_links(store, os.path.relpath(self.dir, store), self.label)
-        raw = _read_regular(os.path.join(self.dir, "manifest.json"), MANIFEST_MAX, self.label)
+        try:
+            raw = self._root.read_small(self._parts + ["manifest.json"], MANIFEST_MAX)
+        except NotFound:
+            raise NotFound(f"{self.label}: no artifact {digest} in store {self.store}")
+        except CorruptData as e:
+            raise CorruptData(f"{self.label}: {e}")
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
             raise CorruptData(f"{self.label}: manifest.json does not hash to its digest")
-        try:
-            m = json.loads(raw)
-        except ValueError as e:
-            raise CorruptData(f"{self.label}: manifest.json is not JSON: {e}")
-        version = m.get("manifest_version") if isinstance(m, dict) else None
-        if not isinstance(version, int) or version < 1:
-            raise CorruptData(f"{self.label}: manifest_version is missing or invalid")
-        if version > 2:
-            raise Unsupported(f"{self.label}: manifest version {version} was written by a newer Amphora")
-        mat = m.get("materializer")
-        if not isinstance(mat, dict) or not isinstance(mat.get("name"), str) or not isinstance(mat.get("version"), int):
-            raise CorruptData(f"{self.label}: the manifest names no materializer")
-        self.materializer, self.version = mat["name"], mat["version"]
-        self.meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
-        self.files = {f["path"]: f for f in m.get("files", [])}
-        self.children = {c["role"]: c["digest"] for c in m.get("children", [])}
+        self.materializer, self.version, self.meta, self.files, self.children = _parse_manifest(raw, self.label)
 
     # -- payload files -------------------------------------------------------
 
-    def path(self, name):
-        """The checked path of payload file `name`: listed, no link on the way, the listed size."""
+    def _open(self, name):
+        """(descriptor, size) of payload file `name`: listed, reached without
+        links, a regular file of the listed size."""
         entry = self.files.get(name)
         if entry is None:
             raise CorruptData(f"{self.label}: the manifest lists no file '{name}'")
-        parts = name.split("/")
-        if any(p in ("", ".", "..") or p.startswith(".") for p in parts) or name == "manifest.json":
-            raise CorruptData(f"{self.label}: invalid payload path '{name}'")
-        here = self.dir
-        for p in parts:
-            here = os.path.join(here, p)
-            try:
-                st = os.lstat(here)
-            except FileNotFoundError:
-                raise CorruptData(f"{self.label}: payload file '{name}' is missing")
-            if stat.S_ISLNK(st.st_mode):
-                raise CorruptData(f"{self.label}: '{name}' passes through a symbolic link")
-        if not stat.S_ISREG(st.st_mode):
-            raise CorruptData(f"{self.label}: '{name}' is not a regular file")
-        if st.st_size != entry["size"]:
-            raise CorruptData(f"{self.label}: '{name}' holds {st.st_size} bytes, the manifest says {entry['size']}")
-        return here
+        try:
+            fd, size = self._root.open_file(self._parts + name.split("/"))
+        except NotFound:
+            raise CorruptData(f"{self.label}: payload file '{name}' is missing")
+        except CorruptData as e:
+            raise CorruptData(f"{self.label}: '{name}': {e}")
+        if size != entry["size"]:
+            os.close(fd)
+            raise CorruptData(f"{self.label}: '{name}' holds {size} bytes, the manifest says {entry['size']}")
+        return fd, size
+
+    def path(self, name):
+        """The checked path of payload file `name`: listed, no link on the way, the listed size."""
+        os.close(self._open(name)[0])
+        return os.path.join(self.dir, *name.split("/"))
 
     def has(self, name):
         return name in self.files
 
+    def _read_at(self, fd, name, offset, size, into=None):
+        """`size` bytes of payload file `name` from `offset` (a bytearray)."""
+        out = bytearray(size) if into is None else into
+        view, done = memoryview(out), 0
+        try:
+            while done < size:
+                n = os.preadv(fd, [view[done:]], offset + done)
+                if n == 0:
+                    raise CorruptData(f"{self.label}: '{name}' shrank while being read")
+                done += n
+        except OSError as e:
+            raise AmphoraError(f"{self.label}: cannot read '{name}': {e.strerror}")
+        return out
+
     def read(self, name):
-        with open(self.path(name), "rb") as f:
-            return f.read()
+        fd, size = self._open(name)
+        try:
+            return bytes(self._read_at(fd, name, 0, size))
+        finally:
+            os.close(fd)
+
+    def _npy(self, name, fd, size):
+        where = f"{self.label}: '{name}'"
+        head = bytes(self._read_at(fd, name, 0, min(size, 12)))
+        if len(head) >= 12 and head[:6] == b"\x93NUMPY":
+            width = 2 if head[6] == 1 else 4
+            length = int.from_bytes(head[8:8 + width], "little")
+            if length <= NPY_HEADER_MAX and 8 + width + length <= size:
+                head = bytes(self._read_at(fd, name, 0, 8 + width + length))
+        return _parse_npy_header(head, size, where)
 
     def array(self, name, mmap=True, dtype=None, ndim=None):
-        """A .npy payload as an array, checked against the expected dtype and dimensions."""
-        path = self.path(name)
+        """A .npy payload as an array (read_array, docs/FORMAT.md §6.2): its header,
+        order, alignment and exact size checked before anything is allocated,
+        then decoded when meta.encodings holds a recipe for it, and checked
+        against the expected dtype and dimensions."""
+        where = f"{self.label}: '{name}'"
+        fd, size = self._open(name)
         try:
-            a = np.load(path, mmap_mode="r" if mmap and self.files[name]["size"] > 0 else None, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise CorruptData(f"{self.label}: '{name}' is not a valid .npy file: {e}")
+            h = self._npy(name, fd, size)
+            if h.big_endian or h.fortran:
+                raise CorruptData(f"{where} is {'big-endian' if h.big_endian else 'in Fortran order'}; arrays are "
+                                  "stored C-ordered and little-endian")
+            count = _element_count(h.shape, h.dtype.itemsize, where)
+            if h.offset % min(h.dtype.itemsize, 16):
+                raise CorruptData(f"{where}: data starts at byte {h.offset}, not aligned for {h.dtype} elements")
+            have, want = size - h.offset, count * h.dtype.itemsize
+            if have != want:
+                raise CorruptData(f"{where} holds {have} bytes of data, but its shape needs {want} "
+                                  f"({'truncated' if have < want else 'trailing bytes'})")
+            a = self._array_data(fd, name, h.dtype, h.shape, h.offset, want, mmap)
+        finally:
+            os.close(fd)
+        if a.dtype == np.bool_:
+            _check_bools(a, where)
         recipes = self.meta.get("encodings")
-        if isinstance(recipes, dict) and name in recipes:  # written with an ArrayEncoding (§6.4)
+        if recipes is not None and not isinstance(recipes, dict):
+            raise CorruptData(f"{self.label}: metadata 'encodings' is not an object")
+        if recipes and name in recipes:  # written with an ArrayEncoding (§6.4)
             recipe = recipes[name]
+            if a.ndim != 1:
+                raise CorruptData(f"{where}: an encoded array is stored 1-d")
             decoded = _decode(self, f"'{name}'", recipe, a)
             rshape = recipe.get("shape")
-            if not isinstance(rshape, list) or any(not isinstance(d, int) or d < 0 for d in rshape) or \
-                    int(np.prod(rshape, dtype=object)) != decoded.size:
-                raise CorruptData(f"{self.label}: the recipe of '{name}' has an invalid shape")
+            if not isinstance(rshape, list) or any(not _is_int(d) for d in rshape):
+                raise CorruptData(f"{where}: the encoding recipe has no shape, or not of integers")
+            if _element_count(rshape, decoded.dtype.itemsize, where) != decoded.size:
+                raise CorruptData(f"{where}: the recipe's shape does not match its element count")
+            if decoded.dtype == np.bool_:
+                _check_bools(decoded, where)
             a = decoded.reshape(rshape)
         if dtype is not None and a.dtype != np.dtype(dtype):
-            raise CorruptData(f"{self.label}: '{name}' holds {a.dtype}, expected {np.dtype(dtype)}")
+            raise CorruptData(f"{where} holds {a.dtype}, expected {np.dtype(dtype)}")
         if ndim is not None and a.ndim != ndim:
-            raise CorruptData(f"{self.label}: '{name}' has {a.ndim} dimensions, expected {ndim}")
+            raise CorruptData(f"{where} has {a.ndim} dimensions, expected {ndim}")
         return a
+
+    def _array_data(self, fd, name, dtype, shape, offset, nbytes, mmap):
+        """The `nbytes` at `offset` of payload `name` as an array (sizes already checked)."""
+        if mmap and nbytes:
+            try:
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    return np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape)
+            except (OSError, ValueError) as e:
+                raise AmphoraError(f"{self.label}: cannot map '{name}': {e}")
+        return np.frombuffer(self._read_at(fd, name, offset, nbytes), dtype).reshape(shape)
 
     def strings(self, name, decode=True):
         """Merged strings (offsets + bytes, §6.3) as a list."""
@@ -277,11 +1034,19 @@ class Artifact:
         out = [data[o[i]:o[i + 1]] for i in range(len(o) - 1)]
         return [_text(s) for s in out] if decode else out
 
+    def json_file(self, name, limit=JSON_DEPTH):
+        """A JSON document payload (§6.1), parsed with the nesting limit."""
+        return _json(self.read(name), f"{self.label}: '{name}'", limit)
+
     def meta_value(self, key, kind):
-        if key not in self.meta or not isinstance(self.meta[key], kind) or \
-                (kind is int and isinstance(self.meta[key], bool)):
-            raise CorruptData(f"{self.label}: metadata '{key}' is missing or of the wrong type")
-        return self.meta[key]
+        if key not in self.meta:
+            raise CorruptData(f"{self.label}: metadata '{key}' is missing")
+        v = self.meta[key]
+        ok = _is_unsigned(v) if kind is int else isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))
+        if not ok:
+            raise CorruptData(f"{self.label}: metadata '{key}' does not hold the expected type "
+                              f"(it is {json.dumps(v)[:80]})")
+        return v
 
     # -- children -----------------------------------------------------------
 
@@ -290,11 +1055,60 @@ class Artifact:
             raise CorruptData(f"{self.label}: no child '{role}'")
         if self.depth + 1 > MAX_DEPTH:
             raise CorruptData(f"{self.label}: children nest deeper than {MAX_DEPTH} levels")
-        digest = self.children[role]
-        if not isinstance(digest, str) or not digest.startswith("sha256:") or not HEX.match(digest[7:]) \
-                or len(digest) != 71:
-            raise CorruptData(f"{self.label}: child '{role}' has an invalid digest")
-        return Artifact(self.store, digest, self.depth + 1, f"{self.label} / {role}", self.loaded)
+        return Artifact(self.store, self.children[role], self.depth + 1, f"{self.label} / {role}", self.loaded,
+                        self._root)
+
+    # -- verification (docs/FORMAT.md §3.5, §4.5) ----------------------------
+
+    def _check_entries(self):
+        """Refuses whatever the directory holds besides manifest.json and the
+        listed files, by its path inside the artifact (a link is never followed)."""
+        listed = set(self.files)
+        stack = [(self._root.open_dir(self._parts), "", 0)]
+        try:
+            while stack:
+                fd, rel, depth = stack.pop()
+                try:
+                    if depth > 64:
+                        raise CorruptData(f"{self.label}: '{rel}' nests folders more than 64 deep")
+                    for entry in sorted(os.listdir(fd)):
+                        path = rel + entry
+                        mode = os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode
+                        if stat.S_ISDIR(mode):
+                            try:
+                                stack.append((os.open(entry, _DIR_FLAGS, dir_fd=fd), path + "/", depth + 1))
+                            except OSError as e:
+                                raise _refusal(fd, entry, f"{self.label}: '{path}'", e, "directory")
+                        elif stat.S_ISREG(mode):
+                            if path != "manifest.json" and path not in listed:
+                                raise CorruptData(f"{self.label}: unexpected file '{path}'")
+                        elif path not in listed:
+                            raise CorruptData(f"{self.label}: unexpected entry '{path}', {_describe(mode)}")
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+
+    def _check_pieces(self, name):
+        entry = self.files[name]
+        piece, size = entry["piece_size"], entry["size"]
+        fd, _ = self._open(name)
+        block = bytearray(1 << 20)
+        try:
+            for k, want in enumerate(entry["sha256"]):
+                h = hashlib.sha256()
+                at, end = k * piece, min(size, (k + 1) * piece)
+                while at < end:
+                    n = min(len(block), end - at)
+                    chunk = self._read_at(fd, name, at, n, block if n == len(block) else None)
+                    h.update(memoryview(chunk)[:n])
+                    at += n
+                if h.hexdigest() != want:
+                    raise CorruptData(f"{self.label}: file '{name}' piece {k} (bytes {k * piece}..) does not match "
+                                      "its SHA-256")
+        finally:
+            os.close(fd)
 
 
 def _text(b):
@@ -304,41 +1118,48 @@ def _text(b):
         return bytes(b)
 
 
+def _guarded(what, body):
+    """Runs `body`. The checks above are meant to catch every way data can be
+    wrong; should one be missing, what Python raises instead (a TypeError on
+    an unexpected value, say) leaves as CorruptData, never as another class."""
+    try:
+        return body()
+    except AmphoraError:
+        raise
+    except (TypeError, KeyError, IndexError, AttributeError, ValueError, ArithmeticError, RecursionError,
+            UnicodeError, struct.error, EOFError) as e:
+        raise CorruptData(f"{what}: unexpected data ({type(e).__name__}: {e})") from e
+    except OSError as e:
+        raise AmphoraError(f"{what}: {e}") from e
+
+
+def _open_artifact(store, ref):
+    root = _open_store(store)
+    return Artifact(store, _resolve(root, ref), label=f"artifact {ref}", root=root)
+
+
 def open_artifact(store_dir, ref):
-    """The Artifact `ref` names (manifest checked against its digest)."""
+    """The Artifact `ref` names (manifest checked against its digest and its schema)."""
     store = os.fspath(store_dir)
-    return Artifact(store, resolve(store, ref), label=f"artifact {ref}")
-
-
-# ---------------------------------------------------------------------------
-# verification (docs/FORMAT.md §3.4)
+    return _guarded(f"artifact {ref!r}", lambda: _open_artifact(store, ref))
 
 
 def _verify(art, seen):
     if art.digest in seen:
         return
     seen.add(art.digest)
-    for name, entry in art.files.items():
-        piece = entry["piece_size"]
-        want = entry["sha256"]
-        got = []
-        with open(art.path(name), "rb") as f:
-            while True:
-                block = f.read(piece)
-                if not block:
-                    break
-                got.append(hashlib.sha256(block).hexdigest())
-        if not got:
-            got = [hashlib.sha256(b"").hexdigest()]
-        if got != want:
-            raise CorruptData(f"{art.label}: '{name}' does not match its digests")
+    art._check_entries()
+    for name in art.files:
+        art._check_pieces(name)
     for role in art.children:
         _verify(art.child(role), seen)
 
 
 def verify(store_dir, ref):
-    """Re-hashes every payload file of `ref` and its children; raises CorruptData on a mismatch."""
-    _verify(open_artifact(store_dir, ref), set())
+    """Re-hashes every payload file of `ref` and its children and refuses files
+    their manifests do not list; raises CorruptData on a mismatch."""
+    store = os.fspath(store_dir)
+    _guarded(f"artifact {ref!r}", lambda: _verify(_open_artifact(store, ref), set()))
 
 
 # ---------------------------------------------------------------------------
@@ -352,11 +1173,12 @@ DTYPES = {
 }
 CHUNK = 1 << 20
 HEADER = 4096
+FRAME_OVERHEAD = 23
 
 
 def _np_dtype(art, name):
-    if name not in DTYPES:
-        raise Unsupported(f"{art.label}: unknown dtype '{name}'")
+    if not isinstance(name, str) or name not in DTYPES:
+        raise Unsupported(f"{art.label}: unknown dtype {name!r}")
     return np.dtype(DTYPES[name])
 
 
@@ -365,85 +1187,204 @@ def _widen_bfloat16(a):
     return (np.asarray(a, dtype="<u2").astype("<u4") << 16).view("<f4")
 
 
-def _lz4_frames(art, data, index, nbytes):
-    """The .npy bytes held in tensor.npy.lz4, checked against its chunk index (§5.6)."""
-    chunks = 1 + -(-nbytes // CHUNK)
-    if index.dtype != np.dtype("<u8") or index.shape != (chunks + 1, 2):
-        raise CorruptData(f"{art.label}: the chunk index has shape {index.shape}, expected ({chunks + 1}, 2)")
-    packed, raw = [int(x) for x in index[:, 0]], [int(x) for x in index[:, 1]]
-    if packed[0] != 0 or raw[0] != 0 or packed[-1] != len(data):
-        raise CorruptData(f"{art.label}: the chunk index does not span tensor.npy.lz4")
-    out = bytearray()
-    for k in range(chunks):
-        lo, hi = packed[k], packed[k + 1]
-        size = raw[k + 1] - raw[k]
-        if hi < lo + 23 or size < 1 or size > CHUNK + HEADER:
-            raise CorruptData(f"{art.label}: chunk {k} of the index is invalid")
-        frame = data[lo:hi]
-        if frame[:4] != b"\x04\x22\x4d\x18" or frame[4] != 0x68 or frame[5] != 0x60 or \
-                int.from_bytes(frame[6:14], "little") != size or frame[-4:] != b"\0\0\0\0":
-            raise CorruptData(f"{art.label}: frame {k} is not the LZ4 frame the index announces")
-        word = int.from_bytes(frame[15:19], "little")
-        s = word & 0x7FFFFFFF
-        if len(frame) != 23 + s:
-            raise CorruptData(f"{art.label}: frame {k} has a bad block size")
-        block = frame[19:19 + s]
-        if word & 0x80000000:
-            if s != size:
-                raise CorruptData(f"{art.label}: stored frame {k} holds {s} bytes, not {size}")
-            out += block
-            continue
-        try:
-            import lz4.block
-        except ImportError:
-            raise Unsupported(f"{art.label} is LZ4-compressed: install the lz4 Python module "
-                              "(Debian: python3-lz4) to read it")
-        try:
-            chunk = lz4.block.decompress(block, uncompressed_size=size)
-        except Exception as e:  # lz4 raises its own LZ4BlockError
-            raise CorruptData(f"{art.label}: frame {k} does not decompress: {e}")
-        if len(chunk) != size:
-            raise CorruptData(f"{art.label}: frame {k} decompresses to {len(chunk)} bytes, not {size}")
-        out += chunk
-    return bytes(out)
+def _xxh32_short(data, seed=0):
+    """XXH32 of fewer than 16 bytes (docs/FORMAT.md §5.6)."""
+    p1, p2, p3, p4, p5, m = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1, 0xFFFFFFFF
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & m
+
+    h = (seed + p5 + len(data)) & m
+    i = 0
+    while i + 4 <= len(data):
+        h = rotl((h + struct.unpack_from("<I", data, i)[0] * p3) & m, 17) * p4 & m
+        i += 4
+    for b in data[i:]:
+        h = rotl((h + b * p5) & m, 11) * p1 & m
+    h ^= h >> 15
+    h = h * p2 & m
+    h ^= h >> 13
+    h = h * p3 & m
+    return h ^ (h >> 16)
+
+
+def _frame_header(size):
+    desc = bytes([0x68, 0x60]) + struct.pack("<Q", size)
+    return b"\x04\x22\x4d\x18" + desc + bytes([(_xxh32_short(desc) >> 8) & 0xFF])
+
+
+def _decode_frame(art, k, frame, size):
+    """The `size` content bytes of LZ4 frame `k` (decode_frame, §5.6)."""
+    where = f"{art.label}: tensor.npy.lz4 chunk {k}"
+    if len(frame) < FRAME_OVERHEAD:
+        raise CorruptData(f"{where}: the frame is shorter than {FRAME_OVERHEAD} bytes")
+    word = int.from_bytes(frame[15:19], "little")
+    s = word & 0x7FFFFFFF
+    if frame[:15] != _frame_header(size) or len(frame) != FRAME_OVERHEAD + s or frame[19 + s:] != b"\0\0\0\0":
+        raise CorruptData(f"{where} is not the LZ4 frame of {size} bytes the index announces")
+    block = bytes(frame[19:19 + s])
+    if word & 0x80000000:
+        if s != size:
+            raise CorruptData(f"{where}: a stored block of {s} bytes, not {size}")
+        return block
+    if s == 0:
+        raise CorruptData(f"{where}: an empty compressed block")
+    try:
+        import lz4.block
+    except ImportError:
+        raise Unsupported(f"{art.label} is LZ4-compressed: install the lz4 Python module "
+                          "(Debian: python3-lz4) to read it")
+    try:
+        chunk = lz4.block.decompress(block, uncompressed_size=size)
+    except Exception as e:  # lz4 raises its own LZ4BlockError
+        raise CorruptData(f"{where} does not decompress: {e}")
+    if len(chunk) != size:
+        raise CorruptData(f"{where} decompresses to {len(chunk)} bytes, not {size}")
+    return chunk
+
+
+class _TensorLayout:
+    """read_layout: what the metadata says the payload holds (docs/FORMAT.md §5.1, §5.9)."""
+
+    def __init__(self, art):
+        meta = art.meta
+
+        def bad(why):
+            return CorruptData(f"{art.label}: tensor metadata {why}")
+
+        if not isinstance(meta.get("dtype"), str):
+            raise bad("has no dtype")
+        self.value_name = meta["dtype"]
+        self.value_dtype = _np_dtype(art, self.value_name)
+        shape = meta.get("shape")
+        if not isinstance(shape, list):
+            raise bad("has no shape")
+        for d in shape:
+            if not _is_int(d):
+                raise bad("shape holds a non-integer")
+            if d >= (1 << 63):
+                raise bad(f"shape dimension {d} is out of range")
+        self.value_shape = tuple(shape)
+        count = _element_count(shape, self.value_dtype.itemsize, art.label)
+        if not isinstance(meta.get("encoding"), str):
+            raise bad("has no encoding")
+        encoding = meta["encoding"]
+        self.dtype, self.shape, self.recipe = self.value_dtype, self.value_shape, None
+        if encoding.startswith("encoded."):
+            encoding = encoding[len("encoded."):]
+            recipe = meta.get("recipe")
+            if not isinstance(recipe, dict):
+                raise bad("has no recipe for its encoding")
+            if recipe.get("dtype") != self.value_name or not _is_int(recipe.get("count")) or recipe["count"] != count:
+                raise bad("recipe does not describe this tensor's dtype and element count")
+            stored = recipe.get("stored_dtype")
+            if not isinstance(stored, str) or stored not in DTYPES:
+                raise bad("recipe names no stored dtype")
+            self.dtype, self.shape, self.recipe = np.dtype(DTYPES[stored]), (count,), recipe
+        if encoding not in ("npy", "npy.lz4"):
+            raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}'")
+        self.packed = encoding == "npy.lz4"
+        if self.packed and not (_is_int(meta.get("chunk_bytes")) and meta["chunk_bytes"] == CHUNK):
+            raise bad("has an unsupported chunk_bytes")
+        self.nbytes = self.dtype.itemsize * _element_count(self.shape, self.dtype.itemsize, art.label)
+        descr = _npy_descr(self.dtype)
+        self.header = _npy_header_bytes(descr, self.shape, HEADER if self.nbytes else 64)
+        self.legacy = _npy_header_bytes(descr, self.shape, HEADER) if self.nbytes == 0 else None
+
+    def header_ending_at(self, offset):
+        if offset == len(self.header):
+            return self.header
+        if self.legacy is not None and offset == len(self.legacy):
+            return self.legacy
+        return None
+
+
+def _header_mismatch(art, file, l):
+    return CorruptData(f"{art.label}: {file} header does not match its manifest ({l.dtype}, {len(l.shape)}-d)")
+
+
+def _tensor_raw(art, l, mmap):
+    """tensor.npy: the header the manifest implies, then exactly nbytes (§5.5)."""
+    fd, size = art._open("tensor.npy")
+    try:
+        offset = len(l.legacy) if l.legacy is not None and size == len(l.legacy) else len(l.header)
+        expected = l.header_ending_at(offset)
+        if bytes(art._read_at(fd, "tensor.npy", 0, min(size, len(expected)))) != expected:
+            raise _header_mismatch(art, "tensor.npy", l)
+        if size != offset + l.nbytes:
+            raise CorruptData(f"{art.label}: tensor.npy is {size} bytes; its shape needs {offset + l.nbytes}")
+        return art._array_data(fd, "tensor.npy", l.dtype, l.shape, offset, l.nbytes, mmap)
+    finally:
+        os.close(fd)
+
+
+def _chunk_index(art, l, packed_size):
+    """tensor.chunks.npy, validated as read_index validates it (§5.6, checks 1-4)."""
+    where = f"{art.label}: tensor.chunks.npy"
+    chunks = 1 + -(-l.nbytes // CHUNK)
+    fd, size = art._open("tensor.chunks.npy")
+    try:
+        h = art._npy("tensor.chunks.npy", fd, size)
+        if h.dtype != np.dtype("<u8") or h.shape != (chunks + 1, 2):
+            raise CorruptData(f"{where} should be uint64 of shape ({chunks + 1}, 2)")
+        if size - h.offset != (chunks + 1) * 16:
+            raise CorruptData(f"{where} holds {size - h.offset} bytes of data, not {(chunks + 1) * 16}")
+        table = np.frombuffer(art._read_at(fd, "tensor.chunks.npy", h.offset, (chunks + 1) * 16),
+                              ">u8" if h.big_endian else "<u8")
+    finally:
+        os.close(fd)
+    table = table.reshape((chunks + 1, 2), order="F" if h.fortran else "C")
+    packed, raw = [int(x) for x in table[:, 0].tolist()], [int(x) for x in table[:, 1].tolist()]
+    data_offset = len(l.header)
+    if l.nbytes == 0:
+        if l.header_ending_at(raw[1]) is None:
+            raise CorruptData(f"{where}: chunk 1 has a wrong raw offset")
+        data_offset = raw[1]
+    for k in range(chunks + 1):
+        expect = 0 if k == 0 else min(data_offset + (k - 1) * CHUNK, data_offset + l.nbytes)
+        if raw[k] != expect:
+            raise CorruptData(f"{where}: chunk {k} has a wrong raw offset")
+        if packed[k] > packed_size or (k > 0 and (packed[k] < packed[k - 1] or
+                                                   packed[k] - packed[k - 1] < FRAME_OVERHEAD)):
+            raise CorruptData(f"{where}: chunk {max(k - 1, 0)} has an impossible packed offset or size")
+    if packed[0] != 0 or packed[-1] != packed_size:
+        raise CorruptData(f"{where} does not cover tensor.npy.lz4 ({packed_size} bytes) exactly")
+    return packed, raw, data_offset
+
+
+def _tensor_packed(art, l):
+    """tensor.npy.lz4 decoded, its index, expansion and header frame checked first (§5.6)."""
+    fd, size = art._open("tensor.npy.lz4")
+    try:
+        packed, raw, data_offset = _chunk_index(art, l, size)
+        if l.nbytes // 255 > size:  # LZ4 expands at most 255:1: a larger claim must not drive an allocation
+            raise CorruptData(f"{art.label}: {size} packed bytes cannot hold {l.nbytes} bytes of tensor data")
+
+        def frame(k):
+            return _decode_frame(art, k, art._read_at(fd, "tensor.npy.lz4", packed[k], packed[k + 1] - packed[k]),
+                                 raw[k + 1] - raw[k])
+
+        if frame(0) != l.header_ending_at(data_offset):
+            raise _header_mismatch(art, "tensor.npy.lz4", l)
+        out = bytearray(l.nbytes)
+        for k in range(1, len(raw) - 1):
+            out[raw[k] - data_offset:raw[k + 1] - data_offset] = frame(k)
+    finally:
+        os.close(fd)
+    return np.frombuffer(out, l.dtype).reshape(l.shape)
 
 
 def _tensor(art, mmap):
-    dtype_name = art.meta_value("dtype", str)
-    shape = tuple(art.meta_value("shape", list))
-    dtype = _np_dtype(art, dtype_name)
-    encoding = art.meta_value("encoding", str)
-    recipe = None
-    stored_dtype, stored_shape = dtype, shape
-    if encoding.startswith("encoded."):  # the payload holds the elements after the recipe's transforms
-        encoding = encoding[len("encoded."):]
-        recipe = art.meta_value("recipe", dict)
-        stored_dtype = _np_dtype(art, recipe.get("stored_dtype"))
-        stored_shape = (recipe.get("count"),)
-    if encoding == "npy":
-        a = art.array("tensor.npy", mmap=mmap)
-    elif encoding == "npy.lz4":
-        if art.meta.get("chunk_bytes") != CHUNK:
-            raise CorruptData(f"{art.label}: chunk_bytes is not {CHUNK}")
-        nbytes = stored_dtype.itemsize * int(np.prod(stored_shape, dtype=np.int64))
-        npy = _lz4_frames(art, art.read("tensor.npy.lz4"), art.array("tensor.chunks.npy", mmap=False), nbytes)
-        try:
-            a = np.load(io.BytesIO(npy), allow_pickle=False)
-        except ValueError as e:
-            raise CorruptData(f"{art.label}: the decompressed .npy is invalid: {e}")
-    else:
-        raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}'")
-    if a.dtype != stored_dtype or a.shape != stored_shape:
-        raise CorruptData(f"{art.label}: the payload holds {a.dtype} {a.shape}, the metadata says "
-                          f"{stored_dtype} {stored_shape}")
-    if recipe is not None:
-        if recipe.get("dtype") != dtype_name:
-            raise CorruptData(f"{art.label}: the recipe's dtype is not the tensor's")
-        a = _decode(art, "tensor payload", recipe, a)
-        if a.size != int(np.prod(shape, dtype=object)):
-            raise CorruptData(f"{art.label}: the recipe's count does not match the shape")
-        a = a.reshape(shape)
-    return _widen_bfloat16(a).reshape(shape) if dtype_name == "bfloat16" else a
+    l = _TensorLayout(art)
+    a = _tensor_packed(art, l) if l.packed else _tensor_raw(art, l, mmap)
+    if a.dtype == np.bool_:
+        _check_bools(a, f"{art.label}: {'tensor.npy.lz4' if l.packed else 'tensor.npy'}")
+    if l.recipe is not None:
+        a = _decode(art, "tensor payload", l.recipe, a)
+        if a.dtype == np.bool_:
+            _check_bools(a, f"{art.label}: decoded tensor")
+        a = a.reshape(l.value_shape)
+    return _widen_bfloat16(a).reshape(l.value_shape) if l.value_name == "bfloat16" else a
 
 
 def _decode(art, what, recipe, stored):
@@ -451,22 +1392,24 @@ def _decode(art, what, recipe, stored):
     where = f"{art.label}: {what}"
     if not isinstance(recipe, dict):
         raise CorruptData(f"{where}: the encoding recipe is not an object")
-    dtype, kept = _np_dtype(art, recipe.get("dtype")), _np_dtype(art, recipe.get("stored_dtype"))
+    names = (recipe.get("dtype"), recipe.get("stored_dtype"))
+    if any(not isinstance(n, str) or n not in DTYPES for n in names):
+        raise CorruptData(f"{where}: the recipe names an unknown dtype or stored dtype")
+    dtype, kept = np.dtype(DTYPES[names[0]]), np.dtype(DTYPES[names[1]])
     count, transforms = recipe.get("count"), recipe.get("transforms")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+    if not _is_int(count) or count < 0:
         raise CorruptData(f"{where}: the recipe's count is invalid")
     order = ["decimal", "delta", "squeeze", "shuffle"]
-    if not isinstance(transforms, list) or any(t not in order for t in transforms) or \
+    if not isinstance(transforms, list) or any(not isinstance(t, str) or t not in order for t in transforms) or \
             [order.index(t) for t in transforms] != sorted({order.index(t) for t in transforms}):
         raise CorruptData(f"{where}: the recipe's transforms are unknown, repeated or out of order")
     if stored.dtype != kept or stored.shape != (count,):
         raise CorruptData(f"{where}: stored {stored.dtype} {stored.shape}, the recipe says {kept} ({count},)")
     integer = dtype.kind in "iu"
     decimal = "decimal" in transforms
+    digits = recipe.get("decimal_digits")
     if decimal:
-        digits = recipe.get("decimal_digits")
-        if dtype != np.dtype("<f8") or "delta" in transforms or not isinstance(digits, int) or \
-                isinstance(digits, bool) or not 0 <= digits <= 15:
+        if dtype != np.dtype("<f8") or "delta" in transforms or not _is_int(digits) or not 0 <= digits <= 15:
             raise CorruptData(f"{where}: decimal needs float64 without delta and decimal_digits in [0, 15]")
     if ("delta" in transforms or "squeeze" in transforms) and not integer and not decimal:
         raise CorruptData(f"{where}: delta and squeeze apply to integers, not {dtype}")
@@ -486,8 +1429,7 @@ def _decode(art, what, recipe, stored):
         a = a.astype(before)
     if "delta" in transforms:
         first = recipe.get("first")
-        if not isinstance(first, int) or isinstance(first, bool) or \
-                not np.iinfo(dtype).min <= first <= np.iinfo(dtype).max:
+        if not _is_int(first) or not np.iinfo(dtype).min <= first <= np.iinfo(dtype).max:
             raise CorruptData(f"{where}: the recipe's first value is missing or outside {dtype}")
         with np.errstate(over="ignore"):
             a = (np.cumsum(a, dtype=before) + before.type(first % (1 << (8 * dtype.itemsize)))).view(dtype)
@@ -505,27 +1447,37 @@ def _decode(art, what, recipe, stored):
 def _sparse(art, mmap):
     fmt = art.meta_value("format", str)
     if fmt not in ("csr", "csc", "coo"):
-        raise Unsupported(f"{art.label}: unknown sparse format '{fmt}'")
-    shape_meta = art.meta_value("shape", list)
-    if len(shape_meta) != 2 or not all(isinstance(d, int) and d >= 0 for d in shape_meta):
-        raise CorruptData(f"{art.label}: metadata shape {shape_meta} is not two dimensions")
+        raise CorruptData(f"{art.label}: unknown sparse format '{fmt}'")
+    shape_meta = art.meta.get("shape")
+    if not isinstance(shape_meta, list) or not all(_is_int(d) and -(1 << 63) <= d < (1 << 63) for d in shape_meta):
+        raise CorruptData(f"{art.label}: metadata 'shape' does not hold the expected type "
+                          f"(it is {json.dumps(shape_meta)[:80]})")
+    if len(shape_meta) != 2 or any(d < 0 for d in shape_meta):
+        raise CorruptData(f"{art.label}: metadata 'shape' {shape_meta} is not two dimensions of at least 0")
     rows, cols = shape_meta
     dtype_name = art.meta_value("dtype", str)
+    dtype = _np_dtype(art, dtype_name)
     index = art.meta_value("index_dtype", str)
     if index not in ("int32", "int64"):
         raise CorruptData(f"{art.label}: index_dtype '{index}' is not int32 or int64")
-    data = art.array("data.npy", mmap, _np_dtype(art, dtype_name), 1)
-    if dtype_name == "bfloat16":
-        data = _widen_bfloat16(data)
+    data = art.array("data.npy", mmap, dtype, 1)
     names = ("row", "col") if fmt == "coo" else ("indices", "indptr")
     first = art.array(names[0] + ".npy", mmap, DTYPES[index], 1)
     second = art.array(names[1] + ".npy", mmap, DTYPES[index], 1)
     shape = art.array("shape.npy", False, "<i8", 1)
     if shape.tolist() != [rows, cols]:
-        raise CorruptData(f"{art.label}: shape.npy disagrees with the metadata")
+        raise CorruptData(f"{art.label}: 'shape.npy' disagrees with the metadata's shape [{rows}, {cols}]")
+    want = _npy_header_bytes("|S3", (), 64) + fmt.encode()
+    if art.files.get("format.npy", {}).get("size") != len(want) or art.read("format.npy") != want:
+        raise CorruptData(f"{art.label}: 'format.npy' does not hold the format '{fmt}' the metadata names")
     nnz = len(data)
+    meta_nnz = art.meta.get("nnz")
+    if not _is_int(meta_nnz) or meta_nnz != nnz:
+        raise CorruptData(f"{art.label}: metadata says {meta_nnz!r} stored entries, 'data.npy' holds {nnz}")
     bad = None
-    if len(first) != nnz:
+    if index == "int32" and max(rows, cols, nnz) > (1 << 31) - 1:
+        bad = "a dimension or the number of entries is beyond int32 indices"
+    elif len(first) != nnz:
         bad = f"'{names[0]}' holds {len(first)} entries, 'data' {nnz}"
     elif fmt == "coo":
         if len(second) != nnz:
@@ -542,6 +1494,8 @@ def _sparse(art, mmap):
             bad = "an index is outside the shape"
     if bad:
         raise CorruptData(f"{art.label}: invalid sparse matrix: {bad}")
+    if dtype_name == "bfloat16":
+        data = _widen_bfloat16(data)
     try:
         import scipy.sparse as sp
     except ImportError:
@@ -582,6 +1536,10 @@ def _table(art, mmap):
                 values = [words[i] for i in codes.tolist()]
             else:
                 raise Unsupported(f"{art.label}: column '{name}' has unknown string encoding {encoding!r}")
+            if len(values) != rows:
+                raise CorruptData(f"{art.label}: column '{name}' holds {len(values)} values for {rows} rows")
+            if any(isinstance(v, bytes) for v in values):
+                raise CorruptData(f"{art.label}: column '{name}' holds a string that is not UTF-8")
             values = np.array(values + [None], dtype=object)[:-1]  # the None keeps numpy from making a 2-d array
         elif kind in COLUMN_DTYPES and kind != "bfloat16" and kind != "float16" and not kind.startswith("complex"):
             values = art.array(path + ".npy", mmap, COLUMN_DTYPES[kind], 1)
@@ -674,7 +1632,8 @@ def _record_column(art, node, path, slots, may_be_missing, depth):
     elif kind in ("bool", "int", "float"):
         dtype = {"bool": "|b1", "float": "<f8"}.get(kind)
         if kind == "int":
-            dtype = {"int64": "<i8", "uint64": "<u8"}.get(node.get("dtype"))
+            dtype = {"int64": "<i8", "uint64": "<u8"}.get(node.get("dtype")) if isinstance(node.get("dtype"), str) \
+                else None
             if dtype is None:
                 raise CorruptData(f"{where} has integer dtype {node.get('dtype')!r}")
         values = sized(art.array(path + ".npy", False, dtype, 1), "values").tolist()
@@ -697,10 +1656,7 @@ def _record_column(art, node, path, slots, may_be_missing, depth):
         values = []
         for i, t in enumerate(texts):
             hidden = (missing is not None and missing[i]) or (valid is not None and not valid[i])
-            try:
-                values.append(None if hidden else json.loads(t.decode("utf-8")))
-            except (ValueError, UnicodeDecodeError):
-                raise CorruptData(f"{where}: slot {i} is not JSON")
+            values.append(None if hidden else _json(t, f"{where}: slot {i}", RECORD_JSON_DEPTH, True))
     elif kind == "list":
         offsets = art.array(path + ".offsets.npy", False, "<i8", 1)
         if len(offsets) != slots + 1:
@@ -772,21 +1728,39 @@ def _count(art, n):
     return n
 
 
+def _children_count(art, prefix):
+    """meta.count, each of whose roles PREFIX0 ... PREFIX(count-1) must be listed (checked_count)."""
+    count = art.meta_value("count", int)
+    if count > len(art.children):
+        raise CorruptData(f"{art.label}: meta says {count} items but it lists {len(art.children)} children")
+    for i in range(count):
+        if f"{prefix}{i}" not in art.children:
+            raise CorruptData(f"{art.label} lists no child '{prefix}{i}' of its {count} items")
+    return count
+
+
 def _map(art, mmap):
     keys = art.strings("keys")
-    if _count(art, art.meta_value("count", int)) != len(keys):
+    if art.meta_value("count", int) != len(keys):
         raise CorruptData(f"{art.label}: count disagrees with the number of keys")
     raw = art.strings("keys", decode=False)
     if any(raw[i] >= raw[i + 1] for i in range(len(raw) - 1)):
         raise CorruptData(f"{art.label}: keys are not sorted and unique")
     kind = art.meta_value("values", str)
     if kind == "array":
-        values = _load(art.child("values"), mmap).tolist()
+        values = _load(art.child("values"), mmap)
+        if not isinstance(values, np.ndarray) or values.ndim != 1:
+            raise CorruptData(f"{art.label}: the child 'values' is not a 1-d tensor")
+        values = values.tolist()
     elif kind == "strings":
         values = art.strings("values")
     elif kind == "json":
-        values = json.loads(art.read("values.json"))
+        values = art.json_file("values.json")
+        if not isinstance(values, list):
+            raise CorruptData(f"{art.label}: 'values.json' is not an array")
     elif kind == "children":
+        if _children_count(art, "values/") != len(keys):
+            raise CorruptData(f"{art.label}: map children disagree with its keys")
         values = [_load(art.child(f"values/{i}"), mmap) for i in range(len(keys))]
     else:
         raise Unsupported(f"{art.label}: unknown map values '{kind}'")
@@ -796,59 +1770,126 @@ def _map(art, mmap):
 
 
 def _tensor_list(art, mmap):
-    index = json.loads(art.read("index.json"))
-    if not isinstance(index, list) or _count(art, art.meta_value("count", int)) != len(index):
-        raise CorruptData(f"{art.label}: index.json disagrees with count")
-    size = art.files["data.bin"]["size"]
-    data = np.memmap(art.path("data.bin"), mode="r") if mmap and size else np.frombuffer(art.read("data.bin"), np.uint8)
+    index = art.json_file("index.json")
+    if not isinstance(index, list):
+        raise CorruptData(f"{art.label}: 'index.json' is not an array")
+    count = art.meta_value("count", int)
+    if count != len(index):
+        raise CorruptData(f"{art.label}: meta says {count} items, 'index.json' lists {len(index)}")
+    fd, size = art._open("data.bin")
+    try:
+        items = []
+        for i, item in enumerate(index):
+            where = f"{art.label}: 'index.json' item {i}"
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and
+                    isinstance(item[1], list) and _is_unsigned(item[2])):
+                raise CorruptData(f"{where} is not [dtype, shape, offset]")
+            if item[0] not in DTYPES:
+                raise CorruptData(f"{where} has unknown dtype '{item[0]}'")
+            if any(not _is_int(d) or not -(1 << 63) <= d < (1 << 63) for d in item[1]):
+                raise CorruptData(f"{where} has a dimension that is not an integer")
+            dtype, shape, offset = np.dtype(DTYPES[item[0]]), tuple(item[1]), item[2]
+            nbytes = _element_count(shape, dtype.itemsize, where) * dtype.itemsize
+            if offset % 64:
+                raise CorruptData(f"{where} starts at byte {offset}, not a multiple of 64")
+            if offset > size or nbytes > size - offset:
+                raise CorruptData(f"{where} spans bytes [{offset}, +{nbytes}) past the end of 'data.bin' "
+                                  f"({size} bytes)")
+            items.append((item[0], dtype, shape, offset, nbytes))
+        if mmap and size:
+            data = art._array_data(fd, "data.bin", np.uint8, (size,), 0, size, True)
+        else:
+            data = np.frombuffer(art._read_at(fd, "data.bin", 0, size), np.uint8)
+    finally:
+        os.close(fd)
     out = []
-    for i, item in enumerate(index):
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[1], list) and isinstance(item[2], int)):
-            raise CorruptData(f"{art.label}: index entry {i} is not [dtype, shape, offset]")
-        dtype, shape, offset = _np_dtype(art, item[0]), tuple(item[1]), item[2]
-        if any(not isinstance(d, int) or d < 0 for d in shape):
-            raise CorruptData(f"{art.label}: item {i} has an invalid shape")
-        count = int(np.prod(shape, dtype=object))
-        if offset % 64 or offset < 0 or offset + count * dtype.itemsize > size:
-            raise CorruptData(f"{art.label}: item {i} lies outside data.bin or is misaligned")
-        a = np.frombuffer(data, dtype, count=count, offset=offset).reshape(shape)
-        out.append(_widen_bfloat16(a).reshape(shape) if item[0] == "bfloat16" else a)
+    for i, (name, dtype, shape, offset, nbytes) in enumerate(items):
+        a = np.frombuffer(data, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
+        if name == "bool":
+            _check_bools(a, f"{art.label}: tensor list item {i}")
+        out.append(_widen_bfloat16(a).reshape(shape) if name == "bfloat16" else a)
     return out
 
 
-def _columns(art, files, prefix, n, mmap):
+def _record_list(art, mmap):
+    art.meta_value("element", str)
+    version = art.meta.get("element_version")
+    if not _is_int(version) or not -(1 << 31) <= version < (1 << 31):  # an int, as check_record_list reads it
+        raise CorruptData(f"{art.label}: metadata 'element_version' does not hold the expected type "
+                          f"(it is {json.dumps(version)[:80]})")
+    count = art.meta_value("count", int)
+    if not art.files:
+        # Every declared struct has a member, and every member a column
+        # file: with none, `count` is backed by nothing the files hold.
+        if count:
+            raise CorruptData(f"{art.label}: a record list of {count} records but lists no column files")
+        return []
+    return _columns(art, _Columns(art.files), "", _count(art, count), mmap, 0)
+
+
+class _Columns:
+    """The payload paths of a record list, for the lookups its columns make."""
+
+    def __init__(self, files):
+        self.paths = sorted(files)
+        self.set = set(self.paths)
+
+    def __contains__(self, path):
+        return path in self.set
+
+    def members(self, prefix):
+        """The names of the members under struct column `prefix` ("" for the record)."""
+        import bisect
+        start = prefix + "/" if prefix else ""
+        lo = bisect.bisect_left(self.paths, start)
+        out, k = [], lo
+        while k < len(self.paths) and self.paths[k].startswith(start):
+            member = self.paths[k][len(start):].split("/")[0].split(".")[0]
+            if not out or out[-1] != member:
+                out.append(member)
+            k += 1
+        return sorted(set(out))
+
+
+def _columns(art, files, prefix, n, mmap, depth):
     """The values of record-list column `prefix` (§7.10) for `n` records."""
+    if depth > MAX_DEPTH:
+        raise CorruptData(f"{art.label}: the columns of the record list nest deeper than {MAX_DEPTH} levels "
+                          f"(at '{prefix[:200]}')")
     if prefix + ".valid.npy" in files:
         valid = art.array(prefix + ".valid.npy", mmap, "|b1", 1)
-        values = _plain_column(art, files, prefix, n, mmap)
         if len(valid) != n:
             raise CorruptData(f"{art.label}: column '{prefix}.valid.npy' holds {len(valid)} entries, not {n}")
+        values = _plain_column(art, files, prefix, n, mmap, depth)
         return [v if ok else None for v, ok in zip(values, valid.tolist())]
-    return _plain_column(art, files, prefix, n, mmap)
+    return _plain_column(art, files, prefix, n, mmap, depth)
 
 
-def _plain_column(art, files, prefix, n, mmap):
+def _plain_column(art, files, prefix, n, mmap, depth):
     if prefix + ".npy" in files:
-        values = art.array(prefix + ".npy", mmap, ndim=1).tolist()
+        values = art.array(prefix + ".npy", mmap, ndim=1)
+        if len(values) != n:
+            raise CorruptData(f"{art.label}: column '{prefix}' holds {len(values)} entries, not {n}")
+        values = values.tolist()
     elif prefix + ".json.offsets.npy" in files:
-        values = [json.loads(t) for t in art.strings(prefix + ".json", decode=False)]
+        texts = art.strings(prefix + ".json", decode=False)
+        if len(texts) != n:
+            raise CorruptData(f"{art.label}: column '{prefix}' holds {len(texts)} entries, not {n}")
+        values = [_json(t, f"{art.label}: column '{prefix}' entry {i}") for i, t in enumerate(texts)]
     elif prefix + ".bytes" in files:
         values = art.strings(prefix)
     elif prefix + ".offsets.npy" in files:
         offsets = art.array(prefix + ".offsets.npy", False, "<i8", 1)
-        if len(offsets) != n + 1 or (n and (offsets[0] != 0 or np.any(np.diff(offsets) < 0))):
+        if len(offsets) != n + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
             raise CorruptData(f"{art.label}: the offsets of column '{prefix}' are invalid")
-        total = int(offsets[-1]) if len(offsets) else 0
-        flat = _columns(art, files, prefix + ".values", total, mmap)
+        flat = _columns(art, files, prefix + ".values", int(offsets[-1]), mmap, depth + 1)
         o = offsets.tolist()
         values = [flat[o[i]:o[i + 1]] for i in range(n)]
     else:
-        members = sorted({p[len(prefix) + 1:].split("/")[0].split(".")[0]
-                          for p in files if p.startswith(prefix + "/")} if prefix else
-                         {p.split("/")[0].split(".")[0] for p in files})
+        members = files.members(prefix)
         if not members:
             raise CorruptData(f"{art.label}: no files for column '{prefix}'")
-        cols = {m: _columns(art, files, f"{prefix}/{m}" if prefix else m, n, mmap) for m in members}
+        cols = {m: _columns(art, files, f"{prefix}/{m}" if prefix else m, n, mmap, depth + 1) for m in members}
         values = [{m: cols[m][i] for m in members} for i in range(n)]
     if len(values) != n:
         raise CorruptData(f"{art.label}: column '{prefix}' holds {len(values)} entries, not {n}")
@@ -877,6 +1918,10 @@ def _load(art, mmap):
 
 def _load_artifact(art, mmap):
     m = art.materializer
+    newest = FORMAT_VERSIONS.get(m)
+    if newest is not None and art.version > newest:
+        raise Unsupported(f"{art.label}: {m} format version {art.version} is newer than the version {newest} "
+                          "this reader reads")
     if m == "amphora.tensor":
         return _tensor(art, mmap)
     if m == "amphora.sparse":
@@ -891,14 +1936,14 @@ def _load_artifact(art, mmap):
             raise CorruptData(f"{art.label}: meta.bytes disagrees with string.bin")
         return _text(data)
     if m == "amphora.json":
-        return json.loads(art.read("value.json"))
+        return art.json_file("value.json")
     if m == "amphora.strings":
         values = art.strings("strings")
         if art.meta_value("count", int) != len(values):
             raise CorruptData(f"{art.label}: count disagrees with the strings")
         return values
     if m == "amphora.list":
-        return [_load(art.child(f"items/{i}"), mmap) for i in range(_count(art, art.meta_value("count", int)))]
+        return [_load(art.child(f"items/{i}"), mmap) for i in range(_children_count(art, "items/"))]
     if m == "amphora.map":
         return _map(art, mmap)
     if m == "amphora.optional":
@@ -909,8 +1954,7 @@ def _load_artifact(art, mmap):
     if m == "amphora.tensor_list":
         return _tensor_list(art, mmap)
     if m == "amphora.record_list":
-        return _columns(art, sorted(art.files), "", _count(art, art.meta_value("count", int)), mmap) \
-            if art.files else [{} for _ in range(art.meta_value("count", int))]
+        return _record_list(art, mmap)
     return _struct(art, mmap)
 
 
@@ -919,7 +1963,12 @@ def load(store_dir, ref, verify=False, mmap=True):
     verify=True re-hashes its files and its children's first; mmap=False reads
     arrays into memory instead of mapping them. A child listed under several
     parents is loaded once: the same Python object stands at each place."""
-    art = open_artifact(store_dir, ref)
-    if verify:
-        _verify(art, set())
-    return _load(art, mmap)
+    store = os.fspath(store_dir)
+
+    def body():
+        art = _open_artifact(store, ref)
+        if verify:
+            _verify(art, set())
+        return _load(art, mmap)
+
+    return _guarded(f"artifact {ref!r}", body)

@@ -9,6 +9,12 @@ Run as:
 the values below are the same ones (keep the two in step). Each is loaded
 with the reader, mapped and read, with and without verification, and
 compared exactly; damaged artifacts and bad refs raise the reader's errors.
+
+HostileStoreTest runs every crafted store of hostile_corpus.CORPUS through
+the CLI and the reader: both must refuse it (the CLI with its exit status,
+the reader with exactly the documented class and a message saying what is
+wrong), within a bounded amount of memory. LimitsTest puts the limits of
+docs/FORMAT.md to both sides from each side of the line.
 """
 
 import builtins
@@ -21,7 +27,9 @@ import numpy as np
 import scipy.sparse as sp
 
 import cli_support
-from cli_support import EXIT_OK, StoreTestCase, parse_args, read_bytes, write_bytes
+import hostile_corpus
+from cli_support import EXIT_OK, EXIT_USAGE, EXIT_CORRUPT, StoreTestCase, parse_args, read_bytes, write_bytes
+from hostile_corpus import memory_budget
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import amphora_reader as reader  # noqa: E402
@@ -322,6 +330,148 @@ class SharedChildrenTest(StoreTestCase):
         with self.assertRaisesRegex(reader.CorruptData, "deeper than 64"):
             reader.load(self.store, self.nested(65))
         self.assertEqual(len(reader.load(self.store, self.nested(64))), 2)
+
+
+def reader_outcome(call):
+    """What `call()` raised (None if it returned), run within a memory budget."""
+    with memory_budget():
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 - the class is what is under test
+            return e
+    return None
+
+
+class HostileStoreTest(StoreTestCase):
+    """Each case of hostile_corpus.CORPUS on a fresh store: the CLI's exit
+    status, and the reader's exception class (exactly) and message. A test
+    per case is added below the class."""
+
+    def check(self, case):
+        scratch = self.path("scratch")
+        os.makedirs(scratch)
+        ref = case.build(self.store, scratch)
+        args = [a.replace("{ref}", ref) for a in case.cli]
+        proc = self.run_cli(*args)
+        self.assertEqual(proc.returncode, case.cli_exit,
+                         f"amphora {' '.join(args)}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
+        if case.call == "resolve":
+            raised = reader_outcome(lambda: reader.resolve(self.store, ref))
+        else:
+            raised = reader_outcome(lambda: reader.load(self.store, ref, **case.kwargs))
+        self.assertIsNotNone(raised, f"the reader accepted {case.name}")
+        self.assertIs(type(raised), getattr(reader, case.error), f"{type(raised).__name__}: {raised}")
+        self.assertRegex(str(raised), case.message)
+        if ref.startswith("sha256:") and case.call == "load":
+            self.assertIn(f"artifact {ref}", str(raised))  # the message names the artifact
+
+
+def _corpus_test(case):
+    def test(self):
+        self.check(case)
+    test.__doc__ = f"hostile store: {case.name}"
+    return test
+
+
+for _case in hostile_corpus.CORPUS:
+    setattr(HostileStoreTest, "test_" + _case.name, _corpus_test(_case))
+
+
+class LimitsTest(StoreTestCase):
+    """The limits of docs/FORMAT.md from both sides: what the CLI accepts the
+    reader loads, what the CLI refuses the reader refuses."""
+
+    def agree(self, ref, accepted, error=reader.CorruptData, message=None, cli=("verify",), **kw):
+        proc = self.run_cli(*cli, ref)
+        if accepted:
+            self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+            return reader.load(self.store, ref, **kw)
+        self.assertNotEqual(proc.returncode, EXIT_OK, proc.stdout)
+        raised = reader_outcome(lambda: reader.load(self.store, ref, **kw))
+        self.assertIs(type(raised), error, f"{ref}: {type(raised).__name__}: {raised}")
+        if message:
+            self.assertRegex(str(raised), message)
+        return None
+
+    def test_json_payloads_nest_64_levels(self):
+        deepest = []
+        for _ in range(63):
+            deepest = [deepest]
+        self.assertEqual(self.agree(hostile_corpus.put_json(self.store, hostile_corpus.nested(64)), True), deepest)
+        self.agree(hostile_corpus.put_json(self.store, hostile_corpus.nested(65)), False,
+                   message="nests deeper than 64 levels")
+
+    def test_record_json_texts_nest_257_levels(self):
+        def records(levels):
+            files = hostile_corpus.strings_files("records", [hostile_corpus.nested(levels)])
+            schema = {"kind": "json", "nullable": False, "optional": False}
+            return hostile_corpus.put_artifact(self.store, "amphora.records",
+                                               {"count": 1, "schema": schema, "encodings": {}}, files)
+        self.assertEqual(len(self.agree(records(257), True)), 1)
+        self.agree(records(258), False, message="slot 0 is not valid JSON")
+
+    def test_json_numbers_read_as_the_cli_reads_them(self):
+        # Beyond 64 bits an integer is a double, as nlohmann reads it; NaN,
+        # infinities and a lone surrogate are no JSON.
+        big = hostile_corpus.put_json(self.store, b"[18446744073709551616, -9223372036854775809]")
+        self.assertEqual(self.agree(big, True), [18446744073709551616.0, -9223372036854775809.0])
+        self.assertIs(type(reader.load(self.store, big)[0]), float)
+        for text in (b"[1e400]", b"[NaN]", b"[-Infinity]", b'["\\ud800"]', b'["\xff"]'):
+            with self.subTest(text=text):
+                self.agree(hostile_corpus.put_json(self.store, text), False, message="is not valid JSON")
+
+    def test_name_records_nest_64_levels(self):
+        digest = hostile_corpus.put_string(self.store, "fine")
+
+        def wrap(levels):  # a record whose deepest value is `levels` deep, the record itself counted
+            return b'{"digest": "' + digest.encode() + b'", "x": ' + hostile_corpus.nested(levels - 1) + b"}"
+
+        hostile_corpus.put_name(self.store, "ok", digest, raw=wrap(64))
+        self.assertEqual(self.agree("ok", True, cli=("show",)), "fine")
+        hostile_corpus.put_name(self.store, "deep", digest, raw=wrap(65))
+        self.agree("deep", False, cli=("show",), message=r"name record deep@1 .*nests deeper than 64 levels")
+
+    def test_piece_sizes_run_from_4096_to_2_40(self):
+        def with_piece(piece):
+            data = b"p" * 10000
+            def edit(m):
+                f = m["files"][0]
+                f["piece_size"] = piece
+                f["sha256"] = [hostile_corpus.sha256(data[k:k + piece]) for k in range(0, len(data), piece)]
+            return hostile_corpus.put_artifact(self.store, "amphora.string", {"bytes": len(data), "utf8": True},
+                                               {"string.bin": data}, edit=edit)
+        for piece in (4096, 1 << 40):
+            self.assertEqual(self.agree(with_piece(piece), True, verify=True), "p" * 10000)
+        for piece in (4095, (1 << 40) + 1):
+            self.agree(with_piece(piece), False, message=f"piece_size {piece} is outside")
+
+    def test_only_the_store_directory_itself_may_be_a_link(self):
+        digest = hostile_corpus.put_string(self.store, "through a link")
+        hostile_corpus.put_name(self.store, "t", digest)
+        link = self.path("store-link")
+        os.symlink(self.store, link)
+        proc = cli_support.run("--store", link, "show", "t")
+        self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+        self.assertEqual(reader.load(link, "t", verify=True), "through a link")
+        # The same store, its marker a link to a copy of itself: refused by both.
+        marker = os.path.join(self.store, "amphora-store.json")
+        os.rename(marker, self.path("marker.json"))
+        os.symlink(self.path("marker.json"), marker)
+        proc = cli_support.run("--store", link, "show", "t")
+        self.assertEqual(proc.returncode, EXIT_CORRUPT, proc.stderr)
+        raised = reader_outcome(lambda: reader.load(link, "t"))
+        self.assertIs(type(raised), reader.CorruptData, repr(raised))
+        self.assertIn("amphora-store.json is a symbolic link", str(raised))
+
+    def test_versions_are_ascii_digits_below_2_64(self):
+        hostile_corpus.put_name(self.store, "t", hostile_corpus.put_string(self.store, "one"))
+        self.assertEqual(self.agree("t@01", True, cli=("show",)), "one")  # from_chars takes leading zeros
+        for ref in ("t@+1", "t@1 ", "t@\uff11", "t@18446744073709551616", "t@0"):
+            with self.subTest(ref=ref):
+                self.assertEqual(self.run_cli("show", ref).returncode, EXIT_USAGE)
+                raised = reader_outcome(lambda: reader.resolve(self.store, ref))
+                self.assertIs(type(raised), reader.AmphoraError, repr(raised))
+                self.assertIn("invalid version", str(raised))
 
 
 if __name__ == "__main__":
