@@ -191,6 +191,67 @@ class SparseInteropTest(StoreTestCase):
         write_bytes(bomb, bytes(raw))
         self.assert_refused(bomb, "bomb.npz", "zip bomb")
 
+    def test_duplicates_beyond_the_cells_are_refused_before_inflating(self):
+        # A valid 1 x 1 CSR of millions of duplicate zeros deflates about
+        # 1000:1, under the ratio check: the shape bounds what the members may
+        # hold, and the data member's declared size is refused before it is
+        # inflated (the whole import stays small).
+        n = 4_000_000
+        bomb = self.write_npz("dups.npz", dict(format=np.array(b"csr"), shape=np.array([1, 1]),
+                                                data=np.zeros(n), indices=np.zeros(n, np.int32),
+                                                indptr=np.array([0, n], np.int32)), compressed=True)
+        self.assertLess(os.path.getsize(bomb), n * 12 // 500)
+        self.assertEqual(sp.load_npz(bomb).nnz, n)  # SciPy reads it: duplicates are allowed there
+        self.assert_refused(bomb, "dups.npz: member 'data.npy': declares 32000128 bytes, more than the 65552 that "
+                                  "the 1 cells of a 1 x 1 matrix need (a decompression bomb?)")
+        # Stored entries past the cells are refused even when small.
+        few = self.write_npz("few.npz", dict(format=np.array(b"csr"), shape=np.array([1, 2]), data=np.ones(3),
+                                             indices=np.zeros(3, np.int32), indptr=np.array([0, 3], np.int32)))
+        self.assert_refused(few, "few.npz: holds 3 stored entries for a 1 x 2 matrix, more than its cells")
+        # Up to the cells, duplicates are taken as SciPy takes them.
+        two = self.write_npz("two.npz", dict(format=np.array(b"csr"), shape=np.array([1, 2]), data=np.ones(2),
+                                             indices=np.zeros(2, np.int32), indptr=np.array([0, 2], np.int32)))
+        self.run_cli("import", two, "--name", "two", check=EXIT_OK)
+        out = self.path("two_out.npz")
+        self.run_cli("export", "two", out, check=EXIT_OK)
+        self.assertEqual(sp.load_npz(out).toarray().tolist(), [[2.0, 0.0]])
+
+    def test_concatenated_archives_are_refused(self):
+        # SciPy reads the second matrix of two concatenated archives; a reader
+        # taking the first would store another matrix: refused as ambiguous.
+        first, second = self.path("a.npz"), self.path("b.npz")
+        sp.save_npz(first, sp.csr_matrix(np.array([[1.0]])), compressed=False)
+        sp.save_npz(second, sp.csr_matrix(np.array([[2.0]])), compressed=True)
+        both = self.path("ab.npz")
+        write_bytes(both, read_bytes(first) + read_bytes(second))
+        self.assertEqual(sp.load_npz(both).toarray().tolist(), [[2.0]])
+        self.assert_refused(both, "ab.npz: its central directory ends at byte", "two archives are concatenated")
+        # Bytes before a single archive are the same ambiguity.
+        prefixed = self.path("prefixed.npz")
+        write_bytes(prefixed, b"#!junk\n" + read_bytes(second))
+        self.assert_refused(prefixed, "prefixed.npz", "bytes come before the archive")
+        self.run_cli("import", second, "--name", "b", check=EXIT_OK)
+
+    def test_a_member_longer_than_declared_and_an_unknown_format_are_named(self):
+        path = self.write_npz("long.npz", dict(format=np.array(b"csr"), shape=np.array([1, 4]), data=np.ones(4),
+                                               indices=np.arange(4, dtype=np.int32),
+                                               indptr=np.array([0, 4], np.int32)), compressed=True)
+        raw = bytearray(read_bytes(path))
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("data.npy")
+        declared = info.file_size - 8  # one element fewer than the stream inflates to
+        struct.pack_into("<I", raw, info.header_offset + 22, declared)
+        pos = raw.find(b"PK\x01\x02")
+        while raw[pos + 46: pos + 46 + 8] != b"data.npy":
+            pos = raw.find(b"PK\x01\x02", pos + 4)
+        struct.pack_into("<I", raw, pos + 24, declared)
+        write_bytes(path, bytes(raw))
+        self.assert_refused(path, "long.npz: member 'data.npy': the member holds more than the "
+                                  f"{declared} bytes its directory entry declares")
+        odd = self.write_npz("odd.npz", dict(format=np.array(b"cs\x00r"), shape=np.array([1, 1]), data=np.ones(1),
+                                             indices=np.zeros(1, np.int32), indptr=np.array([0, 1], np.int32)))
+        self.assert_refused(odd, "odd.npz: member 'format.npy' names the sparse format 'cs\\x00r', not csr, csc or coo")
+
 
 if __name__ == "__main__":
     _, argv = parse_args(sys.argv[0])
