@@ -12,11 +12,22 @@ namespace amphora::cli {
 
 namespace {
 
-std::vector<nlohmann::json> runs_of(const Store& store) {
+// Headlines only: each record is read again when its steps are wanted, so
+// memory stays near one record's size however many runs there are.
+std::vector<RunSummary> summaries_of(const Store& store) {
   std::vector<std::string> problems;
-  auto runs = list_runs(store, &problems);
+  auto runs = run_summaries(store, &problems);
   for (const auto& p : problems) warn(p);
   return runs;
+}
+
+nlohmann::json record_of(const Store& store, const RunSummary& r) {
+  return read_run(store, r.stored_as.first, r.stored_as.second);
+}
+
+std::size_t count_status(const RunSummary& run, const std::string& status) {
+  auto it = run.steps.find(status);
+  return it == run.steps.end() ? 0 : it->second;
 }
 
 // One line per step: status, duration, name, and why.
@@ -40,18 +51,11 @@ void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
   }
 }
 
-std::size_t count_status(const nlohmann::json& run, std::string_view status) {
-  std::size_t n = 0;
-  for (const auto& s : run["steps"])
-    if (s.is_object() && text_field(s, "status") == status) ++n;
-  return n;
-}
-
 // "12:00:01 for 0.25 s", from two ISO timestamps (same day or not: only the
 // seconds within the minute matter for a short run; long ones show the end).
-std::string when(const nlohmann::json& run) {
-  auto start = text_field(run, "started_at");
-  auto end = text_field(run, "ended_at");
+std::string when(const RunSummary& run) {
+  const std::string& start = run.started_at;
+  const std::string& end = run.ended_at;
   std::string out = start.size() >= 19 ? start.substr(0, 10) + " " + start.substr(11, 8) : start;
   if (!end.empty() && end.size() >= 19) out += " .. " + end.substr(11, 8);
   return out;
@@ -61,14 +65,32 @@ std::string when(const nlohmann::json& run) {
 
 int cmd_runs(const Args& a) {
   Store store = open_store(a);
-  auto runs = runs_of(store);
+  auto runs = summaries_of(store);
   if (a.explain) {
     if (runs.empty()) throw NotFound("no runs recorded in store " + store.path().string());
-    print_steps(runs.back());
+    print_steps(record_of(store, runs.back()));
     return 0;
   }
   if (a.json) {
-    std::cout << json_text(nlohmann::json(runs)) << "\n";
+    // The array json_text would print, one record at a time: each record's
+    // lines indented once more (no JSON string holds a raw line break).
+    std::size_t printed = 0;
+    for (const auto& r : runs) {
+      nlohmann::json record;
+      try {
+        record = record_of(store, r);
+      } catch (const Error& e) {  // removed or damaged since it was summarized
+        warn(e.what());
+        continue;
+      }
+      std::string indented = printed++ ? ",\n  " : "[\n  ";
+      for (char c : json_text(record)) {
+        indented += c;
+        if (c == '\n') indented += "  ";
+      }
+      std::cout << indented;
+    }
+    std::cout << (printed ? "\n]\n" : "[]\n");
     return 0;
   }
   if (runs.empty()) {
@@ -76,9 +98,8 @@ int cmd_runs(const Args& a) {
     return 0;
   }
   for (const auto& r : runs) {
-    std::cout << printable(text_field(r, "run")) << "  " << printable(text_field(r, "pipeline")) << "  "
-              << printable(text_field(r, "status")) << "  " << when(r) << "  " << count_status(r, "ran") << " ran, "
-              << count_status(r, "cached") << " cached";
+    std::cout << printable(r.run) << "  " << printable(r.pipeline) << "  " << printable(r.status) << "  " << when(r)
+              << "  " << count_status(r, "ran") << " ran, " << count_status(r, "cached") << " cached";
     if (auto n = count_status(r, "failed")) std::cout << ", " << n << " failed";
     if (auto n = count_status(r, "skipped")) std::cout << ", " << n << " skipped";
     std::cout << "\n";
@@ -89,11 +110,11 @@ int cmd_runs(const Args& a) {
 int cmd_why(const Args& a) {
   Store store = open_store(a);
   const std::string& ref = *a.ref;
-  auto runs = runs_of(store);
+  auto runs = summaries_of(store);
   // A run id, or a pipeline's name: that run, or the pipeline's latest.
   for (auto it = runs.rbegin(); it != runs.rend(); ++it)
-    if (text_field(*it, "run") == ref || text_field(*it, "pipeline") == ref) {
-      print_steps(*it);
+    if (it->run == ref || it->pipeline == ref) {
+      print_steps(record_of(store, *it));
       return 0;
     }
   // An artifact: the latest run of the step that made it.
@@ -104,10 +125,11 @@ int cmd_why(const Args& a) {
   auto pipeline = text_field(made, "pipeline");
   auto step = text_field(made, "step");
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    if (text_field(*it, "pipeline") != pipeline) continue;
-    for (const auto& s : (*it)["steps"])
+    if (it->pipeline != pipeline) continue;
+    const nlohmann::json run = record_of(store, *it);
+    for (const auto& s : run["steps"])
       if (s.is_object() && text_field(s, "name") == step) {
-        print_steps(*it, step);
+        print_steps(run, step);
         return 0;
       }
   }

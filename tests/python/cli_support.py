@@ -37,6 +37,20 @@ def run(*args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=None, preex
                           env=env, preexec_fn=preexec_fn, timeout=timeout)
 
 
+def peak_rss_mb(argv, env=None, preexec_fn=None):
+    """Runs `argv` (a program and its arguments); returns (exit status, stdout,
+    stderr, peak RSS in MiB) of that process alone, measured with wait4."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE,
+                                env=env, preexec_fn=preexec_fn)
+        with proc.stderr:
+            err = proc.stderr.read().decode(errors="replace")
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return proc.returncode, out.read().decode(errors="replace"), err, usage.ru_maxrss / 1024
+
+
 class StoreTestCase(unittest.TestCase):
     """Each test gets a temporary directory with an initialised store in it."""
 

@@ -43,13 +43,8 @@ def few_open_files():
 
 def peak_rss_mb(args, preexec_fn=None):
     """Runs the CLI with `args`; returns (exit status, stderr, peak RSS in MiB) of that process alone."""
-    proc = subprocess.Popen([cs.CLI, *map(str, args)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, preexec_fn=preexec_fn)
-    with proc.stderr:
-        stderr = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, stderr, usage.ru_maxrss / 1024
+    status, _, stderr, peak = cs.peak_rss_mb([cs.CLI, *args], preexec_fn=preexec_fn)
+    return status, stderr, peak
 
 
 def write_lines(path, target_bytes, header, line_of):

@@ -264,6 +264,64 @@ class GcKeepLastTest(PipelineTestCase):
         self.assertEqual(self.statuses(self.runs()[-1])["numbers"], "ran")
 
 
+class LargeHistoryTest(PipelineTestCase):
+    """Run records are read one at a time and scanned, not built: listing
+    runs, and explaining a miss from the history, stay near one record's
+    size; a record over the 16 MiB limit is described, not read."""
+
+    BOUND_MB = 160
+
+    def big_record(self, run_id, steps, started):
+        """A run record of testpipe with `steps` steps (about 0.75 KB each, as a
+        real step's weighs), every one 'ran' with well-formed ingredients."""
+        ingredients = {"version": "1", "code": "c" * 64, "params": {"n": 10, "note": "x" * 400},
+                       "inputs": {"in": "sha256:" + "0" * 64}}
+        record = {"pipeline": "testpipe", "run": run_id, "status": "succeeded", "started_at": started,
+                  "ended_at": started, "steps": [{"name": f"s{i}", "status": "ran", "duration": 0.5,
+                                                  "ingredients": ingredients} for i in range(steps)]}
+        folder = os.path.join(self.store, "runs", "testpipe")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, run_id + ".json")
+        with open(path, "w") as f:
+            json.dump(record, f, indent=1)
+        return os.path.getsize(path)
+
+    def test_runs_and_a_miss_read_the_history_one_record_at_a_time(self):
+        self.pipe()  # a real run first: the store and one record
+        sizes = [self.big_record(f"big{i}", 20000, f"2020-01-01T00:00:0{i}Z") for i in range(6)]
+        self.assertTrue(all(12 << 20 < size < 16 << 20 for size in sizes), sizes)
+        status, out, err, peak = cli_support.peak_rss_mb([cli_support.CLI, "--store", self.store, "runs"])
+        self.assertEqual(status, EXIT_OK, err)
+        print(f"runs over six records of {sizes[0] >> 20} MiB: peak RSS {peak:.0f} MiB", file=sys.stderr)
+        self.assertLess(peak, self.BOUND_MB)
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 7)
+        self.assertTrue(lines[0].startswith("big0  testpipe  succeeded  2020-01-01 00:00:00"), lines[0])
+        self.assertIn("20000 ran, 0 cached", lines[0])
+        # A miss is explained from the history (the newest record of the real
+        # run first, then the big ones for a step they name).
+        status, out, err, peak = cli_support.peak_rss_mb([PIPELINE, "--store", self.store, "--set", "numbers.n=12"],
+                                                         env=self.env())
+        self.assertEqual(status, EXIT_OK, err)
+        print(f"a run explaining its misses over that history: peak RSS {peak:.0f} MiB", file=sys.stderr)
+        self.assertLess(peak, self.BOUND_MB)
+        self.assertIn("parameter `n` changed from 10 to 12", out)
+        # why over the big records finds the real runs' steps.
+        self.assertIn("numbers", self.run_cli("why", "testpipe", check=EXIT_OK).stdout)
+
+    def test_a_record_over_the_limit_is_described_not_read(self):
+        self.pipe()
+        size = self.big_record("huge", 23000, "2020-01-01T00:00:00Z")
+        self.assertGreater(size, 16 << 20)
+        status, out, err, peak = cli_support.peak_rss_mb([cli_support.CLI, "--store", self.store, "runs"])
+        self.assertEqual(status, EXIT_OK, err)
+        self.assertIn("huge.json", err)
+        self.assertIn(str(16 << 20), err)
+        self.assertEqual(len(out.splitlines()), 1)  # the real run alone
+        self.assertLess(peak, 64)
+        self.assertEqual(len(self.runs()), 1)
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if "--pipeline" in args:

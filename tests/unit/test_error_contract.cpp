@@ -84,6 +84,7 @@ TEST_CASE("Whatever a storage medium throws leaves the store as an amphora::Erro
   Pipeline p("p");
   p.step({.name = "one"}, [] { return 1; });
   REQUIRE(p.run(store).ok);
+  const auto recorded = run_summaries(store).front().stored_as;
 
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
       {"open", [&] { Store::open({.medium = faulty}); }},
@@ -96,6 +97,8 @@ TEST_CASE("Whatever a storage medium throws leaves the store as an amphora::Erro
       {"gc", [&] { store.gc(); }},
       {"remove", [&] { store.remove("x"); }},
       {"list_runs", [&] { list_runs(store); }},
+      {"run_summaries", [&] { run_summaries(store); }},
+      {"read_run", [&] { read_run(store, recorded.first, recorded.second); }},
       {"lineage", [&] { lineage(store, saved.digest); }},
       {"run", [&] { p.run(store); }},
   };

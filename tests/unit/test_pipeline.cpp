@@ -548,6 +548,38 @@ TEST_CASE("Run records list every step with its status, reason, duration and out
   CHECK(s["outputs"]["values"] == "chain.numbers.values@2");
   CHECK(s["ingredients"]["params"]["n"] == 5);
 
+  // Headlines, read one record at a time, say what the records say.
+  std::vector<std::string> problems;
+  auto summaries = run_summaries(store, &problems);
+  CHECK(problems.empty());
+  REQUIRE(summaries.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(summaries[i].run == runs[i]["run"]);
+    CHECK(summaries[i].pipeline == "chain");
+    CHECK(summaries[i].status == runs[i]["status"]);
+    CHECK(summaries[i].started_at == runs[i]["started_at"]);
+    CHECK(summaries[i].ended_at == runs[i]["ended_at"]);
+    CHECK(read_run(store, summaries[i].stored_as.first, summaries[i].stored_as.second) == runs[i]);
+  }
+  CHECK(summaries[0].steps == std::map<std::string, std::size_t>{{"ran", 3}});
+  std::size_t steps = 0;
+  for (const auto& [status, n] : summaries[1].steps) steps += n;
+  CHECK(steps == 3);
+  // Damaged records are described, and the rest still listed.
+  test::write_text(dir / "runs" / "chain" / "zz-broken.json", "{\"run\": \"zz\", \"steps\": [");
+  test::write_text(dir / "runs" / "chain" / "zz-list.json", "[1, 2]");
+  test::write_text(dir / "runs" / "chain" / "zz-odd.json", "{\"run\": \"zz-odd\", \"steps\": 7, \"status\": 3}");
+  problems.clear();
+  summaries = run_summaries(store, &problems);
+  REQUIRE(problems.size() == 2);
+  CHECK_THAT(problems[0], Catch::Contains("zz-broken") && Catch::Contains("is not a valid run record"));
+  CHECK_THAT(problems[1], Catch::Contains("zz-list") && Catch::Contains("is not a valid run record"));
+  REQUIRE(summaries.size() == 3);
+  CHECK(summaries[0].run == "zz-odd");  // no start time: first
+  CHECK(summaries[0].status.empty());
+  CHECK(summaries[0].steps.empty());
+  CHECK_THROWS_AS(read_run(store, "chain", "nosuch"), NotFound);
+
   // Lineage: report <- parity <- numbers, with parameters and the run.
   auto chain_of = lineage(store, store.resolve("chain.report.out"));
   REQUIRE(chain_of.size() == 3);

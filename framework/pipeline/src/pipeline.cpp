@@ -7,6 +7,7 @@
 #include <amphora/pipeline.hpp>
 
 #include "error_boundary.hpp"
+#include "run_record_scan.hpp"
 #include "store_access.hpp"
 
 #include <algorithm>
@@ -70,10 +71,13 @@ constexpr std::size_t kMaxExternalInProvenance = 64u << 10;
 // Why a step whose ingredients differ from those `previous` recorded missed.
 std::string explain_change(const nlohmann::json& now, const nlohmann::json& previous) {
   std::vector<std::string> why;
-  if (previous.value("version", "") != now["version"])
+  // JSON compared with JSON, as GCC 12 read the std::string against the JSON
+  // value; clang (C++20's rewritten comparisons, P2468) finds no operator for
+  // the mixed pair.
+  if (nlohmann::json(previous.value("version", "")) != now["version"])
     why.push_back("version changed from " + shown_value(previous.value("version", nlohmann::json())) + " to " +
                   shown_value(now["version"]));
-  if (previous.value("code", "") != now["code"]) {
+  if (nlohmann::json(previous.value("code", "")) != now["code"]) {
     if (previous.value("code", "").empty())
       why.push_back("code fingerprint added");
     else if (now["code"].get<std::string>().empty())
@@ -170,8 +174,9 @@ bool well_formed_ingredients(const nlohmann::json& i) {
 // misses: a fully cached run never lists them.
 class History {
  public:
-  History(const Store& store, std::string pipeline, std::string current)
-      : store_(store), pipeline_(std::move(pipeline)), current_(std::move(current)) {}
+  // `steps`: the names of the pipeline's steps, the only ones asked about.
+  History(const Store& store, std::string pipeline, std::string current, std::set<std::string> steps)
+      : store_(store), pipeline_(std::move(pipeline)), current_(std::move(current)), steps_(std::move(steps)) {}
   // The ingredients `step` was last keyed with (in a run where it ran or was
   // cached), or null.
   nlohmann::json last_ingredients(const std::string& step) {
@@ -195,28 +200,29 @@ class History {
   // One record's usable ingredients by step: those of steps that ran or were
   // cached, in the form explain_change reads. Indexed once, so a run whose
   // every step misses does not scan every record for each step.
+  // The record is scanned, not built: only the ingredients of steps that ran
+  // or were cached are parsed, so memory stays near the record's text.
   std::map<std::string, nlohmann::json> load(const std::string& id) const {
     std::map<std::string, nlohmann::json> by_step;
-    nlohmann::json record;
     try {
-      record = detail::StoreAccess::runs(store_).read(pipeline_, id);
+      detail::scan_run_record(
+          detail::StoreAccess::runs(store_).read_text(pipeline_, id), "run record " + pipeline_ + "/" + id,
+          [](std::string_view, std::string_view) {},
+          [&](const detail::ScannedStep& s) {
+            if (s.ingredients.empty() || (s.status != "ran" && s.status != "cached")) return;
+            if (!steps_.contains(std::string(s.name))) return;  // a step this pipeline no longer has
+            nlohmann::json ingredients = parse_untrusted_json(s.ingredients);
+            if (well_formed_ingredients(ingredients)) by_step.emplace(std::string(s.name), std::move(ingredients));
+          });
     } catch (const Error&) {
-      return by_step;  // unreadable: explained from older runs
-    }
-    auto steps = record.find("steps");
-    if (steps == record.end() || !steps->is_array()) return by_step;
-    for (auto& s : *steps) {
-      if (!s.is_object()) continue;
-      auto name = s.find("name"), status = s.find("status"), ingredients = s.find("ingredients");
-      if (name == s.end() || !name->is_string() || status == s.end() || ingredients == s.end()) continue;
-      if ((*status == "ran" || *status == "cached") && well_formed_ingredients(*ingredients))
-        by_step.emplace(name->get<std::string>(), std::move(*ingredients));
+      by_step.clear();  // unreadable: explained from older runs
     }
     return by_step;
   }
   const Store& store_;
   std::string pipeline_;
   std::string current_;
+  std::set<std::string> steps_;
   bool listed_ = false;
   std::vector<std::string> ids_;
   std::vector<std::map<std::string, nlohmann::json>> keyed_;
@@ -442,7 +448,9 @@ class Run {
                {"inputs", store_inputs_},
                {"steps", nlohmann::json::array()}};
     detail::StoreAccess::runs(store_).write(pipeline_.name(), report_.run_id, record_);
-    history_.emplace(store_, pipeline_.name(), report_.run_id);
+    std::set<std::string> steps;
+    for (const auto& node : nodes_) steps.insert(node.spec.name);
+    history_.emplace(store_, pipeline_.name(), report_.run_id, std::move(steps));
     // Whatever stops the schedule, the record is finished: failed, with why.
     std::string stopped;
     try {

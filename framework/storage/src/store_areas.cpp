@@ -57,6 +57,10 @@ nlohmann::json read_record(Medium& medium, const std::string& key, std::size_t m
   } catch (const CorruptData& e) {
     throw CorruptData(std::string(what) + " " + e.what());
   }
+  return parse_record(text, medium, key, what);
+}
+
+nlohmann::json parse_record(const std::string& text, Medium& medium, const std::string& key, const char* what) {
   try {
     auto doc = parse_untrusted_json(text);
     if (doc.is_object()) return doc;
@@ -472,16 +476,24 @@ std::vector<std::pair<std::string, std::string>> RunLog::list(std::vector<std::s
   return runs;
 }
 
-nlohmann::json RunLog::read(std::string_view pipeline, std::string_view run_id) const {
-  if (!valid_record_stem(pipeline) || !valid_record_stem(run_id))
-    throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "'");
+std::string RunLog::read_text(std::string_view pipeline, std::string_view run_id) const {
+  auto missing = [&] {
+    return NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "' in store " +
+                    medium_->location());
+  };
+  if (!valid_record_stem(pipeline) || !valid_record_stem(run_id)) throw missing();
   try {
-    return read_record(*medium_, "runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json", kMaxRunBytes,
-                       "run record");
+    return medium_->get("runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json", kMaxRunBytes);
   } catch (const NotFound&) {
-    throw NotFound("no run '" + std::string(run_id) + "' of pipeline '" + std::string(pipeline) + "' in store " +
-                   medium_->location());
+    throw missing();
+  } catch (const CorruptData& e) {
+    throw CorruptData(std::string("run record ") + e.what());
   }
+}
+
+nlohmann::json RunLog::read(std::string_view pipeline, std::string_view run_id) const {
+  return parse_record(read_text(pipeline, run_id), *medium_,
+                      "runs/" + std::string(pipeline) + "/" + std::string(run_id) + ".json", "run record");
 }
 
 }  // namespace amphora::detail

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <type_traits>
 #include <typeindex>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -383,9 +384,28 @@ class Pipeline {
 nlohmann::json file_digests(const std::filesystem::path& path, std::string_view suffix = "",
                             std::size_t max_files = 100000);
 
-/// Every run record in the store, oldest first (by start time, then id).
-/// Unreadable records are described in `problems` when given, else skipped.
+/// Every run record in the store, oldest first (by start time, then id),
+/// all held at once: for many or large records, use run_summaries and
+/// read_run. Unreadable records are described in `problems` when given,
+/// else skipped.
 std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::string>* problems = nullptr);
+
+/// A run record's headline: what `amphora runs` lists of it.
+struct RunSummary {
+  std::string pipeline, run, status, started_at, ended_at;  ///< as recorded ("" when absent)
+  std::map<std::string, std::size_t> steps;                 ///< steps by status: "ran", "cached", ...
+  std::pair<std::string, std::string> stored_as;            ///< the (pipeline, run) read_run takes
+};
+
+/// Every run record's headline, ordered as list_runs orders the records,
+/// reading one record at a time without building it: memory stays near one
+/// record's size (at most 16 MiB) however many runs there are. Unreadable
+/// records are described in `problems` when given, else skipped.
+std::vector<RunSummary> run_summaries(const Store& store, std::vector<std::string>* problems = nullptr);
+
+/// The run record `run` of `pipeline` (its "steps" an array). Throws
+/// NotFound, or CorruptData for a record that cannot be read.
+nlohmann::json read_run(const Store& store, std::string_view pipeline, std::string_view run);
 
 /// The chain of steps and artifacts behind `digest`: one JSON object per
 /// artifact reached through step inputs, starting with `digest` itself,
