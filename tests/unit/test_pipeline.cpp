@@ -283,6 +283,26 @@ TEST_CASE("A deleted or damaged output is a miss and is recomputed", "[pipeline]
     CHECK(status_of(r, "report") == "ran");
     CHECK_THAT(reason_of(r, "report"), Catch::StartsWith("output `out` missing or damaged"));
   }
+  SECTION("a cache entry pointing at an artifact of the right materializer but another C++ type") {
+    // parity's output is a 0-d int64 tensor, numbers' a 1-d one: both
+    // amphora.tensor, so only the shape tells them apart.
+    const Digest scalar = first.step("parity").outputs.front().digest;
+    const auto file = dir.path() / "cache" / (first.step("numbers").key.hex() + ".json");
+    auto doc = nlohmann::json::parse(test::read_text(file));
+    doc["outputs"]["values"] = scalar.str();
+    test::write_text(file, doc.dump(1));
+    for (bool verify_hits : {false, true}) {
+      INFO("verify_hits " << verify_hits);
+      auto r = chain.run(store, {.verify_hits = verify_hits});
+      CHECK(status_of(r, "numbers") == "ran");
+      CHECK_THAT(reason_of(r, "numbers"),
+                 Catch::StartsWith("output `values` missing or damaged (") &&
+                     Catch::Contains("holds a 0-d int64 tensor, not a 1-d int64 vector"));
+      CHECK(r.ok);
+      CHECK(store.load<std::vector<std::int64_t>>("chain.numbers.values").size() == 4);
+      test::write_text(file, doc.dump(1));  // the entry the run replaced, damaged again
+    }
+  }
   SECTION("a cache entry naming another step") {
     const auto file = dir.path() / "cache" / (first.step("report").key.hex() + ".json");
     auto doc = nlohmann::json::parse(test::read_text(file));

@@ -141,18 +141,30 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
   return text;
 }
 
-// Empty when the artifact `digest` is there, was made by `materializer`
-// and is whole (Store::damage), else what is wrong.
-std::string artifact_problem(const Store& store, const Digest& digest, std::string_view materializer, bool full) {
+// Empty when the artifact `digest` is there, was made by `entry`'s
+// materializer, is whole (Store::damage) and holds the entry's C++ type (its
+// accept check; with `full`, a load as that type when it has none), else
+// what is wrong.
+std::string artifact_problem(const Store& store, const Digest& digest, const MaterializerEntry& entry, bool full) {
   try {
-    if (!full)
-      if (auto quick = detail::StoreAccess::quick_problem(store, digest, materializer)) return *quick;
+    if (!full) {
+      std::optional<ArtifactReader> intact;
+      if (auto quick = detail::StoreAccess::quick_problem(store, digest, entry.name, entry.accept ? &intact : nullptr)) {
+        if (!quick->empty() || !entry.accept) return *quick;
+        entry.accept(*intact);
+        return "";
+      }
+    }
     auto reader = store.open_artifact(digest);
-    if (reader.manifest().materializer != materializer)
-      return "artifact " + digest.short_str() + " was made by " + reader.manifest().materializer + ", not " +
-             std::string(materializer);
+    if (reader.manifest().materializer != entry.name)
+      return "artifact " + digest.short_str() + " was made by " + reader.manifest().materializer + ", not " + entry.name;
     auto problems = store.damage(reader, full);
-    return problems.empty() ? "" : problems.front();
+    if (!problems.empty()) return problems.front();
+    if (entry.accept)
+      entry.accept(reader);
+    else if (full)
+      (void)entry.load(reader);
+    return "";
   } catch (const Error& e) {
     return e.what();
   }
@@ -671,7 +683,7 @@ class Run {
         return std::nullopt;
       }
       Digest d = it->second;
-      if (auto why = artifact_problem(store_, d, entries[s]->name, options_.verify_hits); !why.empty()) {
+      if (auto why = artifact_problem(store_, d, *entries[s], options_.verify_hits); !why.empty()) {
         problem = "output `" + name + "` missing or damaged (" + why + ")";
         return std::nullopt;
       }

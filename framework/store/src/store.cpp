@@ -353,8 +353,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // from an earlier read, or one whose tag changed. `made_by`, when given,
   // is the materializer the artifact must come from. With the manifest
   // kept, its tag and the files' sizes come from one look at the folder.
+  // `kept_out`, when given, receives the top artifact's kept manifest.
   std::optional<std::string> quick_problem(const Digest& digest, std::string_view made_by, std::set<Digest>& seen,
-                                           int depth = 0) {
+                                           int depth = 0, std::shared_ptr<const Manifest>* kept_out = nullptr) {
     // Deeper than a reader follows: the full check says what is wrong, and
     // this recursion stays as shallow as a load's.
     if (depth > kMaxChildDepth) return std::nullopt;
@@ -382,6 +383,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
       if (!problem) return std::nullopt;
       if (!problem->empty()) return problem;
     }
+    if (kept_out) *kept_out = std::move(kept);
     return std::string();
   }
 
@@ -592,10 +594,16 @@ const fs::path& Store::path() const { return impl_->path; }
 const detail::NameIndex& detail::StoreAccess::names(const Store& store) { return *store.impl_->names; }
 const detail::ActionCache& detail::StoreAccess::cache(const Store& store) { return *store.impl_->cache; }
 std::optional<std::string> detail::StoreAccess::quick_problem(const Store& store, const Digest& digest,
-                                                              std::string_view made_by) {
+                                                              std::string_view made_by,
+                                                              std::optional<ArtifactReader>* intact) {
   return translated(true, [&] {
     std::set<Digest> seen;
-    return store.impl_->quick_problem(digest, made_by, seen);
+    std::shared_ptr<const Manifest> kept;
+    auto problem = store.impl_->quick_problem(digest, made_by, seen, 0, intact ? &kept : nullptr);
+    if (intact && kept)
+      intact->emplace(detail::ArtifactAccess::reader(store.impl_, store.impl_->artifacts, digest, std::move(kept),
+                                                     "artifact " + digest.short_str(), 0));
+    return problem;
   });
 }
 const detail::RunLog& detail::StoreAccess::runs(const Store& store) { return *store.impl_->runs; }

@@ -17,9 +17,11 @@ struct StoreAccess {
   /// What Store::damage without hashing reports first for `digest` (made by
   /// `made_by`, unless empty), "" when intact, or nullopt when that needs
   /// the full check: answered from a manifest kept by an earlier read whose
-  /// tag is unchanged, with one look at the artifact's folder. Throws as damage().
-  static std::optional<std::string> quick_problem(const Store& store, const Digest& digest,
-                                                  std::string_view made_by);
+  /// tag is unchanged, with one look at the artifact's folder. Throws as
+  /// damage(). When intact and `intact` is given, it receives a reader of
+  /// the kept manifest, built without reading anything.
+  static std::optional<std::string> quick_problem(const Store& store, const Digest& digest, std::string_view made_by,
+                                                  std::optional<ArtifactReader>* intact = nullptr);
 };
 
 }  // namespace amphora::detail

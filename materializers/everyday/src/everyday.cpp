@@ -8,17 +8,35 @@ namespace amphora {
 
 namespace detail {
 
+namespace {
+
+// Throws CorruptData unless a tensor of `has` and `shape` is `ndim`-d of `dtype`.
+void require_tensor_as(const ArtifactReader& in, DType has, std::span<const std::int64_t> shape, DType dtype, int ndim) {
+  if (has == dtype && shape.size() == static_cast<std::size_t>(ndim)) return;
+  std::string dims;
+  for (std::size_t k = 0; k < shape.size(); ++k) dims += (k ? "x" : "") + std::to_string(shape[k]);
+  throw CorruptData(in.label() + " holds a " + std::to_string(shape.size()) + "-d " + std::string(dtype_name(has)) +
+                    " tensor" + (dims.empty() ? "" : " of shape " + dims) + ", not " +
+                    (ndim == 0 ? "a single " : "a 1-d ") + std::string(dtype_name(dtype)) +
+                    (ndim == 0 ? " value" : " vector"));
+}
+
+}  // namespace
+
 Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
   Tensor t = materializer<Tensor>::load(in);
-  if (t.dtype() != dtype || t.ndim() != static_cast<std::size_t>(ndim)) {
-    std::string shape;
-    for (std::size_t k = 0; k < t.ndim(); ++k) shape += (k ? "x" : "") + std::to_string(t.shape()[k]);
-    throw CorruptData(in.label() + " holds a " + std::to_string(t.ndim()) + "-d " + std::string(dtype_name(t.dtype())) +
-                      " tensor" + (shape.empty() ? "" : " of shape " + shape) + ", not " +
-                      (ndim == 0 ? "a single " : "a 1-d ") + std::string(dtype_name(dtype)) +
-                      (ndim == 0 ? " value" : " vector"));
-  }
+  require_tensor_as(in, t.dtype(), t.shape(), dtype, ndim);
   return t;
+}
+
+void accept_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
+  DType has{};
+  try {
+    has = dtype_from_name(in.meta<std::string>("dtype"));
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(in.label() + ": " + e.what());
+  }
+  require_tensor_as(in, has, in.meta<std::vector<std::int64_t>>("shape"), dtype, ndim);
 }
 
 std::string child_role(std::string_view prefix, std::size_t index) { return std::string(prefix) + std::to_string(index); }

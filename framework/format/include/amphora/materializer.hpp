@@ -8,6 +8,9 @@
 //     static BBoxes load(const amphora::ArtifactReader& in);
 //     // optional: the structural check `amphora verify` runs (defaults to a full load)
 //     static void validate(const amphora::ArtifactReader& in);
+//     // optional: a quick look (metadata only) that the artifact holds a T and
+//     // not another type sharing the name; a cache hit is refused otherwise
+//     static void accept(const amphora::ArtifactReader& in);
 //   };
 //
 // Store::save and Store::load use it directly; registering it
@@ -90,6 +93,11 @@ struct MaterializerEntry {
   /// CorruptData (or Unsupported) when the metadata contradicts the payload.
   /// Empty = a full load is the check.
   std::function<void(const ArtifactReader& in)> validate;
+  /// Quick check, from the metadata alone, that the artifact holds a value of
+  /// `type` and not of another type stored under the same name (a 0-d tensor
+  /// where a vector is wanted): throws CorruptData saying what it holds. A
+  /// pipeline refuses a cache hit it throws for. Empty = no quick check.
+  std::function<void(const ArtifactReader& in)> accept;
 };
 
 namespace detail {
@@ -122,6 +130,8 @@ MaterializerEntry make_materializer_entry(std::string origin = "application") {
     };
     if constexpr (requires(const ArtifactReader& in) { materializer<T>::validate(in); })
       entry.validate = [](const ArtifactReader& in) { materializer<T>::validate(in); };
+    if constexpr (requires(const ArtifactReader& in) { materializer<T>::accept(in); })
+      entry.accept = [](const ArtifactReader& in) { materializer<T>::accept(in); };
   }
   return entry;
 }

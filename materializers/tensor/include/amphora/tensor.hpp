@@ -157,6 +157,9 @@ namespace detail {
 
 /// Loads a tensor artifact and checks it is `ndim`-dimensional of `dtype`.
 Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
+/// The same check from the metadata alone, loading nothing: throws
+/// CorruptData naming what the artifact holds instead.
+void accept_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
 
 }  // namespace detail
 
@@ -175,7 +178,7 @@ struct materializer<T> {
     T value;
     std::memcpy(&value, t.data(), sizeof(T));
     return value;
-  }
+  }  static void accept(const ArtifactReader& in) { detail::accept_tensor_as(in, dtype_of<T>::value, 0); }
 };
 
 template <ArrayElement T>
@@ -194,7 +197,7 @@ struct materializer<std::vector<T>> {
       auto v = t.values<T>();
       return std::vector<T>(v.begin(), v.end());
     }
-  }
+  }  static void accept(const ArtifactReader& in) { detail::accept_tensor_as(in, dtype_of<T>::value, 1); }
 };
 
 }  // namespace amphora
