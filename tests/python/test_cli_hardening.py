@@ -293,5 +293,46 @@ def main():
     unittest.main(argv=argv, verbosity=1)
 
 
+class FullDiskTest(CliTestCase):
+    """A store on a 3 MB file system (tmpfs, mounted for the test): content
+    already stored imports again with no room for a staged copy."""
+
+    def setUp(self):
+        super().setUp()
+        self.disk = self.path("disk")
+        os.mkdir(self.disk)
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", self.disk], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            self.skipTest(f"cannot mount a small file system here: {proc.stderr.strip()}")
+        self.addCleanup(subprocess.run, ["umount", self.disk], check=True)
+        self.small = os.path.join(self.disk, "store")
+        self.small_cli("init", check=EXIT_OK)
+
+    def small_cli(self, *args, check):
+        proc = cli_support.run("--store", self.small, *args)
+        self.assertEqual(proc.returncode, check, f"amphora {' '.join(map(str, args))}: {proc.stdout!r} {proc.stderr!r}")
+        return proc
+
+    def test_reimport_without_room_for_a_staged_copy(self):
+        first, second = self.path("a.npy"), self.path("b.npy")
+        np.save(first, np.random.default_rng(1).random(250_000))
+        np.save(second, np.random.default_rng(2).random(250_000))
+        self.small_cli("import", first, "--name", "a", check=EXIT_OK)
+        self.assertLess(os.statvfs(self.disk).f_bavail * os.statvfs(self.disk).f_frsize, os.path.getsize(first))
+        again = self.small_cli("import", first, "--name", "a", check=EXIT_OK)
+        self.assertIn("as a@2", again.stdout)
+        self.assertIn("identical content was already stored", again.stdout)
+        # New content still needs the room, and says so.
+        full = self.small_cli("import", second, "--name", "b", check=EXIT_FAILURE)
+        self.assertIn("No space left on device", full.stderr)
+        listed = self.small_cli("ls", "--json", check=EXIT_OK).stdout
+        self.assertEqual([(n["name"], n["version"]) for n in json.loads(listed)], [("a", 2)])
+        self.small_cli("verify", check=EXIT_OK)
+        out = self.path("back.npy")
+        self.small_cli("export", "a@2", out, check=EXIT_OK)
+        self.assertTrue(np.array_equal(np.load(out), np.load(first)))
+
+
 if __name__ == "__main__":
     main()

@@ -8,10 +8,35 @@ namespace amphora::testing {
 
 namespace {
 
+// A staged file whose writes reach "before:write RELPATH" first (a disk
+// filling up as a save writes its payload).
+class FaultStagedFile : public StagedFile {
+ public:
+  FaultStagedFile(FaultMedium& medium, std::unique_ptr<StagedFile> inner, std::string relpath)
+      : medium_(medium), inner_(std::move(inner)), relpath_(std::move(relpath)) {}
+  void write_at(std::uint64_t offset, ConstBytes data) override {
+    medium_.reach("before:write", relpath_);
+    inner_->write_at(offset, data);
+  }
+  void write_parts_at(std::uint64_t offset, std::span<const ConstBytes> parts) override {
+    medium_.reach("before:write", relpath_);
+    inner_->write_parts_at(offset, parts);
+  }
+  void reserve(std::uint64_t size) override { inner_->reserve(size); }
+  void close() override { inner_->close(); }
+
+ private:
+  FaultMedium& medium_;
+  std::unique_ptr<StagedFile> inner_;
+  std::string relpath_;
+};
+
 class FaultStaging : public Staging {
  public:
   FaultStaging(FaultMedium& medium, std::unique_ptr<Staging> inner) : medium_(medium), inner_(std::move(inner)) {}
-  std::unique_ptr<StagedFile> create_file(std::string_view relpath) override { return inner_->create_file(relpath); }
+  std::unique_ptr<StagedFile> create_file(std::string_view relpath) override {
+    return std::make_unique<FaultStagedFile>(medium_, inner_->create_file(relpath), std::string(relpath));
+  }
   bool publish(std::string_view prefix, std::string_view marker, std::string_view bytes) override {
     medium_.reach("before:publish", prefix);
     bool done = inner_->publish(prefix, marker, bytes);

@@ -15,7 +15,9 @@ namespace amphora::testing {
 
 /// Passes every call to `inner`. Fault points are "before:OP" and
 /// "after:OP" for OP one of head, get, open, map, put, remove, list,
-/// publish, replace (of a staged folder), remove_folder, lease, sweep.
+/// publish, replace (of a staged folder), remove_folder, lease, sweep, and
+/// "before:write" for each write to a staged file (keyed by its path in
+/// the staged folder).
 class FaultMedium : public Medium {
  public:
   enum class Action {

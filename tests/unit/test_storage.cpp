@@ -584,6 +584,50 @@ TEMPLATE_TEST_CASE("Storage: a store survives a fault at any step of a save", "[
   CHECK(faults >= 3);
 }
 
+TEMPLATE_TEST_CASE("Storage: saving again what is stored needs no room for a staged copy", "[storage][faults]",
+                   LocalKind, MemoryKind) {
+  TestType kind;
+  auto faulty = std::make_shared<testing::FaultMedium>(kind.make());
+  Store store = Store::open({.create = true, .medium = faulty});
+  const Tensor big = test::random_tensor(DType::float64, {4096}, 7);
+  const std::vector<std::string> words{"alpha", "beta", "gamma"};
+  const std::vector<Tensor> tensors{big, test::random_tensor(DType::int8, {5}, 8)};  // children
+  const auto first = store.save(big, {.name = "t"});
+  const auto first_list = store.save(tensors, {.name = "list"});
+  store.save(words, {.name = "w"});
+  // A disk with no room left: every write of a staged payload fails.
+  faulty->arm("before:write", testing::FaultMedium::Action::fail, "", 0, false);
+  const auto again = store.save(big, {.name = "t"});
+  CHECK(again.digest == first.digest);
+  CHECK_FALSE(again.created);
+  CHECK(again.version == 2);
+  CHECK(store.save(tensors, {.name = "list"}).digest == first_list.digest);
+  CHECK(store.save(words, {.name = "w"}).version == 2);
+  // What is not stored yet fails as the disk failed, naming nothing.
+  CHECK_THROWS_WITH(store.save(test::random_tensor(DType::float64, {4096}, 9), {.name = "t"}),
+                    Catch::Contains("injected fault at before:write"));
+  // A list one of whose children is new is not stored content either.
+  CHECK_THROWS_WITH(store.save(std::vector<Tensor>{big, test::random_tensor(DType::int8, {5}, 10)}, {.name = "list"}),
+                    Catch::Contains("injected fault at before:write"));
+  faulty->disarm();
+  CHECK(store.version_numbers("t") == std::vector<std::uint64_t>{1, 2});
+  CHECK(store.version_numbers("list") == std::vector<std::uint64_t>{1, 2});
+  CHECK(store.load<Tensor>("t").values<double>()[4095] == big.values<double>()[4095]);
+  // A stored copy that lost bytes is not taken for the value.
+  auto reader = store.open_artifact(first.digest);
+  const std::string file = "objects/sha256/" + first.digest.hex().substr(0, 2) + "/" + first.digest.hex() + "/" +
+                           reader.manifest().files.front().path;
+  std::string bytes = faulty->get(file, std::size_t{1} << 30);
+  bytes[bytes.size() - 1] = static_cast<char>(bytes.back() ^ 1);
+  faulty->put(file, bytes, {});
+  faulty->arm("before:write", testing::FaultMedium::Action::fail, "", 0, false);
+  CHECK_THROWS_WITH(store.save(big, {.name = "t"}), Catch::Contains("injected fault at before:write"));
+  faulty->disarm();
+  CHECK(store.version_numbers("t").size() == 2);
+  CHECK(store.save(big, {.name = "t"}).created);  // with room, the damaged copy is replaced
+  CHECK(store.verify().ok());
+}
+
 TEST_CASE("Storage: a publish that dies midway on an object medium leaves no artifact", "[storage][faults]") {
   auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium(), true);
   Store store = Store::open({.create = true, .medium = faulty});

@@ -411,16 +411,41 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     artifacts->claim(digest);
   }
 
+  // The save of a value the store already holds whole, writing nothing but
+  // its name: nullopt when the value (or a child) is not stored.
+  std::optional<SaveResult> save_if_stored(const MaterializerEntry& entry, const void* value, const SaveOptions& options,
+                                           int depth);
+
   // Writes, finishes and publishes one artifact, then names it when asked to.
   SaveResult save(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
                   std::function<void(std::uint64_t)> progress) {
     if (depth > kMaxChildDepth)
       throw InvalidArgument("value nests child artifacts deeper than " + std::to_string(kMaxChildDepth) +
                             " levels (at materializer " + entry.name + ")");
-    auto writer = detail::ArtifactAccess::writer(artifacts->begin(), options, Manifest::kMinPieceSize,
-                                                 shared_from_this(), depth, std::move(progress));
-    entry.save(value, *writer);
-    Manifest manifest = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
+    std::unique_ptr<ArtifactWriter> writer;
+    std::optional<Manifest> finished;
+    try {
+      writer = detail::ArtifactAccess::writer(artifacts->begin(), options, Manifest::kMinPieceSize, shared_from_this(),
+                                              depth, std::move(progress));
+      entry.save(value, *writer);
+      finished = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
+    } catch (const IoError&) {
+      // Saving again what the store holds needs no room for a staged copy:
+      // when staging fails (a disk full as the payload is written), the
+      // value is saved once more hashing only, and if the store holds that
+      // digest whole, the save is that artifact's; else this error stands.
+      if (depth > 0) throw;
+      writer.reset();  // its staged files go before the second pass
+      std::optional<SaveResult> stored;
+      try {
+        stored = save_if_stored(entry, value, options, 0);
+      } catch (const Error&) {
+        // not stored, or failing anew: the first error says more
+      }
+      if (!stored) throw;
+      return *stored;
+    }
+    const Manifest& manifest = *finished;
     SaveResult result;
     result.digest = manifest.digest();
     nlohmann::json record;
@@ -482,6 +507,82 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     return record;
   }
 };
+
+namespace {
+
+// A staging area that keeps nothing: for saving a value only to learn its
+// digest, which depends on the bytes' hashes, not on where they went.
+class DiscardingStaging : public Staging {
+  class Nothing : public StagedFile {
+   public:
+    void write_at(std::uint64_t, ConstBytes) override {}
+    void close() override {}
+  };
+
+ public:
+  std::unique_ptr<StagedFile> create_file(std::string_view) override { return std::make_unique<Nothing>(); }
+  bool publish(std::string_view, std::string_view, std::string_view) override {
+    throw std::logic_error("a discarding staging area publishes nothing");
+  }
+  void replace(std::string_view, std::string_view, std::string_view) override {
+    throw std::logic_error("a discarding staging area publishes nothing");
+  }
+};
+
+// Children of a value saved only to learn its digest: each must already be
+// stored whole, or the whole save is not a save of stored content.
+class StoredOnlyContext : public detail::ArtifactContext {
+ public:
+  using SaveIfStored =
+      std::function<std::optional<SaveResult>(const MaterializerEntry&, const void*, const SaveOptions&, int)>;
+  StoredOnlyContext(std::shared_ptr<detail::ArtifactContext> store, SaveIfStored save_if_stored)
+      : store_(std::move(store)), save_if_stored_(std::move(save_if_stored)) {}
+  Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                    std::function<void(std::uint64_t)>) override {
+    SaveOptions child_options;
+    child_options.options = options.options;
+    auto saved = save_if_stored_(entry, value, child_options, depth);
+    if (!saved) throw NotFound("a child of the value is not stored");
+    return saved->digest;
+  }
+  void claim(const Digest& digest) override { store_->claim(digest); }
+  ArtifactReader open(const Digest& digest, std::string label, int depth) override {
+    return store_->open(digest, std::move(label), depth);
+  }
+
+ private:
+  std::shared_ptr<detail::ArtifactContext> store_;
+  SaveIfStored save_if_stored_;
+};
+
+}  // namespace
+
+std::optional<SaveResult> Store::Impl::save_if_stored(const MaterializerEntry& entry, const void* value,
+                                                      const SaveOptions& options, int depth) {
+  if (depth > kMaxChildDepth) return std::nullopt;
+  auto self = shared_from_this();
+  auto context = std::make_shared<StoredOnlyContext>(
+      self, [self](const MaterializerEntry& e, const void* v, const SaveOptions& o, int d) {
+        return self->save_if_stored(e, v, o, d);
+      });
+  auto writer = detail::ArtifactAccess::writer(std::make_unique<DiscardingStaging>(), options, Manifest::kMinPieceSize,
+                                               context, depth);
+  entry.save(value, *writer);
+  Manifest manifest = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
+  SaveResult result;
+  result.digest = manifest.digest();
+  nlohmann::json record;
+  if (!options.name.empty()) record = name_record(entry, options, result.digest, manifest);
+  auto lease = artifacts->publish_lease();
+  if (!artifacts->has(result.digest) || damaged(result.digest, manifest)) return std::nullopt;
+  artifacts->claim(result.digest);  // saved again: young again
+  if (!options.name.empty()) {
+    result.name = options.name;
+    result.version = names->add(options.name, std::move(record));
+  }
+  return result;
+}
+
 
 Store::Store(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
