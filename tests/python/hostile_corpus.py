@@ -312,6 +312,11 @@ def _json_nested(store, scratch):
     return put_json(store, nested(100_000))
 
 
+def _json_nul_then_junk(store, scratch):
+    # Both C++ JSON parsers stopped at a raw NUL, so this passed for [1].
+    return put_json(store, b"[1]\0garbage")
+
+
 def _name_record_nested(store, scratch):
     digest = put_string(store, "fine")
     put_name(store, "t", digest, raw=b"{\"digest\": " + nested(100_000) + b"}\n")
@@ -477,6 +482,7 @@ CORPUS = [
          r"metadata 'shape'"),
     case("json_value_nested_100000", _json_nested, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"'value.json' .*nests deeper than 64 levels"),
+    case("json_value_nul_then_junk", _json_nul_then_junk, VERIFY, EXIT_CORRUPT, "CorruptData", r"'value.json'"),
     case("records_json_slot_nested_100000", _records_json_nested, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"slot 0 is not valid JSON \(it nests deeper than 257 levels\)"),
     case("name_record_nested_100000", _name_record_nested, SHOW, EXIT_CORRUPT, "CorruptData",

@@ -586,6 +586,12 @@ nlohmann::json parse_checked(std::string_view text) {
 }  // namespace
 
 nlohmann::json parse_untrusted_json(std::string_view text) {
+  // No JSON text holds a raw NUL (in a string it is written \u0000); both
+  // parsers below would stop at one and read the text before it as the
+  // whole, so "[1]\0anything" would pass for [1].
+  if (const void* nul = std::memchr(text.data(), 0, text.size()))
+    throw CorruptData("a NUL byte at offset " + std::to_string(static_cast<const char*>(nul) - text.data()) +
+                      ", which no JSON text holds");
   try {
     return parse_checked(text);
   } catch (const TooDeep&) {
