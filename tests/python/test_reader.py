@@ -13,12 +13,15 @@ compared exactly; damaged artifacts and bad refs raise the reader's errors.
 HostileStoreTest runs every crafted store of hostile_corpus.CORPUS through
 the CLI and the reader: both must refuse it (the CLI with its exit status,
 the reader with exactly the documented class and a message saying what is
-wrong), within a bounded amount of memory. LimitsTest puts the limits of
+wrong), within a bounded amount of memory; `amphora export`, which verifies
+and then loads the value as its C++ type, must refuse it with the same exit
+status and leave nothing behind. LimitsTest puts the limits of
 docs/FORMAT.md to both sides from each side of the line.
 """
 
 import builtins
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -364,6 +367,18 @@ class HostileStoreTest(StoreTestCase):
         self.assertRegex(str(raised), case.message)
         if ref.startswith("sha256:") and case.call == "load":
             self.assertIn(f"artifact {ref}", str(raised))  # the message names the artifact
+        if case.call == "load" and case.cli_exit != EXIT_OK:
+            # export verifies first, then loads as the type: it refuses too,
+            # and leaves nothing behind.
+            out = self.path("exported")
+            proc = self.run_cli("export", ref, out)
+            wanted = re.search(r"use a '(\.\w+)' file", proc.stderr)
+            if wanted:  # a file of its format's extension, not a directory
+                out += wanted.group(1)
+                proc = self.run_cli("export", ref, out)
+            self.assertEqual(proc.returncode, case.cli_exit,
+                             f"amphora export {ref}: stdout={proc.stdout!r} stderr={proc.stderr!r}")
+            self.assertFalse(os.path.exists(out))
 
 
 def _corpus_test(case):
