@@ -664,6 +664,20 @@ TEST_CASE("Run configuration: aliases that expand past the bound and duplicate k
   }
   set_bomb += "]";
   CHECK_THROWS_WITH(apply_override(params, set_bomb), Catch::Contains("expands to more than 100000 values"));
+  // Few values, much text: one 1,000-byte string named 2,000 times is 2 MB
+  // from a 9 KB file (found by fuzz_run_config).
+  std::string text_bomb = "numbers:\n  a: &x \"" + std::string(1000, 'A') + "\"\n  b: [";
+  for (int k = 0; k < 2000; ++k) text_bomb += std::string(k ? "," : "") + "*x";
+  text_bomb += "]\n";
+  test::write_text(dir / "text_bomb.yaml", text_bomb);
+  CHECK_THROWS_WITH(read_run_config(dir / "text_bomb.yaml"),
+                    Catch::Contains("text_bomb.yaml:") && Catch::Contains("expands to more than 1 MiB of text"));
+  std::string set_text = "numbers.s=[&x \"" + std::string(1000, 'B') + "\"";
+  for (int k = 0; k < 2000; ++k) set_text += ",*x";
+  CHECK_THROWS_WITH(apply_override(params, set_text + "]"), Catch::Contains("expands to more than 1 MiB of text"));
+  std::string fine = "numbers:\n  a: &x \"" + std::string(1000, 'A') + "\"\n  b: [*x, *x, *x]\n";
+  test::write_text(dir / "fine.yaml", fine);
+  CHECK(read_run_config(dir / "fine.yaml")["numbers"]["b"][2].get<std::string>().size() == 1000);
   test::write_text(dir / "twice.yaml", "numbers:\n  n: 1\n  n: 2\n");
   CHECK_THROWS_WITH(read_run_config(dir / "twice.yaml"), Catch::Contains("twice.yaml:3: the key 'n' is given twice"));
   test::write_text(dir / "steps.yaml", "numbers:\n  n: 1\nnumbers:\n  scale: 2\n");

@@ -49,6 +49,23 @@ nlohmann::json plain_scalar(const std::string& text) {
 // out: YAML aliases repeat a node without repeating its text, so 466 bytes
 // of nested aliases describe 10^9 values. Far above any real configuration.
 constexpr std::size_t kMaxConfigValues = 100'000;
+// Bytes of scalars and keys it may hold, counted the same way: an alias
+// repeats a whole string, so 1.2 KB naming one 1,000-byte string 81,111
+// times (under the value limit) would hold 86 MB. As much as a file holds.
+constexpr std::size_t kMaxConfigText = kMaxRunConfigBytes;
+
+// What a configuration expands to, counted as it is converted.
+struct Expansion {
+  std::size_t values = 0;
+  std::size_t text = 0;
+};
+
+void count_text(Expansion& seen, std::size_t bytes, const std::string& where) {
+  seen.text += bytes;
+  if (seen.text > kMaxConfigText)
+    throw InvalidArgument(where + ": expands to more than " + std::to_string(kMaxConfigText >> 20) +
+                          " MiB of text (YAML aliases repeat what they name)");
+}
 
 // Keys of one mapping, refusing a key given twice (YAML forbids it; a
 // parser that keeps the last one would hide the mistake).
@@ -58,8 +75,8 @@ std::string unique_key(const nlohmann::json& mapping, const YAML::Node& key, con
   return text;
 }
 
-nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where, std::size_t& values, int depth = 0) {
-  if (++values > kMaxConfigValues)
+nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where, Expansion& seen, int depth = 0) {
+  if (++seen.values > kMaxConfigValues)
     throw InvalidArgument(where + ": expands to more than " + std::to_string(kMaxConfigValues) +
                           " values (YAML aliases repeat what they name)");
   if (depth > 64) throw InvalidArgument(where + ": nests deeper than 64 levels");
@@ -67,18 +84,20 @@ nlohmann::json yaml_to_json(const YAML::Node& node, const std::string& where, st
     case YAML::NodeType::Null:
       return nullptr;
     case YAML::NodeType::Scalar:
+      count_text(seen, node.Scalar().size(), where);
       // Quoted scalars have the tag "!": they stay strings.
       return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(yaml_to_json(item, where, values, depth + 1));
+      for (const auto& item : node) out.push_back(yaml_to_json(item, where, seen, depth + 1));
       return out;
     }
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& kv : node) {
         auto key = unique_key(out, kv.first, where);
-        out[key] = yaml_to_json(kv.second, where, values, depth + 1);
+        count_text(seen, key.size(), where);
+        out[key] = yaml_to_json(kv.second, where, seen, depth + 1);
       }
       return out;
     }
@@ -103,8 +122,8 @@ static void apply_checked(nlohmann::json& params, std::string_view assignment) {
   std::string text(assignment.substr(eq + 1));
   nlohmann::json value;
   try {
-    std::size_t values = 0;
-    value = yaml_to_json(YAML::Load(text), "--set " + std::string(assignment), values);
+    Expansion seen;
+    value = yaml_to_json(YAML::Load(text), "--set " + std::string(assignment), seen);
   } catch (const YAML::Exception& e) {
     throw InvalidArgument("--set '" + std::string(assignment) + "': the value is not valid YAML: " + e.msg);
   }
@@ -134,7 +153,7 @@ static nlohmann::json read_checked(const std::filesystem::path& file) {
   if (!root.IsMap())
     throw InvalidArgument("run configuration " + where_in(file, root.Mark()) +
                           ": expected a mapping of step names to their parameters");
-  std::size_t values = 0;
+  Expansion seen;
   for (const auto& step : root) {
     auto name = unique_key(params, step.first, "run configuration " + where_in(file, step.first.Mark()));
     if (!step.second.IsMap() && !step.second.IsNull())
@@ -144,7 +163,8 @@ static nlohmann::json read_checked(const std::filesystem::path& file) {
     for (const auto& kv : step.second) {
       const std::string where = "run configuration " + where_in(file, kv.first.Mark());
       auto key = unique_key(step_params, kv.first, where);
-      step_params[key] = yaml_to_json(kv.second, where, values);
+      count_text(seen, key.size(), where);
+      step_params[key] = yaml_to_json(kv.second, where, seen);
     }
   }
   return params;
