@@ -8,7 +8,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan fuzz demo bench stress install clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz demo bench stress install clean
 
 all: build
 
@@ -30,12 +30,25 @@ $(ASAN_DIR)/CMakeCache.txt:
 $(TSAN_DIR)/CMakeCache.txt:
 	cmake -S . -B $(TSAN_DIR) -DAMPHORA_TSAN=ON $(SANITIZER_CMAKE_ARGS) $(CMAKE_ARGS)
 
-# Clang for libFuzzer; only the fuzz targets and what they need are built.
+# Clang for libFuzzer: Debian 12's clang-16 (its default clang 14 has no
+# std::source_location with GCC 12's library). Only the fuzz targets and what
+# they need are built, at -O1 with line tables as the sanitizer builds are.
+# A tree configured with another compiler (an older build-fuzz/) is
+# configured afresh; its corpus and crash files stay.
+FUZZ_CXX ?= clang++-16
 $(FUZZ_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DAMPHORA_FUZZ=ON $(SANITIZER_CMAKE_ARGS) \
+	      -DAMPHORA_BUILD_TESTS=OFF $(CMAKE_ARGS)
+
+build-fuzz:
 	@bash scripts/install-deps.sh --fuzz
-	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DAMPHORA_FUZZ=ON \
-	      -DAMPHORA_BUILD_TESTS=OFF -DAMPHORA_BUILD_EXAMPLES=OFF -DAMPHORA_BUILD_BENCH=OFF \
-	      -DAMPHORA_BUILD_PLUGINS=OFF -DAMPHORA_INSTALL=OFF $(CMAKE_ARGS)
+	@cxx=$$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' $(FUZZ_DIR)/CMakeCache.txt 2>/dev/null); \
+	if [ -n "$$cxx" ] && [ "$$(basename "$$cxx")" != "$(notdir $(FUZZ_CXX))" ]; then \
+	  echo "$(FUZZ_DIR) was configured with $$cxx; configuring it again with $(FUZZ_CXX)"; \
+	  rm -rf $(FUZZ_DIR)/CMakeCache.txt $(FUZZ_DIR)/CMakeFiles; \
+	fi
+	@$(MAKE) --no-print-directory $(FUZZ_DIR)/CMakeCache.txt
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target amphora_fuzz
 
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -49,9 +62,10 @@ build-tsan: deps $(TSAN_DIR)/CMakeCache.txt
 # Every test in the optimised build; then, under AddressSanitizer +
 # UndefinedBehaviorSanitizer, all but the release-only ones (byte formats
 # other tools read, installation, figures, examples); under ThreadSanitizer,
-# those that start threads or processes (label threads). tests/CMakeLists.txt
-# says which test carries which label.
-test: test-release test-asan test-tsan
+# those that start threads or processes (label threads); last, each fuzz
+# target for FUZZ_SMOKE_SECONDS (test-fuzz). tests/CMakeLists.txt says which
+# test carries which label.
+test: test-release test-asan test-tsan test-fuzz
 
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900 -j$(JOBS) -LE tsan-only
@@ -73,12 +87,20 @@ test-tsan: build-tsan
 	cd $(TSAN_DIR) && TSAN_OPTIONS="$(AMPHORA_TSAN_OPTIONS)" \
 	  ctest --output-on-failure --timeout 3600 -j$(JOBS) -L threads
 
-# Each libFuzzer target for FUZZ_SECONDS (see fuzz/run.sh); not part of `make test`.
+# Each libFuzzer target for FUZZ_SECONDS (see fuzz/run.sh), its corpus kept
+# in $(FUZZ_DIR)/fuzz-corpus across runs.
 FUZZ_SECONDS ?= 60
 
-fuzz: $(FUZZ_DIR)/CMakeCache.txt
-	cmake --build $(FUZZ_DIR) -j$(JOBS) --target amphora_fuzz
+fuzz: build-fuzz
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# The fuzz targets built and each run for FUZZ_SMOKE_SECONDS from its seeds
+# alone, with a fixed random seed (fuzz/run.sh --smoke), so that they keep
+# building and their invariants keep holding; any finding fails the test.
+FUZZ_SMOKE_SECONDS ?= 3
+
+test-fuzz: build-fuzz
+	bash fuzz/run.sh --smoke $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
 
 # The document-frequency pipeline run twice (the second from the cache) and
 # once with another top_k; the store is $AMPHORA_STORE, else a fresh

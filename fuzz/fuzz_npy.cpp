@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // bfloat16 is written as <u2, so only that pair may differ.
   if (u.dtype() != t.dtype() && !(t.dtype() == amphora::DType::bfloat16 && u.dtype() == amphora::DType::uint16))
     finding("round trip changed the dtype");
-  static volatile unsigned keep;  // so the reads above are not optimised away
+  [[maybe_unused]] static volatile unsigned keep;  // so the reads above are not optimised away
   keep = sum;
   return 0;
 }

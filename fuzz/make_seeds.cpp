@@ -1,7 +1,8 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl}/*
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl,
+//                                             composite,run_config}/*
 
 #include "lz4_frames.hpp"
 
@@ -10,10 +11,13 @@
 #include <amphora/npy.hpp>
 #include <amphora/sparse.hpp>
 
+#include <zip.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -140,6 +144,56 @@ void npz_seeds(const fs::path& dir) {
   amphora::write_npz(amphora::SparseMatrix::csr(2, 3, data, i32({0, 2, 1}), i32({0, 2, 3})), dir / "csr.npz");
   amphora::write_npz(amphora::SparseMatrix::csc(3, 2, data, i32({0, 2, 1}), i32({0, 2, 3})), dir / "csc.npz");
   amphora::write_npz(amphora::SparseMatrix::coo(4, 4, data, i32({0, 3, 1}), i32({2, 2, 0})), dir / "coo.npz");
+
+  // Deflated archives, as scipy.sparse.save_npz(compressed=True) writes them:
+  // a 64 x 64 CSR of ones, and a decompression bomb of duplicates (a 1 x 1
+  // COO of 400,000 zeros: 7 KB inflating to 6.4 MB), which must be refused
+  // before it is inflated (issue 21, item 10).
+  auto npy = [](const char* descr, std::vector<std::int64_t> shape, std::string data) {
+    return amphora::make_npy_header(descr, shape, 64) + data;
+  };
+  auto deflated = [&](const fs::path& file, const std::vector<std::pair<std::string, std::string>>& members) {
+    int error = 0;
+    zip_t* zip = zip_open(file.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
+    if (!zip) throw std::runtime_error("cannot create " + file.string());
+    for (const auto& [name, bytes] : members) {
+      zip_source_t* src = zip_source_buffer(zip, bytes.data(), bytes.size(), 0);
+      const zip_int64_t at = zip_file_add(zip, name.c_str(), src, ZIP_FL_OVERWRITE);
+      zip_set_file_compression(zip, static_cast<zip_uint64_t>(at), ZIP_CM_DEFLATE, 9);
+    }
+    if (zip_close(zip) != 0) throw std::runtime_error("cannot write " + file.string());
+  };
+  auto repeat = [](auto value, std::size_t n) {
+    std::string out;
+    for (std::size_t i = 0; i < n; ++i) out.append(reinterpret_cast<const char*>(&value), sizeof value);
+    return out;
+  };
+  std::string indptr, indices;
+  for (std::int32_t r = 0; r <= 64; ++r) {
+    const std::int32_t at = r * 64;
+    indptr.append(reinterpret_cast<const char*>(&at), 4);
+  }
+  for (std::int32_t k = 0; k < 64 * 64; ++k) {
+    const std::int32_t col = k % 64;
+    indices.append(reinterpret_cast<const char*>(&col), 4);
+  }
+  const std::string shape64 = repeat(std::int64_t{64}, 2);
+  // (The members hold their bytes until zip_close: each string lives in `members`.)
+  const std::vector<std::pair<std::string, std::string>> ones = {
+      {"format.npy", npy("|S3", {}, "csr")},
+      {"shape.npy", npy("<i8", {2}, shape64)},
+      {"data.npy", npy("<f8", {64 * 64}, repeat(1.0, 64 * 64))},
+      {"indices.npy", npy("<i4", {64 * 64}, indices)},
+      {"indptr.npy", npy("<i4", {65}, indptr)}};
+  deflated(dir / "ones-deflated.npz", ones);
+  constexpr std::int64_t kDuplicates = 400'000;
+  const std::vector<std::pair<std::string, std::string>> bomb = {
+      {"format.npy", npy("|S3", {}, "coo")},
+      {"shape.npy", npy("<i8", {2}, repeat(std::int64_t{1}, 2))},
+      {"data.npy", npy("<f8", {kDuplicates}, repeat(0.0, kDuplicates))},
+      {"row.npy", npy("<i4", {kDuplicates}, repeat(std::int32_t{0}, kDuplicates))},
+      {"col.npy", npy("<i4", {kDuplicates}, repeat(std::int32_t{0}, kDuplicates))}};
+  deflated(dir / "duplicates-bomb.npz", bomb);
 }
 
 // Recipes and stored bytes as encode_array makes them: recipe JSON, NUL, bytes.
@@ -177,6 +231,59 @@ void jsonl_seeds(const fs::path& dir) {
   put(dir, "mixed.jsonl", "1\n\"s\"\n[1,\"two\",null,{\"x\":1e-300}]\n\r\n{\"a\":18446744073709551615,\"b\":-1}\n");
 }
 
+// Programs for fuzz_composite (its input format is in fuzz_composite.cpp:
+// build()): one byte picks each operation, the bytes after it its details.
+void composite_seeds(const fs::path& dir) {
+  auto bytes = [](std::initializer_list<int> b) {
+    std::string s;
+    for (int v : b) s += static_cast<char>(v);
+    return s;
+  };
+  // Two tensors, a list listing one twice, a map of the lists, an optional of it.
+  put(dir, "shared", bytes({0, 2, 132, 136, 0, 1, 200, 4, 2, 0, 0, 1, 1, 0, 4, 3, 2, 0, 2, 1, 0, 2, 0,
+                            5, 2, 0, 1, 3, 0, 2, 1, 0, 6, 2, 4}));
+  // The declared struct: rows a list of tensors, then a map of such structs.
+  put(dir, "struct", bytes({0, 3, 130, 131, 132, 4, 2, 0, 0, 0, 1, 0, 7, 1, 1, 0, 5, 1, 0, 2, 0, 0}));
+  // A chain of 70 optionals over an empty tensor: past the 64 levels a reader follows.
+  put(dir, "deep-chain", bytes({0, 0, 9, 0, 70}));
+  // A ladder of lists, each listing the one below twice: a tree of 127
+  // artifacts from 7, which export writes out (a child once per place).
+  std::string ladder = bytes({0, 1, 129});
+  for (int level = 1; level <= 6; ++level) ladder += bytes({4, 2, level - 1, 0, level - 1, 1, 0});
+  put(dir, "ladder", ladder);
+  // Children 'a' (a string, exported as a.txt) and 'a.txt' (a list, a directory a.txt).
+  put(dir, "role-collision", bytes({1, 3, 'a', 'b', 'c', 4, 1, 0, 0, 0, 8, 7, 2, 0, 0, 1, 1, 0, 1}));
+  // A list whose child is then removed, and one whose child's payload has a byte flipped.
+  put(dir, "missing-child", bytes({0, 1, 140, 4, 1, 0, 0, 0, 10, 0, 0}));
+  put(dir, "flipped-byte", bytes({0, 4, 1, 2, 3, 4, 4, 1, 0, 0, 0, 10, 0, 1, 0, 10, 1}));
+}
+
+// Run configurations for fuzz_run_config: the YAML file, then optionally a
+// NUL byte and --set assignments, one a line.
+void run_config_seeds(const fs::path& dir) {
+  put(dir, "steps", "tokenize:\n  lowercase: true\nmodel:\n  top_k: 500\n  alpha: 0.5\n  name: 'x'\n"
+                    "  tags: [a, b, 1]\n  nested: {k: [1, {j: null}]}\nempty:\n");
+  put(dir, "overrides", std::string("model:\n  top_k: 500\n") + '\0' +
+                            "model.top_k=10\nmodel.name=\"quoted\"\ntokenize.x=[1, 2.5, ~]\nbad\n.x=1\nm.k={a: [1, 2]}\n");
+  put(dir, "aliases", "s:\n  a: &x [1, two]\n  b: *x\n  c: &y [*x, *x, *x]\n  d: [*y, *y]\n  e: &z {k: *y}\n  f: [*z, *z]\n");
+  put(dir, "scalars", "s:\n  a: 0x10\n  b: 1e999\n  c: -0\n  d: +5\n  e: .5\n  f: 18446744073709551615\n"
+                      "  g: 18446744073709551616\n  h: \"\\u00e9\\U0001F600\\x41\"\n  i: ''\n  j: ~\n  k: 1_000\n"
+                      "  l: -.inf\n  m: 5.\n  n: !!str 5\n  o: |\n    block\n    text\n  p: >-\n    folded\n");
+  put(dir, "structure", "%YAML 1.2\n---\ns:\n  ? [complex, key]\n  : 1\n  dup: 1\n  dup: 2\n"
+                        "  deep: [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]\n  tagged: !custom x\n...\n");
+  // Aliases repeating a 1,000-byte string 81,111 times (under the 100,000
+  // values the reader counts): 1.2 KB of YAML that must be refused cheaply.
+  std::string bomb = "s:\n  a: &x \"" + std::string(1000, 'A') + "\"\n";
+  const char* names[] = {"x", "y", "z", "w", "v"};
+  for (int level = 1; level < 5; ++level) {
+    bomb += std::string("  l") + std::to_string(level) + ": &" + names[level] + " [";
+    for (int k = 0; k < 10; ++k) bomb += std::string(k ? ", *" : "*") + names[level - 1];
+    bomb += "]\n";
+  }
+  bomb += "  f: [*v, *v, *v, *v, *v, *v, *v]\n";
+  put(dir, "alias-long-scalar", bomb);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,5 +300,7 @@ int main(int argc, char** argv) {
   encoding_seeds(out / "array_encoding");
   csv_seeds(out / "csv");
   jsonl_seeds(out / "jsonl");
+  composite_seeds(out / "composite");
+  run_config_seeds(out / "run_config");
   return 0;
 }

@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# Runs each fuzz target for a bounded time: run.sh BUILD_DIR [SECONDS_EACH].
-# Seeds are regenerated into BUILD_DIR/fuzz-seeds; inputs libFuzzer finds
-# interesting accumulate in BUILD_DIR/fuzz-corpus across runs, and crashing
-# inputs are written to BUILD_DIR/fuzz-crashes. Exits nonzero if any target
-# found a crash, leak, timeout or sanitizer report.
+# Runs each fuzz target for a bounded time:
+#   run.sh BUILD_DIR [SECONDS_EACH]           (make fuzz)
+#   run.sh --smoke BUILD_DIR [SECONDS_EACH]   (make test: test-fuzz)
+# Seeds are regenerated into BUILD_DIR/fuzz-seeds. A normal run keeps what
+# libFuzzer finds interesting in BUILD_DIR/fuzz-corpus across runs; a smoke
+# run starts from the seeds alone, in a scratch corpus removed afterwards,
+# with a fixed random seed, so that it depends on nothing a previous run left.
+# Crashing inputs go to BUILD_DIR/fuzz-crashes (TARGET-crash-..., -oom-, ...).
+# libFuzzer's output for each target is kept in BUILD_DIR/fuzz-logs/TARGET.log.
+# Prints each target's executions per second at the end; exits nonzero if
+# any target found a crash, leak, timeout, out-of-memory, invariant failure
+# or sanitizer report. FUZZ_TARGETS="csv jsonl" runs only those.
 set -uo pipefail
 
-build=${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS_EACH]}
+smoke=0
+if [[ "${1:-}" == "--smoke" ]]; then
+  smoke=1
+  shift
+fi
+build=${1:?usage: fuzz/run.sh [--smoke] BUILD_DIR [SECONDS_EACH]}
 seconds=${2:-60}
 here=$(cd "$(dirname "$0")" && pwd)
 bin="$build/bin"
@@ -14,22 +26,74 @@ bin="$build/bin"
 "$bin/amphora_fuzz_seeds" "$build/fuzz-seeds" || exit 1
 mkdir -p "$build/fuzz-crashes"
 
-declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192 [csv]=4096 [jsonl]=4096)
+# Longest input per target: enough for what each parses to show its
+# structure, short enough to keep executions fast.
+declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192
+                    [csv]=4096 [jsonl]=4096 [composite]=2048 [run_config]=8192)
+all=(npy manifest lz4_frame payloads npz array_encoding csv jsonl composite run_config)
+targets=(${FUZZ_TARGETS:-${all[@]}})
+
+# Reports name functions and lines: clang-16's own symbolizer where the
+# llvm-16 package is installed, else the one Debian's llvm (14) installs.
+if [[ -z "${ASAN_SYMBOLIZER_PATH:-}" ]]; then
+  for s in llvm-symbolizer-16 llvm-symbolizer-14 llvm-symbolizer; do
+    if command -v "$s" >/dev/null 2>&1; then
+      export ASAN_SYMBOLIZER_PATH=$(command -v "$s")
+      break
+    fi
+  done
+fi
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
+# The targets' scratch files (and a smoke run's corpus) stay in the build
+# directory, in a directory of this run's own (another run may share the
+# build directory), and go when the run ends.
+scratch=$(mktemp -d "$(cd "$build" && pwd)/fuzz-tmp.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/files"
+export TMPDIR="$scratch/files"
+
 failed=()
-for t in npy manifest lz4_frame payloads npz array_encoding csv jsonl; do
-  corpus="$build/fuzz-corpus/$t"
+summary=()
+for t in "${targets[@]}"; do
+  if [[ -z "${max_len[$t]:-}" ]]; then
+    echo "fuzz/run.sh: no target '$t' (targets: ${all[*]})" >&2
+    exit 2
+  fi
+  if ((smoke)); then
+    corpus="$scratch/corpus/$t"
+  else
+    corpus="$build/fuzz-corpus/$t"
+  fi
   mkdir -p "$corpus"
+  # -timeout: one input taking this long is a finding (a hang); -rss_limit_mb
+  # also limits single allocations (malloc_limit_mb) to as much.
   args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"
         -artifact_prefix="$build/fuzz-crashes/$t-" -print_final_stats=1)
+  ((smoke)) && args+=(-seed=1)
   [[ -f "$here/$t.dict" ]] && args+=(-dict="$here/$t.dict")
-  echo "== fuzz_$t for ${seconds}s"
-  if ! "$bin/fuzz_$t" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t"; then
+  echo "== fuzz_$t for ${seconds}s$( ((smoke)) && echo ' (smoke: seeds only, -seed=1)')"
+  # The whole of libFuzzer's output goes to a log; shown here are its
+  # start and end, or, when it found something, the report.
+  log="$build/fuzz-logs/$t.log"
+  mkdir -p "$build/fuzz-logs"
+  "$bin/fuzz_$t" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t" >"$log" 2>&1
+  status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  summary+=("$(printf '%-22s %10s runs %8s exec/s' "fuzz_$t" "${runs:-?}" "${rate:-?}")")
+  if ((status != 0)); then
     failed+=("fuzz_$t")
+    grep -v -E $'^#[0-9]+\t(NEW|REDUCE|pulse)|^\tNEW_FUNC' "$log" | tail -n 60
+  else
+    grep -E $'^#[0-9]+\t(INITED|DONE)' "$log"
   fi
 done
 
+echo "== executions"
+printf '%s\n' "${summary[@]}"
 if ((${#failed[@]})); then
-  echo "fuzzing found problems in: ${failed[*]} (inputs in $build/fuzz-crashes/)" >&2
+  echo "fuzzing found problems in: ${failed[*]} (inputs in $build/fuzz-crashes/; replay one with $bin/fuzz_TARGET FILE)" >&2
   exit 1
 fi
-echo "fuzzing: no crashes in ${seconds}s per target"
+echo "fuzzing: no findings in ${seconds}s per target"

@@ -11,9 +11,11 @@ packages=(
   python3-numpy python3-scipy python3-pandas python3-lz4 lz4
 )
 
-# `make fuzz` also needs clang and its libFuzzer runtime.
+# `make fuzz` and `make test` (test-fuzz) also need clang and its libFuzzer
+# runtime: clang-16, as Debian 12's default clang 14 has no
+# std::source_location with GCC 12's library.
 if [[ "${1:-}" == "--fuzz" ]]; then
-  packages+=(clang libclang-rt-14-dev)
+  packages+=(clang-16 libclang-rt-16-dev)
 fi
 
 missing=()

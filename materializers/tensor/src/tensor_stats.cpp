@@ -12,12 +12,16 @@ namespace {
 
 constexpr std::uint64_t kBlock = 256u << 10;
 
+// An aggregate without default member initializers, each one copied from
+// kEmpty: clang 16 emits no constructor of a class that only an internal
+// target_clones function (summarise) uses, and the link fails.
 struct Partial {
-  __int128 imin = 0, imax = 0, isum = 0;
-  double fmin = std::numeric_limits<double>::infinity(), fmax = -std::numeric_limits<double>::infinity();
-  double fsum = 0;
-  std::uint64_t nan = 0;
+  __int128 imin, imax, isum;
+  double fmin, fmax;
+  double fsum;
+  std::uint64_t nan;
 };
+constexpr Partial kEmpty{0, 0, 0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 0, 0};
 
 enum class Kind { none, boolean, integer, floating };
 
@@ -45,7 +49,7 @@ AMPHORA_INLINE Partial integer_block(const T* v, std::size_t n) {
     mx = v[i] > mx ? v[i] : mx;
     s += v[i];
   }
-  Partial p;
+  Partial p = kEmpty;
   p.imin = mn;
   p.imax = mx;
   p.isum = static_cast<__int128>(s);
@@ -55,7 +59,7 @@ AMPHORA_INLINE Partial integer_block(const T* v, std::size_t n) {
 AMPHORA_INLINE Partial bool_block(const std::uint8_t* v, std::size_t n) {
   std::uint64_t trues = 0;
   for (std::size_t i = 0; i < n; ++i) trues += v[i] != 0;
-  Partial p;
+  Partial p = kEmpty;
   p.imin = trues == n ? 1 : 0;
   p.imax = trues > 0 ? 1 : 0;
   p.isum = trues;
@@ -98,7 +102,7 @@ AMPHORA_INLINE Partial float_block(const T* v, std::size_t n) {
     }
     for (std::size_t j = 0; j < kLanes; ++j) sum[j] += run[j];
   }
-  Partial p;
+  Partial p = kEmpty;
   for (; i < n; ++i) {
     double x = to_lane(v[i]);
     bool is_nan = x != x;
@@ -136,7 +140,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) Partial summarise(D
     case DType::complex64:
     case DType::complex128: break;
   }
-  return {};
+  return kEmpty;
 }
 
 nlohmann::json float_json(double v) {
@@ -176,7 +180,7 @@ TensorStats::TensorStats(const Tensor& tensor, std::uint64_t data_offset)
   if (s.kind == Kind::none) return;
   s.first_block = s.begin / kBlock;
   std::size_t count = static_cast<std::size_t>((s.end - 1) / kBlock - s.first_block + 1);
-  s.blocks.resize(count);
+  s.blocks.assign(count, kEmpty);
   s.seen.assign(count, 0);
 }
 
