@@ -35,6 +35,7 @@
 #include <amphora/store.hpp>
 
 #include "alloc_bound.hpp"
+#include "same_json.hpp"
 #include "scratch_store.hpp"
 
 #include <nlohmann/json.hpp>
@@ -87,42 +88,6 @@ std::vector<std::string_view> record_lines(std::string_view text) {
   return lines;
 }
 
-// Equal as JSON values with their types: integers by value (signed or not),
-// floats bit for bit (any NaN equals any NaN), keys in order.
-bool same(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b) {
-  using T = nlohmann::ordered_json::value_t;
-  auto integer = [](const nlohmann::ordered_json& v) {
-    return v.type() == T::number_integer || v.type() == T::number_unsigned;
-  };
-  if (integer(a) && integer(b)) {
-    if (a.type() == b.type()) return a == b;
-    const auto& s = a.type() == T::number_integer ? a : b;
-    const auto& u = a.type() == T::number_integer ? b : a;
-    return s.get<std::int64_t>() >= 0 && static_cast<std::uint64_t>(s.get<std::int64_t>()) == u.get<std::uint64_t>();
-  }
-  if (a.type() != b.type()) return false;
-  switch (a.type()) {
-    case T::number_float: {
-      const double x = a.get<double>(), y = b.get<double>();
-      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-      return std::memcmp(&x, &y, sizeof x) == 0;
-    }
-    case T::array:
-      if (a.size() != b.size()) return false;
-      for (std::size_t i = 0; i < a.size(); ++i)
-        if (!same(a[i], b[i])) return false;
-      return true;
-    case T::object: {
-      if (a.size() != b.size()) return false;
-      for (auto x = a.begin(), y = b.begin(); x != a.end(); ++x, ++y)
-        if (x.key() != y.key() || !same(x.value(), y.value())) return false;
-      return true;
-    }
-    default:
-      return a == b;
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -164,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::fprintf(stderr, "line: %.*s\n", static_cast<int>(lines[i].size()), lines[i].data());
       finding("read_jsonl accepted a line that is not JSON to nlohmann");
     }
-    if (!same(value, input)) {
+    if (!fuzz::same_json(value, input)) {
       std::fprintf(stderr, "line:   %.*s\nrecord: %s\n", static_cast<int>(lines[i].size()), lines[i].data(), text.c_str());
       finding("a record differs from its line (a value, a type or the key order changed)");
     }

@@ -31,6 +31,7 @@
 #include <amphora/run_main.hpp>
 
 #include "alloc_bound.hpp"
+#include "same_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -184,36 +185,6 @@ std::size_t count_values(const nlohmann::json& v) {
   return n;
 }
 
-// Equal with their types: integers by value (signed or not), floats bit for bit.
-bool same(const nlohmann::json& a, const nlohmann::json& b) {
-  using T = nlohmann::json::value_t;
-  auto integer = [](const nlohmann::json& v) { return v.type() == T::number_integer || v.type() == T::number_unsigned; };
-  if (integer(a) && integer(b)) {
-    if (a.type() == b.type()) return a == b;
-    const auto& s = a.type() == T::number_integer ? a : b;
-    const auto& u = a.type() == T::number_integer ? b : a;
-    return s.get<std::int64_t>() >= 0 && static_cast<std::uint64_t>(s.get<std::int64_t>()) == u.get<std::uint64_t>();
-  }
-  if (a.type() != b.type()) return false;
-  if (a.is_number_float()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    return std::memcmp(&x, &y, sizeof x) == 0;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!same(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto it = a.begin(); it != a.end(); ++it)
-      if (!b.contains(it.key()) || !same(it.value(), b[it.key()])) return false;
-    return true;
-  }
-  return a == b;
-}
-
 void round_trip(const nlohmann::json& params) {
   if (!params.is_object()) finding("the parameters are not a mapping of steps");
   std::string text;
@@ -234,7 +205,7 @@ void round_trip(const nlohmann::json& params) {
     std::fprintf(stderr, "written as:\n%s\n", text.c_str());
     finding("parameters written back as YAML are refused");
   }
-  if (!same(again, params)) {
+  if (!fuzz::same_json(again, params)) {
     std::fprintf(stderr, "written as:\n%s\nread back: %s\nwas:       %s\n", text.c_str(), again.dump().c_str(),
                  params.dump().c_str());
     finding("parameters written back as YAML read back different");
@@ -253,7 +224,7 @@ void round_trip(const nlohmann::json& params) {
         std::fprintf(stderr, "--set %s\n", assignment.c_str());
         finding("a parameter given again as --set is refused");
       }
-      if (!set.contains(name) || !set[name].contains(it.key()) || !same(set[name][it.key()], it.value())) {
+      if (!set.contains(name) || !set[name].contains(it.key()) || !fuzz::same_json(set[name][it.key()], it.value())) {
         std::fprintf(stderr, "--set %s\ngives %s\n", assignment.c_str(), set.dump().c_str());
         finding("a parameter given again as --set gives another value");
       }
@@ -294,10 +265,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (refused("read_run_config", [&] { again = amphora::read_run_config(file); })) again = nlohmann::json::object();
     for (const auto& s : sets) {
       const nlohmann::json before = again;
-      if (refused("apply_override", [&] { amphora::apply_override(again, s); }) && !same(again, before))
+      if (refused("apply_override", [&] { amphora::apply_override(again, s); }) && !fuzz::same_json(again, before))
         finding("a refused override changed the parameters");
     }
-    if (!same(again, params)) finding("the same configuration and overrides gave other parameters");
+    if (!fuzz::same_json(again, params)) finding("the same configuration and overrides gave other parameters");
   }
   round_trip(params);
   return 0;
