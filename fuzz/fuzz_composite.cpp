@@ -225,13 +225,13 @@ std::uint64_t tree(const Built& b, const Digest& d, int depth, std::map<std::pai
 
 std::set<Digest> reachable(const Built& b, const Digest& root) {
   std::set<Digest> seen{root};
-  std::vector<Digest> todo{root};
-  while (!todo.empty()) {
-    Digest d = todo.back();
-    todo.pop_back();
+  std::vector<Digest> pending{root};
+  while (!pending.empty()) {
+    Digest d = pending.back();
+    pending.pop_back();
     if (auto it = b.children.find(d); it != b.children.end())
       for (const auto& c : it->second)
-        if (seen.insert(c).second) todo.push_back(c);
+        if (seen.insert(c).second) pending.push_back(c);
   }
   return seen;
 }
