@@ -92,7 +92,7 @@ std::string exported(const amphora::Table& t, std::optional<amphora::Table>& bac
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = scratch("in.csv");
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  amphora::Store& store = scratch_store();
+  amphora::Store store = scratch_store();
 
   std::optional<amphora::Digest> streamed;
   {

@@ -93,7 +93,7 @@ std::vector<std::string_view> record_lines(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto in = scratch("in.jsonl"), out = scratch("out.jsonl");
   std::ofstream(in, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  amphora::Store& store = scratch_store();
+  amphora::Store store = scratch_store();
 
   std::optional<amphora::Digest> streamed;
   {

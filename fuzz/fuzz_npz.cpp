@@ -98,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t k = 0; k < m.data().nbytes(); ++k) sum = sum + static_cast<std::uint8_t>(m.data().data()[k]);
 
   // Saved and loaded: the same matrix.
-  amphora::Store& store = scratch_store();
+  amphora::Store store = scratch_store();
   try {
     const auto back = store.load<amphora::SparseMatrix>(store.save(m).digest);
     if (!back.bit_equal(m)) finding("a matrix saved and loaded differs");

@@ -37,7 +37,7 @@ struct Forged {
   nlohmann::json meta;
 };
 
-amphora::Digest save(const Forged& forged) {
+amphora::Digest save(amphora::Store& store, const Forged& forged) {
   amphora::MaterializerEntry entry;
   entry.name = forged.materializer;
   entry.version = 1;
@@ -47,7 +47,7 @@ amphora::Digest save(const Forged& forged) {
     out.meta() = f.meta;
   };
   entry.load = [](const amphora::ArtifactReader&) { return std::shared_ptr<void>(); };
-  return scratch_store().save_erased(entry, &forged, {}).digest;
+  return store.save_erased(entry, &forged, {}).digest;
 }
 
 std::string floats(std::size_t n) { return std::string(n * sizeof(float), '\0'); }
@@ -67,28 +67,26 @@ std::size_t touch(std::string_view s) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  static unsigned runs = 0;
-  amphora::Store& store = scratch_store();
-  if (++runs % 512 == 0) store.gc(false, std::chrono::seconds(0));
+  amphora::Store store = scratch_store();
   volatile std::size_t sink = 0;
   try {
     switch (data[0] % 4) {
       case 0: {
-        auto d = save({"amphora.tensor_list", {{"index.json", rest}, {"data.bin", std::string(4096, '\1')}},
+        auto d = save(store, {"amphora.tensor_list", {{"index.json", rest}, {"data.bin", std::string(4096, '\1')}},
                        {{"count", 2}, {"data_bytes", 4096}}});
         for (const auto& t : store.load<std::vector<amphora::Tensor>>(d))
           for (std::size_t i = 0; i < t.nbytes(); ++i) sink = sink + static_cast<unsigned>(t.data()[i]);
         break;
       }
       case 1: {
-        auto d = save({"fuzz.strings", {{"s.offsets.npy", rest}, {"s.bytes", std::string(100, 'x')}}, {}});
+        auto d = save(store, {"fuzz.strings", {{"s.offsets.npy", rest}, {"s.bytes", std::string(100, 'x')}}, {}});
         for (auto s : store.open_artifact(d).read_strings("s")) sink = sink + touch(s);
         break;
       }
       case 2: {
         std::int64_t label_offsets[] = {0, 1, 2};
         std::string labels(reinterpret_cast<const char*>(label_offsets), sizeof label_offsets);
-        auto d = save({"amphora.record_list",
+        auto d = save(store, {"amphora.record_list",
                        {{"values.offsets.npy", rest},
                         {"values.values.npy", npy(amphora::DType::float32, 16, floats(16))},
                         {"label.offsets.npy", npy(amphora::DType::int64, 3, labels)},
@@ -100,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       default: {
         std::int64_t value_offsets[] = {0, 1, 2};
         std::string values(reinterpret_cast<const char*>(value_offsets), sizeof value_offsets);
-        auto d = save({"amphora.map",
+        auto d = save(store, {"amphora.map",
                        {{"keys.offsets.npy", rest}, {"keys.bytes", "ab"},
                         {"values.offsets.npy", npy(amphora::DType::int64, 3, values)}, {"values.bytes", "xy"}},
                        {{"count", 2}, {"values", "strings"}}});

@@ -573,11 +573,14 @@ std::uint64_t each_line(const std::filesystem::path& file, const std::function<v
   std::size_t clean = 0;  // leading bytes of `buf` already searched and holding no newline
   std::uint64_t total = 0;
   bool eof = false;
+  // The first block is no larger than the file (and one byte to see its
+  // end), so that a small file costs little.
+  std::size_t block = static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, in.size() + 1));
   while (!eof) {
     // Fill one block (a read may return less than asked before the end).
-    if (buf.size() < have + kBlock) buf.resize(have + kBlock);
-    for (std::size_t filled = 0; filled < kBlock;) {
-      const std::size_t got = in.read(MutableBytes(reinterpret_cast<std::byte*>(buf.data() + have), kBlock - filled));
+    if (buf.size() < have + block) buf.resize(have + block);
+    for (std::size_t filled = 0; filled < block;) {
+      const std::size_t got = in.read(MutableBytes(reinterpret_cast<std::byte*>(buf.data() + have), block - filled));
       if (got == 0) {
         eof = true;
         break;
@@ -603,6 +606,7 @@ std::uint64_t each_line(const std::filesystem::path& file, const std::function<v
     std::memmove(buf.data(), buf.data() + start, have - start);
     have -= start;
     clean = have;
+    block = kBlock;
     if (have > kMaxLineBytes)
       throw InvalidArgument(file.string() + ":" + std::to_string(line_no + 1) + ": the line is longer than " +
                             std::to_string(kMaxLineBytes >> 20) + " MiB");

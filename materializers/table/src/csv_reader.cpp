@@ -121,7 +121,10 @@ void CsvReader::fill() {
                           std::to_string(kMaxRecordBytes >> 20) + " MiB");
   // A record longer than a block is parsed again from its start after each
   // read: reading as much again as is held keeps that linear in its length.
-  const std::size_t want = std::max(kBlock, std::min(have_, kMaxRecordBytes + 1 - have_));
+  // The first block is no larger than the file (and one byte to see its
+  // end), so that a small file costs little.
+  const std::size_t block = started_ ? kBlock : static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, in_.size() + 1));
+  const std::size_t want = std::max(block, std::min(have_, kMaxRecordBytes + 1 - have_));
   if (buf_.size() < have_ + want) buf_.resize(have_ + want);
   while (have_ < buf_.size()) {
     const std::size_t got = in_.read(MutableBytes(reinterpret_cast<std::byte*>(buf_.data() + have_), buf_.size() - have_));
