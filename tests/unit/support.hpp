@@ -40,6 +40,14 @@ class TempDir {
 
 inline amphora::Store make_store(const fs::path& dir) { return amphora::Store::open(dir, {.create = true}); }
 
+/// Saves `value` with the entry the store's registry holds for T: for the
+/// types whose materializer a test registers at run time (store.save<T>
+/// takes only types with a materializer<T>).
+template <class T>
+amphora::SaveResult save_registered(amphora::Store& store, const T& value, const amphora::SaveOptions& options = {}) {
+  return store.save_erased(*store.registry().for_type(typeid(T)), &value, options);
+}
+
 /// Size multiplier for the heavier tests: $AMPHORA_TEST_SCALE (default 1).
 inline int scale() {
   const char* env = std::getenv("AMPHORA_TEST_SCALE");

@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <amphora/everyday.hpp>
 #include <catch2/catch.hpp>
 
 #include <cstring>

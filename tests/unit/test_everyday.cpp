@@ -73,7 +73,7 @@ TEST_CASE("Numbers, strings and JSON round-trip with no code", "[everyday]") {
   auto n = store.save(2.5, {.name = "lr"});
   CHECK(store.open_artifact("lr").manifest().materializer == "amphora.tensor");
   CHECK(store.load<Tensor>("lr").ndim() == 0);
-  CHECK_THROWS_AS(store.load<float>("lr"), CorruptData);
+  CHECK_THROWS_AS(store.load<float>("lr"), TypeMismatch);
   CHECK_THROWS_WITH(store.load<float>("lr"), Catch::Contains("holds a 0-d float64 tensor, not a single float32 value"));
   CHECK_THROWS_WITH(store.load<std::vector<double>>("lr"), Catch::Contains("not a 1-d float64 vector"));
 

@@ -5,6 +5,7 @@
 
 #include "support.hpp"
 
+#include <amphora/everyday.hpp>
 #include <amphora/record_collection.hpp>
 #include <catch2/catch.hpp>
 

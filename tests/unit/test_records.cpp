@@ -124,7 +124,7 @@ TEST_CASE("Damaged record columns are named", "[records][bad-input]") {
     CHECK_THROWS_AS(open(), CorruptData);
   }
   SECTION("records of another struct") {
-    CHECK_THROWS_AS(RecordList<detect::Box>::open(in), CorruptData);
+    CHECK_THROWS_AS(RecordList<detect::Box>::open(in), TypeMismatch);
     CHECK_THROWS_WITH(RecordList<detect::Box>::open(in), Catch::Contains("holds records of 'detect.record', not of 'detect.box'"));
   }
 }

@@ -9,6 +9,7 @@ InvalidArgument::~InvalidArgument() = default;
 NotFound::~NotFound() = default;
 CorruptData::~CorruptData() = default;
 Unsupported::~Unsupported() = default;
+TypeMismatch::~TypeMismatch() = default;
 IoError::~IoError() = default;
 OutOfResources::~OutOfResources() = default;
 

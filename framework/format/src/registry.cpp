@@ -7,10 +7,35 @@
 
 namespace amphora {
 
+namespace {
+
+// Drops the standard library's spellings a reader never wrote: the ABI
+// namespace, std::basic_string<char, ...> for std::string, and default
+// template arguments (allocators, comparators, hashes, traits).
+std::string tidy_type_name(std::string name) {
+  auto replace_all = [&](std::string_view from, std::string_view to) {
+    for (std::size_t at = name.find(from); at != std::string::npos; at = name.find(from, at + to.size()))
+      name.replace(at, from.size(), to);
+  };
+  replace_all("std::__cxx11::", "std::");
+  replace_all("std::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string");
+  for (std::string_view dflt : {", std::allocator<", ", std::less<", ", std::hash<", ", std::equal_to<"}) {
+    for (std::size_t at = name.find(dflt); at != std::string::npos; at = name.find(dflt, at)) {
+      std::size_t end = at + dflt.size();
+      for (int depth = 1; end < name.size() && depth > 0; ++end) depth += name[end] == '<' ? 1 : name[end] == '>' ? -1 : 0;
+      name.erase(at, end - at);
+    }
+  }
+  replace_all(" >", ">");
+  return name;
+}
+
+}  // namespace
+
 std::string type_display_name(const std::type_index& type) {
   int status = 0;
   char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string out = status == 0 && demangled ? demangled : type.name();
+  std::string out = status == 0 && demangled ? tidy_type_name(demangled) : type.name();
   std::free(demangled);
   return out;
 }

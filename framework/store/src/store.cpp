@@ -790,7 +790,7 @@ std::shared_ptr<void> Store::load_reader(const ArtifactReader& reader, std::stri
                       std::to_string(m.materializer_version) + "), which is not registered; " + advice);
   }
   if (!expected.empty() && entry->name != expected)
-    throw Unsupported(reader.label() + " holds a '" + m.materializer + "' artifact (" +
+    throw TypeMismatch(reader.label() + " holds a '" + m.materializer + "' artifact (" +
                       type_display_name(entry->type) + "), not a '" + std::string(expected) + "'");
   return load_as(reader, *entry);
 }
@@ -799,7 +799,7 @@ std::shared_ptr<void> Store::load_as(const ArtifactReader& reader, const Materia
   return translated(true, [&] {
     const Manifest& m = reader.manifest();
     if (m.materializer != entry.name)
-      throw Unsupported(reader.label() + " holds a '" + m.materializer + "' artifact, not a '" + entry.name + "' (" +
+      throw TypeMismatch(reader.label() + " holds a '" + m.materializer + "' artifact, not a '" + entry.name + "' (" +
                         type_display_name(entry.type) + ")");
     reader.require_version(entry.version, entry.origin);
     return entry.load(reader);

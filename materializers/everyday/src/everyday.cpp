@@ -10,12 +10,12 @@ namespace detail {
 
 namespace {
 
-// Throws CorruptData unless a tensor of `has` and `shape` is `ndim`-d of `dtype`.
+// Throws TypeMismatch unless a tensor of `has` and `shape` is `ndim`-d of `dtype`.
 void require_tensor_as(const ArtifactReader& in, DType has, std::span<const std::int64_t> shape, DType dtype, int ndim) {
   if (has == dtype && shape.size() == static_cast<std::size_t>(ndim)) return;
   std::string dims;
   for (std::size_t k = 0; k < shape.size(); ++k) dims += (k ? "x" : "") + std::to_string(shape[k]);
-  throw CorruptData(in.label() + " holds a " + std::to_string(shape.size()) + "-d " + std::string(dtype_name(has)) +
+  throw TypeMismatch(in.label() + " holds a " + std::to_string(shape.size()) + "-d " + std::string(dtype_name(has)) +
                     " tensor" + (dims.empty() ? "" : " of shape " + dims) + ", not " +
                     (ndim == 0 ? "a single " : "a 1-d ") + std::string(dtype_name(dtype)) +
                     (ndim == 0 ? " value" : " vector"));
@@ -121,7 +121,7 @@ void check_offsets(const ArtifactReader& in, const std::string& where, std::span
 std::size_t check_record_list(const ArtifactReader& in, std::string_view name, int version) {
   auto element = in.meta<std::string>("element");
   if (element != name)
-    throw CorruptData(in.label() + " holds records of '" + element + "', not of '" + std::string(name) + "'");
+    throw TypeMismatch(in.label() + " holds records of '" + element + "', not of '" + std::string(name) + "'");
   auto element_version = in.meta<int>("element_version");
   if (element_version > version)
     throw Unsupported(in.label() + " holds '" + element + "' records of format version " +

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace amphora {
 
@@ -104,7 +105,8 @@ std::size_t Tensor::row_bytes() const {
 }
 
 std::byte* Tensor::mutable_data() {
-  if (!buffer_->writable()) throw InvalidArgument("tensor is read-only: it maps a stored payload file");
+  if (!buffer_->writable())
+    throw InvalidArgument("tensor is read-only: it maps a stored payload file; tensor.copy() gives a writable copy");
   return const_cast<std::byte*>(buffer_->data());
 }
 
@@ -134,6 +136,40 @@ Tensor Tensor::copy() const {
 bool Tensor::bit_equal(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && nbytes() == other.nbytes() &&
          (nbytes() == 0 || std::memcmp(data(), other.data(), nbytes()) == 0);
+}
+
+namespace {
+
+// Elements of a floating type T equal as numbers (NaN unequal, -0 == +0).
+template <class T>
+bool numbers_equal(const std::byte* a, const std::byte* b, std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    T x, y;
+    std::memcpy(&x, a + i * sizeof(T), sizeof(T));
+    std::memcpy(&y, b + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+      if (!(x.to_float() == y.to_float())) return false;  // exact: every half is a float
+    } else if (!(x == y)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool operator==(const Tensor& a, const Tensor& b) {
+  if (a.dtype_ != b.dtype_ || a.shape_ != b.shape_) return false;
+  const std::byte *x = a.data(), *y = b.data();
+  switch (a.dtype_) {
+    case DType::float16: return numbers_equal<float16>(x, y, a.elements_);
+    case DType::bfloat16: return numbers_equal<bfloat16>(x, y, a.elements_);
+    case DType::float32: return numbers_equal<float>(x, y, a.elements_);
+    case DType::float64: return numbers_equal<double>(x, y, a.elements_);
+    case DType::complex64: return numbers_equal<float>(x, y, a.elements_ * 2);
+    case DType::complex128: return numbers_equal<double>(x, y, a.elements_ * 2);
+    default: return a.nbytes() == b.nbytes() && (a.nbytes() == 0 || std::memcmp(x, y, a.nbytes()) == 0);
+  }
 }
 
 void Tensor::check_type(DType requested) const {
@@ -261,7 +297,7 @@ Layout read_layout(const ArtifactReader& in) {
   const auto& meta = in.meta();
   auto bad = [&](const std::string& why) { throw CorruptData(in.label() + ": tensor metadata " + why); };
   if (in.manifest().materializer != materializer<Tensor>::name)
-    throw Unsupported(in.label() + " is a '" + in.manifest().materializer + "' artifact, not a tensor");
+    throw TypeMismatch(in.label() + " is a '" + in.manifest().materializer + "' artifact, not a tensor");
   in.require_version(materializer<Tensor>::version);
   Layout l;
   if (!meta.contains("dtype") || !meta["dtype"].is_string()) bad("has no dtype");

@@ -50,6 +50,17 @@ class Unsupported : public Error {
   ~Unsupported() override;
 };
 
+/// The stored value is intact but is not of the type it was loaded as (a
+/// 3x4 tensor loaded as a std::vector<float>, a map as a struct): the
+/// message says what is stored and what was asked for. An Unsupported, so
+/// existing handlers of that class still catch it; CorruptData is kept for
+/// damaged bytes.
+class TypeMismatch : public Unsupported {
+ public:
+  using Unsupported::Unsupported;
+  ~TypeMismatch() override;
+};
+
 /// An operating-system call failed; the message carries the path and errno text.
 class IoError : public Error {
  public:

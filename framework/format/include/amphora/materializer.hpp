@@ -105,11 +105,12 @@ namespace detail {
 template <class T>
 void require_materializable() {
   static_assert(Materializable<T>,
-                "amphora: no materializer for this type. Specialize amphora::materializer<T> with "
-                "`static constexpr std::string_view name`, `static constexpr int version`, "
-                "`static void save(const T&, amphora::ArtifactWriter&)` and "
-                "`static T load(const amphora::ArtifactReader&)`, or declare a struct's fields with "
-                "AMPHORA_MATERIALIZE.");
+                "amphora: no materializer for this type (see the note naming it below). A built-in type needs "
+                "its header: <amphora/everyday.hpp> for numbers, strings, JSON, standard containers and "
+                "AMPHORA_MATERIALIZE structs; <amphora/tensor.hpp>, <amphora/table.hpp>, <amphora/sparse.hpp>, "
+                "<amphora/record_collection.hpp>. A type of your own: declare its fields with AMPHORA_MATERIALIZE "
+                "(<amphora/describe.hpp>) in its namespace, or specialize amphora::materializer<T> with a name, a "
+                "version, save() and load().");
 }
 
 }  // namespace detail

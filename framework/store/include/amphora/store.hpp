@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -116,30 +117,34 @@ class Store {
   std::string location() const;
   Registry& registry() const;
 
-  /// Materializes `value` with materializer<T> (or, for a type whose
-  /// materializer only a plugin knows, the one registered for T). Throws
-  /// Unsupported when there is none, InvalidArgument for a bad name, for
+  /// Materializes `value` with materializer<T>; a type without one does not
+  /// compile (one static_assert saying how to teach Amphora the type; a
+  /// value whose type only a plugin knows goes through save_erased with the
+  /// registry's entry). Throws InvalidArgument for a bad name, for
   /// provenance or metadata that cannot be stored exactly (NaN, invalid UTF-8)
   /// or that exceeds the record or manifest size limit, before anything is
   /// published.
   template <class T>
   SaveResult save(const T& value, const SaveOptions& options = {}) {
-    return save_erased(entry_for<T>(), &value, options);
+    detail::require_materializable<T>();
+    if constexpr (Materializable<T>)
+      return save_erased(materializer_entry<T>(), &value, options);
+    else
+      std::abort();  // not compiled: the assertion above has failed
   }
 
-  /// Loads `ref` as a T. Throws NotFound, Unsupported (artifact made by
-  /// another materializer, or a newer format version), CorruptData.
+  /// Loads `ref` as a T (which must have a materializer, as for save).
+  /// Throws NotFound, TypeMismatch (an intact value of another type),
+  /// Unsupported (a newer format version), CorruptData (damaged bytes).
   template <class T>
   T load(std::string_view ref, const LoadOptions& options = {}) const {
-    auto value = load_as(open_artifact(ref).with_options(options), entry_for<T>());
-    return std::move(*static_cast<T*>(value.get()));
+    return load_from<T>(open_artifact(ref).with_options(options));
   }
   /// Loads the artifact `digest` as a T: no ref parsing, so no name can
   /// shadow it. Throws as load(ref).
   template <class T>
   T load(const Digest& digest, const LoadOptions& options = {}) const {
-    auto value = load_as(open_artifact(digest).with_options(options), entry_for<T>());
-    return std::move(*static_cast<T*>(value.get()));
+    return load_from<T>(open_artifact(digest).with_options(options));
   }
 
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
@@ -235,11 +240,12 @@ class Store {
   struct Impl;
   explicit Store(std::shared_ptr<Impl> impl);
   template <class T>
-  const MaterializerEntry& entry_for() const {
+  T load_from(const ArtifactReader& reader) const {
+    detail::require_materializable<T>();
     if constexpr (Materializable<T>)
-      return materializer_entry<T>();
+      return std::move(*static_cast<T*>(load_as(reader, materializer_entry<T>()).get()));
     else
-      return *registry().for_type(typeid(T));  // registry entries live as long as the registry
+      std::abort();  // not compiled: the assertion above has failed
   }
   std::shared_ptr<void> load_as(const ArtifactReader& reader, const MaterializerEntry& entry) const;
   std::shared_ptr<void> load_reader(const ArtifactReader& reader, std::string_view expected) const;

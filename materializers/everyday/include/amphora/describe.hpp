@@ -105,11 +105,11 @@ M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string
                        std::is_same_v<M, float> || std::is_same_v<M, double> || std::is_same_v<M, std::string> ||
                        std::is_same_v<M, nlohmann::json>) {
     if (!json_holds<M>(value))
-      throw CorruptData(in.label() + ": field '" + std::string(field) + "' does not hold the expected type (it is " +
+      throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' does not hold the expected type (it is " +
                         value.dump().substr(0, 80) + ")");
     return value.get<M>();
   } else {
-    throw CorruptData(in.label() + ": field '" + std::string(field) + "' is stored inline, but its type is stored as a child");
+    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' is stored inline, but its type is stored as a child");
   }
 }
 
@@ -121,6 +121,14 @@ constexpr bool storable_member() {
     return Materializable<M>;
 }
 
+// A concept, so that a failed check's note names the member's type.
+template <class M>
+concept StorableMember = storable_member<M>();
+
+// Takes the checks AMPHORA_MATERIALIZE makes of each member, so that they
+// run where the line stands.
+constexpr int members_checked(auto...) { return 0; }
+
 template <class T>
 void save_struct(const T& value, ArtifactWriter& out) {
   nlohmann::json fields = nlohmann::json::object();
@@ -129,10 +137,6 @@ void save_struct(const T& value, ArtifactWriter& out) {
       [&](const auto&... field) {
         auto one = [&](const auto& f) {
           using M = typename std::decay_t<decltype(f)>::type;
-          static_assert(storable_member<M>(),
-                        "amphora: a member declared with AMPHORA_MATERIALIZE has a type Amphora cannot store; give "
-                        "that type a materializer (specialize amphora::materializer or declare it with "
-                        "AMPHORA_MATERIALIZE too)");
           const M& member = value.*(f.member);
           if (auto inline_value = to_inline(member)) {
             fields[std::string(f.name)] = std::move(*inline_value);
@@ -258,9 +262,31 @@ AMPHORA_API_END
 
 /// Declares `Type` to Amphora by its stable name (a persisted string such as
 /// "myorg.model"), its format version and its members (up to 32). Use it in
-/// Type's namespace.
+/// Type's namespace: elsewhere, argument-dependent lookup cannot find it,
+/// and the line itself fails to compile saying so.
 #define AMPHORA_MATERIALIZE(Type, Name, Version, ...)                                                  \
   [[maybe_unused]] constexpr auto amphora_describe(const Type*) {                                     \
     return ::amphora::detail::describe_struct<Type>(Name, Version,                                    \
                                                     AMPHORA_PP_MAP(AMPHORA_FIELD_, Type, __VA_ARGS__)); \
+  }                                                                                                   \
+  /* Checks made where the line stands, before any save or load is compiled; */                      \
+  /* a function body, so that the line needs no semicolon. */                                         \
+  [[maybe_unused]] inline void amphora_check_declaration(const Type*) {                               \
+    static_assert(::amphora::Described<Type>, "AMPHORA_MATERIALIZE(" #Type ", ...) must stand in the "\
+                  "namespace that declares " #Type " (Amphora finds it by argument-dependent lookup)"); \
+    (void)::amphora::detail::members_checked(AMPHORA_PP_MAP(AMPHORA_CHECK_MEMBER_, Type, __VA_ARGS__));  \
   }
+
+// One member's check: its type must be storable (the compiler's note after
+// the message names the type).
+#define AMPHORA_CHECK_MEMBER_(Type, member)                                                             \
+  [] {                                                                                                  \
+    static_assert(::amphora::detail::StorableMember<decltype(Type::member)>,                           \
+                  "AMPHORA_MATERIALIZE(" #Type ", ...): member '" #member "' has a type Amphora cannot "    \
+                  "store (the note below names it). Members may be numbers, bools, strings, "               \
+                  "nlohmann::json, amphora::Tensor, std::vector, std::map and std::optional of those, "      \
+                  "and any type with a materializer: a struct declared with AMPHORA_MATERIALIZE before "    \
+                  "this line, a specialization of amphora::materializer, or a built-in type whose header "  \
+                  "is included (<amphora/table.hpp>, <amphora/sparse.hpp>, <amphora/record_collection.hpp>)"); \
+    return 0;                                                                                           \
+  }()

@@ -225,7 +225,7 @@ Map load_map(const ArtifactReader& in) {
   MapLayout layout = check_map(in);
   constexpr std::string_view encoding = map_values_encoding<V>();
   if (layout.values != encoding)
-    throw CorruptData(in.label() + ": map values are stored as '" + layout.values + "', but " +
+    throw TypeMismatch(in.label() + ": map values are stored as '" + layout.values + "', but " +
                       std::string(encoding) + " is how this value type is stored");
   const StringsView& keys = layout.keys;
   Map map;

@@ -87,7 +87,8 @@ class Tensor {
   std::size_t row_bytes() const;
 
   const std::byte* data() const { return buffer_->data(); }
-  /// Throws InvalidArgument when the tensor maps a stored (read-only) file.
+  /// Throws InvalidArgument when the tensor maps a stored (read-only) file;
+  /// copy() gives a writable one.
   std::byte* mutable_data();
   const std::shared_ptr<const Buffer>& buffer() const { return buffer_; }
 
@@ -113,6 +114,16 @@ class Tensor {
 
   /// Same dtype, shape and bytes.
   bool bit_equal(const Tensor& other) const;
+
+  /// Value equality, as `==` on each element: the same dtype and shape, and
+  /// every element equal. Floating-point elements compare as IEEE numbers,
+  /// as a double member of a struct does: a NaN equals nothing (itself
+  /// included) and -0.0 equals +0.0; complex elements compare both parts
+  /// so. A tensor of another dtype is unequal even where the numbers agree
+  /// (int32 1 and int64 1). bit_equal compares bytes instead, NaNs included.
+  /// Lets `bool operator==(const S&) const = default;` work for structs
+  /// holding tensors.
+  friend bool operator==(const Tensor& a, const Tensor& b);
 
  private:
   void check_type(DType requested) const;
@@ -158,7 +169,7 @@ namespace detail {
 /// Loads a tensor artifact and checks it is `ndim`-dimensional of `dtype`.
 Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
 /// The same check from the metadata alone, loading nothing: throws
-/// CorruptData naming what the artifact holds instead.
+/// TypeMismatch naming what the artifact holds instead.
 void accept_tensor_as(const ArtifactReader& in, DType dtype, int ndim);
 
 }  // namespace detail
