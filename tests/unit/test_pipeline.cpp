@@ -744,6 +744,13 @@ TEST_CASE("Code fingerprints registered by the build are found by source path", 
   Pipeline p("fingerprinted");
   const std::pair<const char*, const char*> mine[] = {{std::source_location::current().file_name(), "sha256:this"}};
   detail::register_code_fingerprints(mine);
+  // The table is the process's: this file has no fingerprint again afterwards.
+  struct Unregister {
+    ~Unregister() {
+      const std::pair<const char*, const char*> none[] = {{std::source_location::current().file_name(), ""}};
+      detail::register_code_fingerprints(none);
+    }
+  } unregister;
   p.step({.name = "one"}, [] { return std::int64_t{1}; });
   test::TempDir dir;
   auto store = test::make_store(dir.path());
@@ -1058,4 +1065,25 @@ TEST_CASE("Two runs racing for one key compute it once, however their lookups an
     CHECK(times == 1);
   }
   CHECK(computed.size() == kRounds);
+}
+
+TEST_CASE("A step without a source fingerprint is keyed by the program that holds its code", "[pipeline]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // amphora_tests is built without amphora_add_pipeline: no fingerprints.
+  Pipeline p("program_keyed");
+  p.step({.name = "plain"}, [] { return std::int64_t{1}; });
+  p.step({.name = "stamped", .code = "sha256:" + std::string(64, 'c')}, [] { return std::int64_t{2}; });
+  CHECK(p.steps_keyed_by_program() == std::vector<std::string>{"plain"});
+  auto report = p.run(store);
+  REQUIRE(report.ok);
+  std::string code;
+  for (const auto& step : report.record["steps"])
+    if (step["name"] == "plain") code = step["ingredients"]["code"].get<std::string>();
+  CHECK_THAT(code, Catch::StartsWith("program:sha256:"));
+  CHECK(code.size() == std::string("program:sha256:").size() + 64);
+  // The same program gives the same fingerprint: a second run is served from the cache.
+  CHECK(p.run(store).count("cached") == 2);
+  // One fingerprint per loaded object, whichever step's code asks.
+  CHECK(detail::program_fingerprint(reinterpret_cast<const void*>(&detail::code_anchor<int>)) == code);
 }

@@ -82,6 +82,8 @@ std::string explain_change(const nlohmann::json& now, const nlohmann::json& prev
       why.push_back("code fingerprint added");
     else if (now["code"].get<std::string>().empty())
       why.push_back("code fingerprint removed");
+    else if (now["code"].get<std::string>().starts_with(detail::kProgramFingerprintPrefix))
+      why.push_back("program changed");
     else
       why.push_back("code changed");
   }
@@ -321,8 +323,19 @@ std::size_t Pipeline::add_node(detail::StepNode node) {
     validate_name(name_ + "." + spec.name + "." + out.name);
   }
   if (spec.code.empty()) spec.code = detail::code_fingerprint_of(spec.where.file_name());
+  if (spec.code.empty()) {
+    spec.code = detail::program_fingerprint(node.code_anchor);
+    node.program_code = true;
+  }
   nodes_.push_back(std::move(node));
   return nodes_.size() - 1;
+}
+
+std::vector<std::string> Pipeline::steps_keyed_by_program() const {
+  std::vector<std::string> names;
+  for (const auto& node : nodes_)
+    if (!node.is_input && node.program_code) names.push_back(node.spec.name);
+  return names;
 }
 
 std::vector<std::string> Pipeline::step_names() const {

@@ -214,6 +214,13 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
       };
     }
     if (!quiet) std::cout << pipeline.name() << ": running against " << printable(store.path().string()) << std::endl;
+    if (auto coarse = pipeline.steps_keyed_by_program(); !coarse.empty()) {
+      std::string names;
+      for (const auto& name : coarse) names += (names.empty() ? "" : ", ") + printable(name);
+      std::cerr << pipeline.name() << ": steps without source fingerprints (" << names
+                << "): rerunning after any rebuild; build with amphora_add_pipeline for per-file fingerprints"
+                << std::endl;
+    }
     auto report = pipeline.run(store, options);
     if (!quiet)
       std::cout << pipeline.name() << ": run " << report.run_id << " " << (report.ok ? "succeeded" : "failed") << " ("

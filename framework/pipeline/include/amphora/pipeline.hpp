@@ -219,6 +219,10 @@ struct OutputSlot {
 struct StepNode {
   StepSpec spec;
   bool is_input = false;  // a value read from the store, spec.name is its ref
+  // An address in the code built from the file that declares the step, for
+  // the program fingerprint of a step without a source fingerprint.
+  const void* code_anchor = nullptr;
+  bool program_code = false;  // spec.code is that program fingerprint
   std::vector<std::pair<std::size_t, std::size_t>> inputs;  // (node, slot)
   std::vector<OutputSlot> outputs;
   std::function<std::vector<std::shared_ptr<void>>(std::span<const std::shared_ptr<void>>, const StepContext&)> invoke;
@@ -255,6 +259,19 @@ struct StepResult<std::tuple<Ts...>> {
 
 /// The fingerprint registered for `source_file`, or "".
 std::string code_fingerprint_of(std::string_view source_file);
+
+/// What a program fingerprint starts with (docs/FORMAT.md §3.8).
+inline constexpr std::string_view kProgramFingerprintPrefix = "program:";
+/// The fingerprint of the program or shared library whose code holds
+/// `anchor`: "program:sha256:" + the SHA-256 of its GNU build ID, or of its
+/// file when it was linked without one. Computed once per object;
+/// thread-safe. Throws IoError when the file cannot be read.
+std::string program_fingerprint(const void* anchor);
+
+/// Instantiated where a step is declared (for its function's type), so that
+/// its address lies in the program or library built from that file.
+template <class F>
+void code_anchor() {}
 /// Registers (source file, fingerprint) pairs; called by generated code
 /// before main.
 void register_code_fingerprints(std::span<const std::pair<const char*, const char*>> table);
@@ -302,6 +319,7 @@ class Pipeline {
     (check_handle(spec.name, inputs.pipeline(), inputs.node(), inputs.slot(), typeid(In)), ...);
     detail::StepNode node;
     node.spec = std::move(spec);
+    node.code_anchor = reinterpret_cast<const void*>(&detail::code_anchor<F>);
     (node.inputs.emplace_back(inputs.node(), inputs.slot()), ...);
     auto names = output_names(node.spec, n_out);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -356,6 +374,11 @@ class Pipeline {
 
   /// Step names in declaration order (store inputs excluded).
   std::vector<std::string> step_names() const;
+  /// The steps with neither StepSpec::code nor a fingerprint registered for
+  /// their source file (a program not built with amphora_add_pipeline):
+  /// they are keyed by the program's own fingerprint instead, so they rerun
+  /// after any rebuild of it, and are never served a result of other code.
+  std::vector<std::string> steps_keyed_by_program() const;
   /// The declared parameters of `step`; throws NotFound.
   const nlohmann::json& step_params(std::string_view step) const;
 
