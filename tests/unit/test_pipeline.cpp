@@ -525,7 +525,7 @@ TEST_CASE("Cache keys are typed and canonical", "[pipeline][key]") {
   tensor.version = 1;
   auto key = [&](const nlohmann::json& params) {
     return Pipeline::cache_key(Pipeline::cache_key_ingredients(
-        "docfreq", "1", "sha256:00", params,
+        "wordcount", "docfreq", "1", "sha256:00", params,
         {{"tokens", Digest::parse("sha256:" + std::string(64, 'a'))}}, {{"model", &tensor}}));
   };
   // Key order does not matter.
@@ -539,11 +539,11 @@ TEST_CASE("Cache keys are typed and canonical", "[pipeline][key]") {
   CHECK(key({{"k", std::nan("1")}}) == key({{"k", -std::numeric_limits<double>::quiet_NaN()}}));
   // The worked example of FORMAT.md §3.8, the same in every build and process.
   auto ingredients = Pipeline::cache_key_ingredients(
-      "docfreq", "1", "sha256:" + std::string(64, '0'), {{"top_k", 500}, {"min_df", 0.5}},
+      "wordcount", "docfreq", "1", "sha256:" + std::string(64, '0'), {{"top_k", 500}, {"min_df", 0.5}},
       {{"tokens", Digest::parse("sha256:" + std::string(64, 'a'))}}, {{"model", &tensor}});
   CHECK(ingredients.dump() ==
-        R"({"code":"sha256:0000000000000000000000000000000000000000000000000000000000000000","inputs":{"tokens":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"outputs":{"model":{"format_version":1,"materializer":"amphora.tensor"}},"params":{"min_df":0.5,"top_k":500},"schema":1,"step":"docfreq","version":"1"})");
-  CHECK(Pipeline::cache_key(ingredients).str() == "sha256:0ab315b71370e5b2e30c7f03e1cb71c2f6ae581f2da169cad9959c793376e429");
+        R"({"code":"sha256:0000000000000000000000000000000000000000000000000000000000000000","inputs":{"tokens":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"outputs":{"model":{"format_version":1,"materializer":"amphora.tensor"}},"params":{"min_df":0.5,"top_k":500},"pipeline":"wordcount","schema":2,"step":"docfreq","version":"1"})");
+  CHECK(Pipeline::cache_key(ingredients).str() == "sha256:e0eca12d7ab005faac606548a8fd95595e3038ef575314ec08b0f58f6dd44fe3");
 }
 
 TEST_CASE("Run records list every step with its status, reason, duration and outputs", "[pipeline][runs]") {
@@ -930,17 +930,17 @@ TEST_CASE("An external input joins the cache key and a change is explained by fi
 
 TEST_CASE("The external ingredient is absent from keys of steps without one", "[pipeline][external][key]") {
   const MaterializerEntry* entry = &materializer_entry<std::int64_t>();
-  auto without = Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {}, {{"out", entry}});
+  auto without = Pipeline::cache_key_ingredients("p", "s", "1", "", nlohmann::json::object(), {}, {{"out", entry}});
   CHECK_FALSE(without.contains("external"));
-  auto with = Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {}, {{"out", entry}},
+  auto with = Pipeline::cache_key_ingredients("p", "s", "1", "", nlohmann::json::object(), {}, {{"out", entry}},
                                               {{"a.txt", "sha256:00"}});
   CHECK(with["external"] == nlohmann::json{{"a.txt", "sha256:00"}});
   CHECK(Pipeline::cache_key(with) != Pipeline::cache_key(without));
   // null means none; an empty object (no files) is a value.
-  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {},
+  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("p", "s", "1", "", nlohmann::json::object(), {},
                                                             {{"out", entry}}, nullptr)) ==
         Pipeline::cache_key(without));
-  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("s", "1", "", nlohmann::json::object(), {},
+  CHECK(Pipeline::cache_key(Pipeline::cache_key_ingredients("p", "s", "1", "", nlohmann::json::object(), {},
                                                             {{"out", entry}}, nlohmann::json::object())) !=
         Pipeline::cache_key(without));
 }

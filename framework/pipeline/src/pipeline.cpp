@@ -353,7 +353,8 @@ const nlohmann::json& Pipeline::step_params(std::string_view step) const {
 
 // ---------------------------------------------------------------- keys
 
-nlohmann::json Pipeline::cache_key_ingredients(std::string_view step, std::string_view version, std::string_view code,
+nlohmann::json Pipeline::cache_key_ingredients(std::string_view pipeline, std::string_view step,
+                                               std::string_view version, std::string_view code,
                                                const nlohmann::json& params,
                                                const std::vector<std::pair<std::string, Digest>>& inputs,
                                                const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs,
@@ -363,8 +364,9 @@ nlohmann::json Pipeline::cache_key_ingredients(std::string_view step, std::strin
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, entry] : outputs)
     out[name] = {{"materializer", entry->name}, {"format_version", entry->version}};
-  nlohmann::json ingredients = {{"schema", kCacheSchemaVersion}, {"step", step}, {"version", version}, {"code", code},
-                                {"params", params},              {"inputs", in},  {"outputs", out}};
+  nlohmann::json ingredients = {{"schema", kCacheSchemaVersion}, {"pipeline", pipeline}, {"step", step},
+                                {"version", version},            {"code", code},         {"params", params},
+                                {"inputs", in},                  {"outputs", out}};
   if (!external.is_null()) ingredients["external"] = external;
   return ingredients;
 }
@@ -754,7 +756,7 @@ class Run {
       external = node.spec.external(StepContext(pipeline_.name(), node.spec.name, report_.run_id, params_[i]));
       validate_storable_json(external, "the external input of step '" + node.spec.name + "'");
     }
-    auto ingredients = Pipeline::cache_key_ingredients(node.spec.name, node.spec.version, node.spec.code, params_[i],
+    auto ingredients = Pipeline::cache_key_ingredients(pipeline_.name(), node.spec.name, node.spec.version, node.spec.code, params_[i],
                                                        inputs, outputs, external);
     report.key = Pipeline::cache_key(ingredients);
     ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good

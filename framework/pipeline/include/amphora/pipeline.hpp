@@ -40,8 +40,8 @@ AMPHORA_API_BEGIN
 namespace amphora {
 
 /// Version of the cache-key encoding (FORMAT.md §3.8). Bumping it makes
-/// every existing cache entry a miss.
-inline constexpr int kCacheSchemaVersion = 1;
+/// every existing cache entry a miss. 2: the pipeline's name joined the key.
+inline constexpr int kCacheSchemaVersion = 2;
 
 /// What a running step sees besides its inputs. Holds its own copies, so it
 /// stays valid however long a step keeps it.
@@ -362,9 +362,11 @@ class Pipeline {
   /// (IoError, ...) that leave the run unrecorded.
   RunReport run(Store& store, const RunOptions& options = {}) const;
 
-  /// The cache key ingredients of a step as documented in FORMAT.md §3.8;
-  /// `external` (StepSpec::external's value) is left out when null.
-  static nlohmann::json cache_key_ingredients(std::string_view step, std::string_view version, std::string_view code,
+  /// The cache key ingredients of step `step` of pipeline `pipeline` as
+  /// documented in FORMAT.md §3.8; `external` (StepSpec::external's value)
+  /// is left out when null.
+  static nlohmann::json cache_key_ingredients(std::string_view pipeline, std::string_view step,
+                                              std::string_view version, std::string_view code,
                                               const nlohmann::json& params,
                                               const std::vector<std::pair<std::string, Digest>>& inputs,
                                               const std::vector<std::pair<std::string, const MaterializerEntry*>>& outputs,
