@@ -30,7 +30,7 @@ section() { printf '\n== %s\n' "$*"; }
 run() {
   local expect=$1 output status=0
   shift
-  output=$("$docfreq" --store "$store" "$@") || status=$?
+  output=$("$docfreq" --store "$store" --init "$@") || status=$?
   printf '%s\n' "$output"
   ((status == 0)) || exit "$status"
   if [[ -n $expect ]] && ! grep -qF "($expect)" <<<"$output"; then

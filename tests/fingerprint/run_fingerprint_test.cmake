@@ -15,7 +15,7 @@ include("${CMAKE_CURRENT_LIST_DIR}/../run_support.cmake")
 # Rebuilds, runs the pipeline and checks each step's status (and reason).
 function(expect what alpha beta)
   run(${CMAKE_COMMAND} --build "${WORK_DIR}/build" -j2)
-  run("${WORK_DIR}/build/${program}" --store "${store}")
+  run("${WORK_DIR}/build/${program}" --store "${store}" --init)
   foreach(step alpha beta)
     set(want "${${step}}")
     if(NOT last_output MATCHES "${want} +[0-9.]+ s  ${step}")

@@ -53,7 +53,7 @@ class DocfreqTest(cli_support.StoreTestCase):
         shutil.copytree(CORPUS, self.corpus)
 
     def docfreq(self, *args, check=EXIT_OK):
-        proc = subprocess.run([DOCFREQ, "--store", self.store, "--corpus", self.corpus, *args], text=True,
+        proc = subprocess.run([DOCFREQ, "--store", self.store, "--init", "--corpus", self.corpus, *args], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
         if check is not None:
             self.assertEqual(proc.returncode, check, f"docfreq {args}: {proc.stdout}\n{proc.stderr}")
@@ -110,7 +110,7 @@ class DocfreqTest(cli_support.StoreTestCase):
     def test_a_corpus_path_is_taken_as_it_is(self):
         odd = self.path("it's a #corpus: [x]")
         shutil.copytree(self.corpus, odd)
-        proc = subprocess.run([DOCFREQ, "--store", self.store, f"--corpus={odd}"], text=True,
+        proc = subprocess.run([DOCFREQ, "--store", self.store, "--init", f"--corpus={odd}"], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         runs = self.run_cli("runs", "--json", check=EXIT_OK).stdout

@@ -34,11 +34,11 @@ class PipelineTestCase(cli_support.StoreTestCase):
         return env
 
     def start(self, *args, **extra):
-        return subprocess.Popen([PIPELINE, "--store", self.store, *map(str, args)], text=True,
+        return subprocess.Popen([PIPELINE, "--store", self.store, "--init", *map(str, args)], text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(**extra))
 
     def pipe(self, *args, check=EXIT_OK, **extra):
-        proc = subprocess.run([PIPELINE, "--store", self.store, *map(str, args)], text=True,
+        proc = subprocess.run([PIPELINE, "--store", self.store, "--init", *map(str, args)], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(**extra), timeout=120)
         if check is not None:
             self.assertEqual(proc.returncode, check, f"stdout={proc.stdout!r} stderr={proc.stderr!r}")
@@ -185,13 +185,60 @@ class FailureTest(PipelineTestCase):
         self.assertEqual(self.runs()[-1]["error"], "step 'total' failed: " + message)
 
 
+class ProgramOptionsTest(PipelineTestCase):
+    def test_a_mistyped_store_is_refused_not_created(self):
+        typo = self.path("stroe")
+        proc = subprocess.run([PIPELINE, "--store", typo], text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=self.env(), timeout=120)
+        self.assertEqual(proc.returncode, EXIT_USAGE, proc.stdout + proc.stderr)
+        self.assertIn("stroe", proc.stderr)
+        self.assertIn("give --init to create a store there", proc.stderr)
+        self.assertFalse(os.path.exists(typo))
+        self.assertEqual(self.executed(), [])
+        # --init creates it; afterwards the store opens without it.
+        subprocess.run([PIPELINE, "--store", typo, "--init", "-q"], check=True, env=self.env(), timeout=120)
+        proc = subprocess.run([PIPELINE, "--store", typo], text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=self.env(), timeout=120)
+        self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+        self.assertIn("3 cached", proc.stdout)
+
+    def test_the_default_store_is_created_without_init(self):
+        work = self.path("work")
+        os.mkdir(work)
+        env = self.env()
+        env.pop("AMPHORA_STORE", None)
+        proc = subprocess.run([os.path.abspath(PIPELINE), "-q"], cwd=work, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, timeout=120)
+        self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+        self.assertTrue(os.path.isdir(os.path.join(work, ".amphora", "objects")))
+
+    def test_help_lists_the_steps_and_their_parameters(self):
+        proc = subprocess.run([PIPELINE, "--help"], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=60)
+        self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)
+        steps = proc.stdout[proc.stdout.index("Steps (set a parameter with --set STEP.PARAM=VALUE"):]
+        self.assertEqual(steps.splitlines()[1:4], ["  numbers  n=10", "  square", "  total  offset=0"])
+        self.assertIn("--init", proc.stdout)
+        self.assertIn("--print", proc.stdout)
+
+    def test_print_shows_a_steps_outputs(self):
+        proc = self.pipe("--print", "total", "--print", "square", "--set", "numbers.n=4")
+        self.assertIn("total.out = 14\n", proc.stdout)
+        self.assertIn("square.out = [0,1,4,9]\n", proc.stdout)
+        # With --quiet only the values are printed; a cached run prints them too.
+        proc = self.pipe("--print", "total", "-q", "--set", "numbers.n=4")
+        self.assertEqual(proc.stdout, "total.out = 14\n")
+        proc = self.pipe("--print", "nosuch", check=EXIT_USAGE)
+        self.assertIn("no step 'nosuch'", proc.stderr)
+
+
 class OutputTest(PipelineTestCase):
     def test_output_that_cannot_be_written_fails_the_program(self):
         # A full disk behind standard output: the run itself is fine, the
         # program's report of it is lost, and the exit status says so.
         for args in ([], ["--quiet", "--force", "*"]):
             with open("/dev/full", "w") as full:
-                proc = subprocess.run([PIPELINE, "--store", self.store, *args], text=True, stdout=full,
+                proc = subprocess.run([PIPELINE, "--store", self.store, "--init", *args], text=True, stdout=full,
                                       stderr=subprocess.PIPE, env=self.env(), timeout=120)
             if args:
                 self.assertEqual(proc.returncode, EXIT_OK, proc.stderr)  # --quiet prints nothing to lose
@@ -306,7 +353,7 @@ class LargeHistoryTest(PipelineTestCase):
         self.assertIn("20000 ran, 0 cached", lines[0])
         # A miss is explained from the history (the newest record of the real
         # run first, then the big ones for a step they name).
-        status, out, err, peak = cli_support.peak_rss_mb([PIPELINE, "--store", self.store, "--set", "numbers.n=12"],
+        status, out, err, peak = cli_support.peak_rss_mb([PIPELINE, "--store", self.store, "--init", "--set", "numbers.n=12"],
                                                          env=self.env())
         self.assertEqual(status, EXIT_OK, err)
         print(f"a run explaining its misses over that history: peak RSS {peak:.0f} MiB", file=sys.stderr)

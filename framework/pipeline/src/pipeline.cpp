@@ -351,6 +351,27 @@ const nlohmann::json& Pipeline::step_params(std::string_view step) const {
   throw NotFound("pipeline '" + name_ + "' has no step '" + std::string(step) + "'");
 }
 
+std::vector<std::pair<std::string, std::string>> Pipeline::output_texts(const Store& store, const RunReport& report,
+                                                                        std::string_view step) const {
+  const detail::StepNode* node = nullptr;
+  for (const auto& n : nodes_)
+    if (!n.is_input && n.spec.name == step) node = &n;
+  if (!node) throw NotFound("pipeline '" + name_ + "' has no step '" + std::string(step) + "'");
+  const StepReport& ran = report.step(step);
+  if (ran.outputs.size() != node->outputs.size())
+    throw NotFound("step '" + std::string(step) + "' has no outputs in run " + report.run_id + " (it " + ran.status + ")");
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (std::size_t k = 0; k < ran.outputs.size(); ++k) {
+    const auto& slot = node->outputs[k];
+    auto value = slot.load(store, ran.outputs[k].digest);
+    auto text = slot.text(value.get());
+    texts.emplace_back(ran.outputs[k].name,
+                       text ? *text
+                            : "(a " + slot.entry(store)->name + "; amphora show " + ran.outputs[k].ref + ")");
+  }
+  return texts;
+}
+
 // ---------------------------------------------------------------- keys
 
 nlohmann::json Pipeline::cache_key_ingredients(std::string_view pipeline, std::string_view step,

@@ -172,6 +172,17 @@ static nlohmann::json read_checked(const std::filesystem::path& file) {
 
 namespace {
 
+// The steps and their parameters with defaults, for --help.
+std::string steps_help(const Pipeline& pipeline) {
+  std::string text = "Steps (set a parameter with --set STEP.PARAM=VALUE; defaults shown):";
+  for (const auto& step : pipeline.step_names()) {
+    text += "\n  " + printable(step);
+    for (const auto& [param, value] : pipeline.step_params(step).items())
+      text += "  " + printable(param) + "=" + printable(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  return text;
+}
+
 int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
                          const std::function<void(Store& store, const RunReport& report)>& after) {
   CLI::App app("Runs the " + pipeline.name() + " pipeline; steps whose code, parameters and inputs are "
@@ -180,15 +191,22 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
   std::string store_dir;
   std::string config;
   std::vector<std::string> sets;
+  std::vector<std::string> print;
   RunOptions options;
   bool quiet = false;
-  app.add_option("--store", store_dir, "store directory (default $AMPHORA_STORE, else ./.amphora)");
+  bool init = false;
+  app.add_option("--store", store_dir,
+                 "store directory (default $AMPHORA_STORE, else ./.amphora); it must exist unless --init is given "
+                 "or it is the default");
+  app.add_flag("--init", init, "create the --store directory's store if there is none yet");
   app.add_option("--config", config, "YAML run configuration: STEP: {PARAM: VALUE}")->check(CLI::ExistingFile);
   app.add_option("--set", sets, "override a parameter, STEP.PARAM=VALUE (repeatable; after --config)");
   app.add_option("--force", options.force, "run STEP even if cached ('*' = every step; repeatable)");
   app.add_option("--jobs", options.jobs, "steps run at once (default: one per core)");
   app.add_flag("--verify-hits", options.verify_hits, "re-hash the outputs of every cache hit");
   app.add_flag("-q,--quiet", quiet, "print only failures");
+  app.add_option("--print", print, "after the run, print STEP's outputs (repeatable; also with --quiet)");
+  app.footer(steps_help(pipeline));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -197,8 +215,18 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
   try {
     if (!config.empty()) options.params = read_run_config(config);
     for (const auto& s : sets) apply_override(options.params, s);
-    auto store = Store::open(store_dir.empty() ? Store::default_path() : std::filesystem::path(store_dir),
-                             {.create = true});
+    for (const auto& step : print) (void)pipeline.step_params(step);  // NotFound names an unknown step now
+    // A mistyped --store must not quietly start an empty store (and rerun
+    // everything into it): only the default place, or --init, creates one.
+    const bool given = !store_dir.empty();
+    const std::filesystem::path where = given ? std::filesystem::path(store_dir) : Store::default_path();
+    std::optional<Store> opened;
+    try {
+      opened = Store::open(where, {.create = init || !given});
+    } catch (const NotFound& e) {
+      throw NotFound(std::string(e.what()) + " (give --init to create a store there)");
+    }
+    Store& store = *opened;
     if (!quiet) {
       options.on_wait = [&](std::string_view step) {
         std::cout << "  " << printable(step) << ": waiting for another run computing the same result" << std::endl;
@@ -232,6 +260,9 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
       std::cerr << pipeline.name() << ": " << printable(report.error) << std::endl;
       return 1;
     }
+    for (const auto& step : print)
+      for (const auto& [output, text] : pipeline.output_texts(store, report, step))
+        std::cout << printable(step) << "." << printable(output) << " = " << printable(text) << std::endl;
     if (after && !quiet) {
       try {
         after(store, report);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <source_location>
+#include <sstream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -214,6 +215,9 @@ struct OutputSlot {
   std::type_index type = typeid(void);
   std::shared_ptr<const MaterializerEntry> (*entry)(const Store&) = nullptr;
   std::shared_ptr<void> (*load)(const Store&, const Digest&) = nullptr;
+  // The value as text (JSON, or what operator<< writes), or nullopt for a
+  // type with neither.
+  std::optional<std::string> (*text)(const void* value) = nullptr;
 };
 
 struct StepNode {
@@ -237,13 +241,27 @@ std::shared_ptr<void> slot_load(const Store& store, const Digest& digest) {
   return std::make_shared<T>(store.load<T>(digest));
 }
 template <class T>
+std::optional<std::string> slot_text(const void* value) {
+  const T& v = *static_cast<const T*>(value);
+  if constexpr (requires { nlohmann::json(v); }) {
+    return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if constexpr (requires(std::ostream& os) { os << v; }) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  } else {
+    return std::nullopt;
+  }
+}
+
+template <class T>
 OutputSlot make_slot(std::string name) {
   static_assert(std::is_same_v<T, std::decay_t<T>> && !std::is_void_v<T>,
                 "amphora: a step returns values (or a std::tuple of values), not references or void");
   // Every value a step passes on is saved, so its type needs a materializer
   // now (the built-in ones for standard types are in <amphora/everyday.hpp>).
   detail::require_materializable<T>();
-  return OutputSlot{std::move(name), typeid(T), &slot_entry<T>, &slot_load<T>};
+  return OutputSlot{std::move(name), typeid(T), &slot_entry<T>, &slot_load<T>, &slot_text<T>};
 }
 
 template <class R>
@@ -383,6 +401,14 @@ class Pipeline {
   std::vector<std::string> steps_keyed_by_program() const;
   /// The declared parameters of `step`; throws NotFound.
   const nlohmann::json& step_params(std::string_view step) const;
+  /// The outputs `step` produced in `report` (a run of this pipeline on
+  /// `store`), each as (output name, its value as text): JSON for a type
+  /// nlohmann::json converts, else what operator<< writes, else the
+  /// materializer and ref to give `amphora show`. Loads each value. Throws
+  /// NotFound for an unknown step or one without outputs in the run (it
+  /// failed or was skipped), and what loading throws.
+  std::vector<std::pair<std::string, std::string>> output_texts(const Store& store, const RunReport& report,
+                                                                std::string_view step) const;
 
  private:
   std::size_t add_node(detail::StepNode node);

@@ -39,12 +39,16 @@ nlohmann::json read_run_config(const std::filesystem::path& file);
 /// `status` if it is already a failure, else 1. For the end of main().
 int finish_output(int status, std::string_view prefix);
 
-/// A pipeline program's main(): parses `--store DIR`, `--config FILE`,
-/// `--set STEP.PARAM=VALUE`, `--force STEP` (or `--force '*'`), `--jobs N`,
-/// `--verify-hits` and `--quiet`, runs `pipeline`, prints a line per step
-/// (status, time, reason) and returns 0 when the run succeeded, 1 when a
-/// step failed or its output could not be written (finish_output), 2 for
-/// bad usage or a store error.
+/// A pipeline program's main(): parses `--store DIR` (which must hold a
+/// store unless `--init` is given or DIR is the default, $AMPHORA_STORE or
+/// ./.amphora), `--config FILE`, `--set STEP.PARAM=VALUE`, `--force STEP`
+/// (or `--force '*'`), `--jobs N`, `--verify-hits`, `--quiet` and `--print
+/// STEP` (print that step's outputs after the run, Pipeline::output_texts);
+/// `--help` lists the steps and their parameters with defaults. Runs
+/// `pipeline`, prints a line per step (status, time, reason) and returns 0
+/// when the run succeeded, 1 when a step failed or its output could not be
+/// written (finish_output), 2 for bad usage or a store error (a --store
+/// without a store among them).
 int run_main(const Pipeline& pipeline, int argc, char** argv);
 /// The same, calling `after` once a run has succeeded (unless --quiet), for
 /// the program's own summary: print a report, a table. An exception from
