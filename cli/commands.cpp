@@ -5,6 +5,7 @@
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
+#include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
 
 #include <algorithm>
@@ -60,6 +61,12 @@ nlohmann::json version_json(const amphora::VersionInfo& v) {
 }  // namespace
 
 int cmd_init(const Args& a) {
+  try {
+    Store existing = open_store(a, false);
+    std::cout << "store " << existing.path().string() << " already exists; nothing changed\n";
+    return 0;
+  } catch (const amphora::NotFound&) {
+  }
   Store store = open_store(a, true);
   std::cout << "initialised store " << store.path().string() << "\n";
   return 0;
@@ -147,6 +154,26 @@ nlohmann::json children_json(const Store& store, const amphora::Manifest& m) {
 
 }  // namespace
 
+namespace {
+
+// The metadata as `show` prints it for reading: a table's timestamp
+// statistics as ISO 8601 rather than nanoseconds (--json keeps the numbers).
+nlohmann::json shown_meta(const amphora::Manifest& m) {
+  nlohmann::json meta = m.meta;
+  if (m.materializer != amphora::materializer<amphora::Table>::name || !meta.contains("columns") ||
+      !meta["columns"].is_array())
+    return meta;
+  for (auto& column : meta["columns"]) {
+    if (!column.is_object() || column.value("type", nlohmann::json()) != "timestamp[ns]") continue;
+    for (const char* key : {"min", "max"})
+      if (column.contains(key) && column[key].is_number_integer())
+        column[key] = amphora::timestamp_text(column[key].get<std::int64_t>());
+  }
+  return meta;
+}
+
+}  // namespace
+
 int cmd_show(const Args& a) {
   Store store = open_store(a);
   amphora::ArtifactReader reader = store.open_artifact(*a.ref);
@@ -192,7 +219,7 @@ int cmd_show(const Args& a) {
                   c["materializer"].is_string() ? printable(c["materializer"].get<std::string>()).c_str() : "(missing)");
   }
   std::cout << "meta\n";
-  std::string meta = m.meta.dump(2);
+  std::string meta = shown_meta(m).dump(2);
   std::size_t start = 0;
   while (start < meta.size()) {
     auto end = meta.find('\n', start);
@@ -329,7 +356,14 @@ int cmd_export(const Args& a) {
   auto native = store.registry().format_of(reader.manifest().materializer);
   if (!reader.children().empty() || !native) {
     // A composite (or a value without a file format of its own) becomes a
-    // directory, built beside FILE and renamed into place whole.
+    // directory, built beside FILE and renamed into place whole; never one
+    // named like a file of a format that does not apply (out.jsonl).
+    if (auto claimed = store.registry().format_for(file))
+      throw amphora::Unsupported("cannot export " + reader.label() + " (" + reader.manifest().materializer + ") to " +
+                                 file.string() + ": that names a " + claimed->extension + " file, and " +
+                                 (native ? "it has children, so it is exported as a directory"
+                                         : "it has no single-file form, only a directory") +
+                                 "; give a path without that extension");
     if (fs::exists(fs::symlink_status(file)))
       throw amphora::Error(file.string() + " exists; " + reader.label() + " is exported as a new directory");
     auto report = store.verify(reader.digest().str());

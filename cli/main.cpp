@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,20 @@ constexpr int kOk = 0, kFailure = 1, kUsage = 2, kNotFound = 3, kCorrupt = 4;
 constexpr const char* kStoreHelp =
     "the store: a directory, or a URI such as file:///srv/store\n(default: $AMPHORA_STORE, else ./.amphora)";
 constexpr const char* kRefHelp = "NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits";
+
+// A whole-number option of at least `least`, refused in the user's terms
+// ("-3 is not a number of versions: give a whole number, 1 or more").
+CLI::Validator whole_number(std::int64_t least, std::string unit) {
+  return CLI::Validator(
+      [least, unit](std::string& text) -> std::string {
+        std::int64_t value = 0;
+        auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error == std::errc() && end == text.data() + text.size() && value >= least) return {};
+        return "'" + one_line(text) + "' is not a number of " + unit + ": give a whole number, " +
+               std::to_string(least) + " or more";
+      },
+      "");
+}
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -94,7 +109,8 @@ class Parser {
                        amphora::cli::cmd_import,
                        "The file's extension picks the materializer: .npy a tensor, .csv a table (header\n"
                        "row; column types inferred; empty fields are nulls), .npz (written by\n"
-                       "scipy.sparse.save_npz) a sparse matrix, .json a JSON document, .txt a string.\n"
+                       "scipy.sparse.save_npz) a sparse matrix, .jsonl JSON lines (one record per line)\n"
+                       "a record collection, .json a JSON document, .txt a string.\n"
                        "Progress is shown on a terminal. After --, every argument is a file name, even\n"
                        "one starting with -.\n\n"
                        "Examples:\n"
@@ -176,11 +192,11 @@ class Parser {
     gc->add_option("--keep-last", args_.keep_last,
                    "first drop all but the newest N versions of each name, and the cache entries\n"
                    "whose outputs only those versions reached")
-        ->check(CLI::PositiveNumber)
+        ->check(whole_number(1, "versions to keep"))
         ->type_name("N");
     gc->add_option("--grace", args_.grace_seconds,
                    "keep unnamed artifacts and staging areas younger than this (default: 60)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole_number(0, "seconds"))
         ->type_name("SECONDS");
 
     auto* runs = add("runs", "List pipeline runs, oldest first.", amphora::cli::cmd_runs,

@@ -118,7 +118,13 @@ int cmd_why(const Args& a) {
       return 0;
     }
   // An artifact: the latest run of the step that made it.
-  auto chain = lineage(store, store.resolve(ref));
+  amphora::Digest digest;
+  try {
+    digest = store.resolve(ref);
+  } catch (const NotFound& e) {
+    throw NotFound(std::string(e.what()) + "; it is no run id or pipeline name either (amphora runs lists them)");
+  }
+  auto chain = lineage(store, digest);
   const auto& made = chain.front();
   if (!made.contains("step"))
     throw NotFound("'" + ref + "' was not made by a pipeline step (it is no run id or pipeline name either)");

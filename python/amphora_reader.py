@@ -1105,8 +1105,8 @@ class Artifact:
                     h.update(memoryview(chunk)[:n])
                     at += n
                 if h.hexdigest() != want:
-                    raise CorruptData(f"{self.label}: file '{name}' piece {k} (bytes {k * piece}..) does not match "
-                                      "its SHA-256")
+                    raise CorruptData(f"{self.label}: file '{name}' piece {k} (bytes {k * piece} to {end - 1} of "
+                                      f"{size}) does not match its SHA-256")
         finally:
             os.close(fd)
 

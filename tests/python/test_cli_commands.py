@@ -425,9 +425,81 @@ class CompositeTest(cli_support.StoreTestCase):
 
     def test_gc_grace_is_checked(self):
         proc = self.run_cli("gc", "--grace", "-1", check=EXIT_USAGE)
-        self.assertIn("--grace", proc.stderr)
+        self.assertIn("--grace: '-1' is not a number of seconds: give a whole number, 0 or more", proc.stderr)
         self.run_cli("gc", "--grace", "soon", check=EXIT_USAGE)
         self.run_cli("gc", "--grace", "5", "--grace", "6", check=EXIT_USAGE)
+        for bad in ("0", "-3", "abc", "1.5", "99999999999999999999999"):
+            proc = self.run_cli("gc", "--keep-last", bad, check=EXIT_USAGE)
+            self.assertIn(f"--keep-last: '{bad}' is not a number of versions to keep: give a whole number, 1 or more",
+                          proc.stderr)
+            self.assertNotIn("e+308", proc.stderr)
+            self.assertNotIn("17976931348623157", proc.stderr)
+
+    def test_export_of_a_composite_to_a_file_name_is_refused(self):
+        digest = self.composite()
+        for name in ("out.jsonl", "out.json", "out.npy"):
+            proc = self.run_cli("export", digest, self.path(name), check=EXIT_FAILURE)
+            self.assertIn("that names a ." + name.split(".")[1] + " file", proc.stderr)
+            self.assertIn("give a path without that extension", proc.stderr)
+            self.assertFalse(os.path.exists(self.path(name)))
+
+
+class CommandDetailsTest(cli_support.StoreTestCase):
+    def test_init_on_an_existing_store_says_so(self):
+        fresh = self.path("fresh")
+        self.assertIn("initialised store", run("--store", fresh, "init", stdout=subprocess.PIPE).stdout)
+        self.run_cli("import", self.write_csv(), "--name", "t", check=EXIT_OK)
+        again = self.run_cli("init", check=EXIT_OK)
+        self.assertIn("already exists; nothing changed", again.stdout)
+        self.run_cli("show", "t", check=EXIT_OK)
+
+    def write_csv(self):
+        path = self.path("t.csv")
+        with open(path, "w") as fh:
+            fh.write("a,t\n1,2020-01-01T00:00:00Z\n2,2021-05-06 07:08:09\n")
+        return path
+
+    def test_show_prints_table_timestamps_as_iso_8601(self):
+        self.run_cli("import", self.write_csv(), "--name", "t", check=EXIT_OK)
+        text = self.run_cli("show", "t", check=EXIT_OK).stdout
+        self.assertIn('"min": "2020-01-01T00:00:00.000000000Z"', text)
+        self.assertIn('"max": "2021-05-06T07:08:09.000000000Z"', text)
+        # --json keeps the stored numbers.
+        shown = json.loads(self.run_cli("show", "t", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(shown["meta"]["columns"][1]["min"], 1577836800000000000)
+
+    def test_unknown_import_extension_lists_the_supported_ones(self):
+        with open(self.path("x.xyz"), "w") as fh:
+            fh.write("{}")
+        proc = self.run_cli("import", self.path("x.xyz"), "--name", "x", check=EXIT_FAILURE)
+        self.assertIn("no materializer handles '.xyz' files (importable: ", proc.stderr)
+        for ext in (".npy", ".npz", ".csv", ".jsonl", ".txt", ".json"):
+            self.assertIn(ext, proc.stderr)
+        self.assertIn(".jsonl JSON lines", self.run_cli("import", "--help", check=EXIT_OK).stdout)
+
+    def test_why_of_an_unknown_name_points_at_runs(self):
+        proc = self.run_cli("why", "nosuch", check=EXIT_NOT_FOUND)
+        self.assertIn("no name or artifact 'nosuch'", proc.stderr)
+        self.assertIn("amphora runs lists them", proc.stderr)
+
+    def test_verify_names_the_damaged_byte_range_in_full(self):
+        np.save(self.path("big.npy"), np.arange(1_200_000, dtype=np.float64))
+        self.run_cli("import", self.path("big.npy"), "--name", "big", "--compress", "none", check=EXIT_OK)
+        shown = json.loads(self.run_cli("show", "big", "--json", check=EXIT_OK).stdout)
+        payload = shown["files"][0]
+        self.assertGreater(len(payload["sha256"]), 1)
+        piece = payload["piece_size"]
+        digest = shown["digest"][len("sha256:"):]
+        path = os.path.join(self.store, "objects", "sha256", digest[:2], digest, payload["path"])
+        with open(path, "r+b") as fh:
+            fh.seek(piece + 10)
+            byte = fh.read(1)
+            fh.seek(piece + 10)
+            fh.write(bytes([byte[0] ^ 1]))
+        proc = self.run_cli("verify", "big", check=EXIT_CORRUPT)
+        end = min(payload["size"], 2 * piece) - 1
+        self.assertIn(f"piece 1 (bytes {piece} to {end} of {payload['size']}) does not match its SHA-256",
+                      proc.stderr)
 
 if __name__ == "__main__":
     main()

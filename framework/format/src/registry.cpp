@@ -194,6 +194,11 @@ std::shared_ptr<const FileFormat> Registry::format_for(const std::filesystem::pa
   return nullptr;
 }
 
+std::vector<std::shared_ptr<const FileFormat>> Registry::formats() const {
+  std::shared_lock lock(mutex_);
+  return formats_;
+}
+
 std::shared_ptr<const FileFormat> Registry::format_of(std::string_view materializer) const {
   std::shared_lock lock(mutex_);
   for (const auto& f : formats_)

@@ -150,7 +150,9 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
     for (std::size_t k = 0; k < actual.size(); ++k)
       if (actual[k] != f.pieces[k])
         problems.push_back(label + ": file '" + f.path + "' piece " + std::to_string(k) + " (bytes " +
-                           std::to_string(k * f.piece_size) + "..) does not match its SHA-256");
+                           std::to_string(k * f.piece_size) + " to " +
+                           std::to_string(std::min<std::uint64_t>(f.size, (k + 1) * f.piece_size) - 1) + " of " +
+                           std::to_string(f.size) + ") does not match its SHA-256");
   }
 }
 
@@ -755,9 +757,13 @@ SaveResult Store::import_file(const fs::path& file, const SaveOptions& options) 
 
 SaveResult Store::import_checked(const fs::path& file, const SaveOptions& options) {
   const auto format = registry().format_for(file);
-  if (!format)
+  if (!format) {
+    std::string known;
+    for (const auto& f : registry().formats())
+      if (f->read || f->import) known += (known.empty() ? "" : ", ") + f->extension;
     throw Unsupported("cannot import " + file.string() + ": no materializer handles '" + file.extension().string() +
-                      "' files");
+                      "' files (importable: " + (known.empty() ? "none registered" : known) + ")");
+  }
   const auto entry = registry().find(format->materializer);
   if (!entry) throw Unsupported("cannot import " + file.string() + ": materializer '" + format->materializer + "' is not registered");
   if (!format->import) {

@@ -96,18 +96,7 @@ void put_number(std::string& out, T v) {
     if (std::string_view(buf, static_cast<std::size_t>(ptr - buf)).find_first_of(".e") == std::string_view::npos) out += ".0";
 }
 
-// 2023-11-14T22:13:20.000000123Z
-void put_timestamp(std::string& out, std::int64_t ns) {
-  std::int64_t secs = ns / 1'000'000'000, frac = ns % 1'000'000'000;
-  if (frac < 0) frac += 1'000'000'000, --secs;
-  std::time_t t = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
-  out += buf;
-}
+void put_timestamp(std::string& out, std::int64_t ns) { out += timestamp_text(ns); }
 
 void put_value(std::string& out, const Column& c, std::size_t i) {
   if (c.is_null(i)) return;
@@ -150,6 +139,18 @@ Table read_csv(const std::filesystem::path& file) {
   std::vector<std::pair<std::string, Column>> named;
   for (std::size_t k = 0; k < names.size(); ++k) named.emplace_back(names[k], columns[k].build());
   return Table::make(std::move(named));
+}
+
+std::string timestamp_text(std::int64_t ns) {
+  std::int64_t secs = ns / 1'000'000'000, frac = ns % 1'000'000'000;
+  if (frac < 0) frac += 1'000'000'000, --secs;
+  std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
+  return buf;
 }
 
 void write_csv(const Table& table, const std::filesystem::path& file) {

@@ -99,6 +99,8 @@ class Registry {
   std::shared_ptr<const FileFormat> format_for(const std::filesystem::path& file) const;
   /// The codec of materializer `name`, or nullptr.
   std::shared_ptr<const FileFormat> format_of(std::string_view materializer) const;
+  /// Every codec, in the order they were added.
+  std::vector<std::shared_ptr<const FileFormat>> formats() const;
 
   /// All entries, sorted by name.
   std::vector<std::shared_ptr<const MaterializerEntry>> entries() const;

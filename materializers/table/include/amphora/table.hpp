@@ -161,6 +161,9 @@ void import_csv(const std::filesystem::path& file, ArtifactWriter& out);
 /// True/False, timestamps as ISO 8601 UTC with nanoseconds, strings quoted
 /// where needed. Atomic: the file appears complete or not at all.
 void write_csv(const Table& table, const std::filesystem::path& file);
+/// A timestamp column's value (nanoseconds since 1970-01-01 UTC) as ISO 8601
+/// UTC with nanoseconds, as write_csv writes it: "2023-11-14T22:13:20.000000123Z".
+std::string timestamp_text(std::int64_t nanoseconds);
 
 template <>
 struct materializer<Table> {
