@@ -388,9 +388,9 @@ TEST_CASE("Metadata accessors name the artifact and the key", "[composite][meta]
   CHECK_THROWS_WITH(in.open_child("next"), Catch::Contains("lists no child 'next'"));
   // A child loaded as the wrong type is named as such.
   auto pair = store.save(Pair{test::random_tensor(DType::int8, {2}, 1), test::random_tensor(DType::int8, {2}, 2), ""});
-  CHECK_THROWS_AS(store.open_artifact(pair.digest).load_child<Chain>("first"), CorruptData);
+  CHECK_THROWS_AS(store.open_artifact(pair.digest).load_child<Chain>("first"), TypeMismatch);
   CHECK_THROWS_WITH(store.open_artifact(pair.digest).load_child<Chain>("first"),
-                    Catch::Contains("should be a 'test.chain' artifact") && Catch::Contains("'amphora.tensor'"));
+                    Catch::Contains("child 'first'") && Catch::Contains("holds a 'amphora.tensor' artifact, not a 'test.chain'"));
   (void)saved;
 }
 

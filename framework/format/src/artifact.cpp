@@ -362,8 +362,8 @@ void ArtifactReader::bad_meta(std::string_view key, std::string_view problem) co
 
 void ArtifactReader::require_materializer(std::string_view name, int version, std::string_view what) const {
   if (manifest_->materializer != name)
-    throw CorruptData(std::string(what) + " should be a '" + std::string(name) + "' artifact, but " + label_ +
-                      " was written by '" + manifest_->materializer + "'");
+    throw TypeMismatch(label_ + " holds a '" + manifest_->materializer + "' artifact, not a '" + std::string(name) +
+                       "'" + (label_.starts_with(what) ? "" : " (as " + std::string(what) + ")"));
   require_version(version);
 }
 

@@ -96,6 +96,21 @@ bool check_optional(const ArtifactReader& in) {
   return engaged;
 }
 
+std::string stored_value_text(const nlohmann::json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  switch (value.type()) {
+    case nlohmann::json::value_t::string: return "a string " + text;
+    case nlohmann::json::value_t::boolean: return "a bool " + text;
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "an integer " + text;
+    case nlohmann::json::value_t::number_float: return "a number " + text;
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::array: return "a JSON array " + text;
+    default: return "a JSON object " + text;
+  }
+}
+
 const nlohmann::json& struct_fields(const ArtifactReader& in) {
   auto it = in.meta().find("fields");
   if (it == in.meta().end() || !it->is_object())

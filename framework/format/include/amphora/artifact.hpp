@@ -373,7 +373,7 @@ class ArtifactReader {
   template <class T>
   T load_child(std::string_view role) const;
 
-  /// Throws CorruptData unless this artifact was written by materializer
+  /// Throws TypeMismatch unless this artifact was written by materializer
   /// `name` (`what` says who expected it), Unsupported when its format
   /// version is newer than `version`.
   void require_materializer(std::string_view name, int version, std::string_view what) const;

@@ -15,13 +15,16 @@
 
 #include <amphora/export.hpp>
 #include <amphora/everyday.hpp>
+#include <amphora/registry.hpp>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 AMPHORA_API_BEGIN
 
@@ -96,6 +99,9 @@ std::optional<nlohmann::json> to_inline(const M& value) {
   }
 }
 
+/// "a string \"abc\"", "a number 3": a stored inline value, for messages.
+std::string stored_value_text(const nlohmann::json& value);
+
 template <class M>
 M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string_view field) {
   if constexpr (is_optional<M>::value) {
@@ -105,11 +111,13 @@ M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string
                        std::is_same_v<M, float> || std::is_same_v<M, double> || std::is_same_v<M, std::string> ||
                        std::is_same_v<M, nlohmann::json>) {
     if (!json_holds<M>(value))
-      throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' does not hold the expected type (it is " +
-                        value.dump().substr(0, 80) + ")");
+      throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
+                         ", which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
     return value.get<M>();
   } else {
-    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' is stored inline, but its type is stored as a child");
+    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
+                       " inline, but the declared member type " + type_display_name(typeid(M)) +
+                       " is stored as a child artifact");
   }
 }
 
@@ -158,6 +166,70 @@ void save_struct(const T& value, ArtifactWriter& out) {
 const nlohmann::json& struct_fields(const ArtifactReader& in);
 
 template <class T>
+concept HasRenames = requires(const T* p) { amphora_renames(p); };
+
+/// The name member `name` of T was stored under: its own, or the old name
+/// AMPHORA_RENAMED gives it when only that one is in the artifact.
+template <class T>
+std::string_view stored_name(const ArtifactReader& in, const nlohmann::json& fields, std::string_view name) {
+  if constexpr (HasRenames<T>) {
+    if (fields.contains(name) || in.has_child(name)) return name;
+    for (const auto& [before, now] : amphora_renames(static_cast<const T*>(nullptr)))
+      if (now == name && (fields.contains(before) || in.has_child(before))) return before;
+  }
+  return name;
+}
+
+/// Loads child `role` as member `field` of type M; a child of another type
+/// is a TypeMismatch naming the member.
+template <class M>
+M load_member_child(const ArtifactReader& in, std::string_view role, std::string_view field) {
+  try {
+    return in.load_child<M>(role);
+  } catch (const TypeMismatch& e) {
+    throw TypeMismatch("field '" + std::string(field) + "' (declared " + type_display_name(typeid(M)) + "): " + e.what());
+  }
+}
+
+}  // namespace detail
+
+/// What a declared struct's artifact holds, for an `amphora_migrate`
+/// function upgrading a value loaded from an older version of the struct
+/// (AMPHORA_MATERIALIZE's version). Valid during that call only.
+class StoredStruct {
+ public:
+  explicit StoredStruct(const ArtifactReader& in) : in_(in), fields_(detail::struct_fields(in)) {}
+  /// The version of the struct that was saved.
+  int version() const { return in_.format_version(); }
+  /// Whether the stored value has a member `name` (inline or as a child).
+  bool has(std::string_view name) const { return fields_.contains(name) || in_.has_child(name); }
+  /// The stored member `name` as an M. Throws NotFound when there is none,
+  /// TypeMismatch when it is not an M.
+  template <class M>
+  M get(std::string_view name) const {
+    if (auto it = fields_.find(name); it != fields_.end()) return detail::from_inline<M>(*it, in_, name);
+    if (in_.has_child(name)) return detail::load_member_child<M>(in_, name, name);
+    throw NotFound(in_.label() + " has no stored member '" + std::string(name) + "'");
+  }
+  const ArtifactReader& reader() const { return in_; }
+
+ private:
+  const ArtifactReader& in_;
+  const nlohmann::json& fields_;
+};
+
+namespace detail {
+
+template <class T>
+concept HasMigration = requires(T& value, const StoredStruct& stored) { amphora_migrate(value, stored); };
+
+// Loads a declared struct by the evolution rules (docs/FORMAT.md §7.9): a
+// member the artifact lacks keeps its default initializer (it was added
+// later); a stored member the struct no longer declares is ignored; a
+// renamed member is read under its old name; a member stored as another
+// type is a TypeMismatch naming it and both types. A value of an older
+// version then goes through the struct's amphora_migrate, if it has one.
+template <class T>
 T load_struct(const ArtifactReader& in) {
   const nlohmann::json& fields = struct_fields(in);
   T value{};
@@ -167,41 +239,53 @@ T load_struct(const ArtifactReader& in) {
         auto one = [&](const auto& f) {
           using M = typename std::decay_t<decltype(f)>::type;
           M& member = value.*(f.member);
-          auto it = fields.find(f.name);
-          if (it != fields.end()) {
+          const std::string_view stored = stored_name<T>(in, fields, f.name);
+          if (auto it = fields.find(stored); it != fields.end()) {
             member = from_inline<M>(*it, in, f.name);
-          } else if (in.has_child(f.name)) {
+          } else if (in.has_child(stored)) {
             if constexpr (is_optional<M>::value)
-              children.emplace_back([&in, &f, &member] { member = in.load_child<typename M::value_type>(f.name); });
+              children.emplace_back([&in, &f, &member, stored] {
+                member = load_member_child<typename M::value_type>(in, stored, f.name);
+              });
             else
-              children.emplace_back([&in, &f, &member] { member = in.load_child<M>(f.name); });
-          } else if constexpr (!is_optional<M>::value) {
-            throw CorruptData(in.label() + ": field '" + std::string(f.name) +
-                              "' is neither in its \"fields\" nor a child");
+              children.emplace_back([&in, &f, &member, stored] { member = load_member_child<M>(in, stored, f.name); });
           }
         };
         (one(field), ...);
         parallel_for(children.size(), [&](std::size_t i) { children[i](); });
       },
       description_of<T>().fields);
+  if constexpr (HasMigration<T>)
+    if (in.format_version() < description_of<T>().version) amphora_migrate(value, StoredStruct(in));
   return value;
 }
 
 template <class T>
 void validate_struct(const ArtifactReader& in) {
-  const nlohmann::json& fields = struct_fields(in);
-  std::apply(
-      [&](const auto&... field) {
-        auto one = [&](const auto& f) {
-          using M = typename std::decay_t<decltype(f)>::type;
-          if constexpr (!is_optional<M>::value)
-            if (!fields.contains(f.name) && !in.has_child(f.name))
-              throw CorruptData(in.label() + ": field '" + std::string(f.name) +
-                                "' is neither in its \"fields\" nor a child");
-        };
-        (one(field), ...);
-      },
-      description_of<T>().fields);
+  (void)struct_fields(in);
+}
+
+/// The (old, new) pairs of AMPHORA_RENAMED's arguments.
+template <class... S>
+constexpr auto rename_pairs(S... names) {
+  static_assert(sizeof...(S) % 2 == 0, "AMPHORA_RENAMED takes pairs of names: \"old\", \"new\", ...");
+  const std::array<std::string_view, sizeof...(S)> flat{std::string_view(names)...};
+  std::array<std::pair<std::string_view, std::string_view>, sizeof...(S) / 2> pairs{};
+  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {flat[2 * i], flat[2 * i + 1]};
+  return pairs;
+}
+
+/// True when every AMPHORA_RENAMED pair of T names a declared member as its
+/// new name and a name no member has as its old one (a name is never reused).
+template <class T>
+constexpr bool renames_valid() {
+  for (const auto& [before, now] : amphora_renames(static_cast<const T*>(nullptr))) {
+    bool now_declared = false, before_declared = false;
+    std::apply([&](const auto&... f) { ((now_declared |= f.name == now, before_declared |= f.name == before), ...); },
+               description_of<T>().fields);
+    if (!now_declared || before_declared) return false;
+  }
+  return true;
 }
 
 }  // namespace detail
@@ -275,6 +359,24 @@ AMPHORA_API_END
     static_assert(::amphora::Described<Type>, "AMPHORA_MATERIALIZE(" #Type ", ...) must stand in the "\
                   "namespace that declares " #Type " (Amphora finds it by argument-dependent lookup)"); \
     (void)::amphora::detail::members_checked(AMPHORA_PP_MAP(AMPHORA_CHECK_MEMBER_, Type, __VA_ARGS__));  \
+  }
+
+/// Declares members of `Type` that were stored under other names by earlier
+/// versions: pairs of "old name", "new name" (the member as declared in
+/// AMPHORA_MATERIALIZE, which must come first). A value saved before the
+/// rename loads with the old member's stored value in the new member. Use it
+/// in Type's namespace, beside AMPHORA_MATERIALIZE:
+///   AMPHORA_RENAMED(Model, "lr", "learning_rate", "w", "weights")
+/// An old name may not be a current member's name (names are never reused).
+#define AMPHORA_RENAMED(Type, ...)                                                                       \
+  [[maybe_unused]] constexpr auto amphora_renames(const Type*) {                                        \
+    return ::amphora::detail::rename_pairs(__VA_ARGS__);                                                \
+  }                                                                                                     \
+  [[maybe_unused]] inline void amphora_check_renames(const Type*) {                                     \
+    static_assert(::amphora::detail::HasRenames<Type>, "AMPHORA_RENAMED(" #Type ", ...) must stand in "  \
+                  "the namespace that declares " #Type " (Amphora finds it by argument-dependent lookup)"); \
+    static_assert(::amphora::detail::renames_valid<Type>(), "AMPHORA_RENAMED(" #Type ", ...): each new "  \
+                  "name must be a member declared with AMPHORA_MATERIALIZE, and no old name may be one"); \
   }
 
 // One member's check: its type must be storable (the compiler's note after
