@@ -112,6 +112,21 @@ class RecordsInteropTest(StoreTestCase):
         with open(out, encoding="utf-8") as fh:
             self.assertEqual(fh.read(), '{"b":1,"a":[1.5,2]}\n{"a":[],"b":-2}\n')
 
+    def test_long_decimals_read_as_python_reads_them(self):
+        # Written by hand (json.dumps would shorten them): decimals of 20 to
+        # 130 digits, which Debian's simdjson 3.0 misreads when the integer
+        # part is 0; each must be the float Python's own parser makes.
+        rng = random.Random(5)
+        texts = ["0.4444444444444444444444", "0.95000000000000000000", "0." + "4" * 129 + "1", "1e-400"]
+        for _ in range(200):
+            digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(15, 60)))
+            texts.append(rng.choice(["0.", "-0.", "1.", "12345."]) + digits + rng.choice(["", "e-5", "e20", "e-300"]))
+        src = self.path("long.jsonl")
+        write_bytes(src, "".join('{"x": %s}\n' % t for t in texts).encode())
+        self.run_cli("import", src, "--name", "long", check=EXIT_OK)
+        got = [r["x"] for r in reader.load(self.store, "long")]
+        self.assertEqual([repr(float(g)) for g in got], [repr(float(t)) for t in texts])
+
     def test_bad_lines_are_refused_naming_the_line(self):
         for text, what in ((b'{"a":1}\n{"a":\n', ":2, key \"a\":"), (b'{"a":1}\n\n{"a":1,"a":2}\n', "repeats the key"),
                            (b'{"a":NaN}\n', ":1, key \"a\": is not valid JSON"), (b'{"a":"\xff"}\n', ":1:"),

@@ -9,6 +9,11 @@
 #include <amphora/record_collection.hpp>
 #include <catch2/catch.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 using namespace amphora;
 
 namespace {
@@ -132,4 +137,44 @@ TEST_CASE("A .json document nested past 60 levels is refused naming that limit a
   CHECK(store.load<nlohmann::json>(store.import_file(dir / "deep.json").digest).dump() == deepest);
   test::write_text(dir / "bad.json", "[1,");
   CHECK_THROWS_WITH(store.import_file(dir / "bad.json"), Catch::Contains("bad.json is not valid JSON"));
+}
+
+TEST_CASE("JSON lines numbers read as the float64 nearest what is written, however many digits", "[records][jsonl]") {
+  // Debian's simdjson 3.0 reads a decimal of more than 19 digits with a zero
+  // integer part wrongly (0.4444444444444444444444 as 0.0017); found by
+  // fuzz_jsonl. Each value must be the one std::from_chars (correctly
+  // rounded) gives, as Python's float() and pandas give.
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  const std::vector<std::string> numbers = {
+      "0.4444444444444444444444",
+      "0.95000000000000000000",
+      "0." + std::string(129, '4') + "1",
+      "-0.00000000000000000000000000012345678901234567890123",
+      "1000000000.000000001",
+      "123456789012345678901234567890.5",
+      "9007199254740993.0",
+      "2.4703282292062328e-324",  // just past half the smallest subnormal: rounds up to it
+      "1e-400",                   // underflows to zero, as Python reads it
+      "-0.0",
+  };
+  std::string text;
+  for (const auto& n : numbers) text += "{\"x\":" + n + "}\n";
+  test::write_text(dir / "numbers.jsonl", text);
+  const auto records = RecordCollection::read_jsonl(dir / "numbers.jsonl");
+  const auto stored = store.load<RecordCollection>(store.import_file(dir / "numbers.jsonl").digest);
+  REQUIRE(records.size() == numbers.size());
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    double want = 0;
+    const auto& n = numbers[i];
+    auto [end, error] = std::from_chars(n.data(), n.data() + n.size(), want);
+    if (error == std::errc::result_out_of_range) want = std::strtod(n.c_str(), nullptr);
+    INFO(n);
+    for (const auto* collection : {&records, &stored}) {
+      const auto got = collection->record(i)["x"].get<double>();
+      CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+    }
+  }
+  CHECK(records.record(0)["x"].get<double>() == 0.4444444444444444);
+  CHECK(std::signbit(records.record(9)["x"].get<double>()));
 }

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -150,7 +151,9 @@ struct SimdjsonSource {
         double x = 0;
         std::int64_t i = 0;
         std::uint64_t u = 0;
-        if (v.get_number_type().get(kind) || (kind == number_type::floating_point_number && v.get_double().get(x)) ||
+        // get_double checks the number's syntax and range; parse_double gives its value.
+        if (v.get_number_type().get(kind) ||
+            (kind == number_type::floating_point_number && (v.get_double().get(x) || !parse_double(v, x))) ||
             (kind == number_type::signed_integer && v.get_int64().get(i)) ||
             (kind == number_type::unsigned_integer && v.get_uint64().get(u)))
           refuse(at, "holds the number " + number_text(v) +
@@ -168,16 +171,42 @@ struct SimdjsonSource {
     }
     refuse(at, "holds a number simdjson cannot classify");
   }
-  // The number as written, at most 40 bytes of it.
-  static std::string number_text(Value v) {
+  // The number as written.
+  static std::string_view number_token(Value v) {
     std::string_view raw = v.raw_json_token();
     while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\r' || raw.back() == '\n')) raw.remove_suffix(1);
+    return raw;
+  }
+  // At most 40 bytes of it, for messages.
+  static std::string number_text(Value v) {
+    const std::string_view raw = number_token(v);
     return raw.size() > 40 ? std::string(raw.substr(0, 40)) + "..." : std::string(raw);
+  }
+  // The float64 nearest the number as written, false past float64's range.
+  // Not simdjson's get_double: Debian's simdjson 3.0 misreads a decimal of
+  // more than 19 digits whose integer part is 0 (0.4444444444444444444444
+  // read as 0.0017), a bug fixed upstream in 3.6.3. from_chars rounds
+  // correctly; what it calls out of range, strtod settles: an underflow is
+  // the nearest subnormal or zero, as Python and pandas read it.
+  static bool parse_double(Value v, double& out) {
+    const std::string_view raw = number_token(v);
+    auto [end, error] = std::from_chars(raw.data(), raw.data() + raw.size(), out);
+    if (end != raw.data() + raw.size()) return false;
+    if (error == std::errc()) return true;
+    if (error != std::errc::result_out_of_range) return false;
+    const std::string text(raw);
+    out = std::strtod(text.c_str(), nullptr);
+    return std::isfinite(out);
   }
   static bool boolean(Value v, const Origin& at) { return take(v.get_bool(), at); }
   static std::int64_t integer(Value v, const Origin& at) { return take(v.get_int64(), at); }
   static std::uint64_t uint(Value v, const Origin& at) { return take(v.get_uint64(), at); }
-  static double floating(Value v, const Origin& at) { return take(v.get_double(), at); }
+  static double floating(Value v, const Origin& at) {
+    double x = take(v.get_double(), at);  // the syntax check type() made
+    if (!parse_double(v, x))
+      refuse(at, "holds the number " + number_text(v) + ", which no int64, uint64 or float64 holds; write it as a string to keep it");
+    return x;
+  }
   static std::string_view string(Value v, const Origin& at) { return take(v.get_string(), at); }
   template <class F>
   static void each_item(Value v, const Origin& at, F&& f) {
