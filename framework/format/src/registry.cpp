@@ -27,7 +27,21 @@ std::string tidy_type_name(std::string name) {
     }
   }
   replace_all(" >", ">");
-  return name;
+  // Sizes in template arguments: std::array<float, 3ul> reads as std::array<float, 3>.
+  std::string tidy;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    tidy += name[i];
+    if (std::isdigit(static_cast<unsigned char>(name[i])) && i + 1 < name.size() && (name[i + 1] == 'u' || name[i + 1] == 'l')) {
+      std::size_t start = i;
+      while (start > 0 && std::isdigit(static_cast<unsigned char>(name[start - 1]))) --start;
+      std::size_t end = i + 1;
+      while (end < name.size() && (name[end] == 'u' || name[end] == 'l')) ++end;
+      const bool literal = (start == 0 || name[start - 1] == ' ' || name[start - 1] == '<' || name[start - 1] == '-') &&
+                           (end == name.size() || name[end] == ',' || name[end] == '>');
+      if (literal) i = end - 1;
+    }
+  }
+  return tidy;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <amphora/npy_format.hpp>
 
+#include <charconv>
+
 namespace amphora {
 
 namespace detail {
@@ -27,6 +29,45 @@ Tensor load_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
   Tensor t = materializer<Tensor>::load(in);
   require_tensor_as(in, t.dtype(), t.shape(), dtype, ndim);
   return t;
+}
+
+namespace {
+
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string dims;
+  for (std::size_t k = 0; k < shape.size(); ++k) dims += (k ? "x" : "") + (shape[k] < 0 ? std::string("n") : std::to_string(shape[k]));
+  return dims.empty() ? "()" : dims;
+}
+
+// Throws TypeMismatch unless a tensor of `has` and `shape` is of `dtype` in `want` (-1: any length).
+void require_tensor_shaped(const ArtifactReader& in, DType has, std::span<const std::int64_t> shape, DType dtype,
+                           std::span<const std::int64_t> want, const std::type_info& declared) {
+  bool fits = has == dtype && shape.size() == want.size();
+  for (std::size_t k = 0; fits && k < want.size(); ++k) fits = want[k] < 0 || want[k] == shape[k];
+  if (fits) return;
+  throw TypeMismatch(in.label() + " holds a " + std::string(dtype_name(has)) + " tensor of shape " + shape_text(shape) +
+                     ", which " + type_display_name(declared) + " cannot hold (it needs " +
+                     std::string(dtype_name(dtype)) + " elements in shape " + shape_text(want) + ")");
+}
+
+}  // namespace
+
+Tensor load_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const std::int64_t> shape,
+                          const std::type_info& declared) {
+  Tensor t = materializer<Tensor>::load(in);
+  require_tensor_shaped(in, t.dtype(), t.shape(), dtype, shape, declared);
+  return t;
+}
+
+void accept_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const std::int64_t> shape,
+                          const std::type_info& declared) {
+  DType has{};
+  try {
+    has = dtype_from_name(in.meta<std::string>("dtype"));
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(in.label() + ": " + e.what());
+  }
+  require_tensor_shaped(in, has, in.meta<std::vector<std::int64_t>>("shape"), dtype, shape, declared);
 }
 
 void accept_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
@@ -119,6 +160,69 @@ const nlohmann::json& struct_fields(const ArtifactReader& in) {
   return *it;
 }
 
+std::uint64_t offsets_end(const ArrayView& offsets) {
+  if (offsets.size() == 0) return 0;
+  const std::int64_t last = offsets.values<std::int64_t>().back();
+  return last < 0 ? 0 : static_cast<std::uint64_t>(last);
+}
+
+bool column_stored(const ArtifactReader& in, const std::string& path) {
+  // Files are sorted by path: '.' and '/' sort after nothing a column path
+  // may continue with that matters here, so look at the first file from
+  // PATH. and from PATH/.
+  const auto& files = in.manifest().files;
+  for (const std::string prefix : {path + ".", path + "/"}) {
+    auto it = std::lower_bound(files.begin(), files.end(), prefix,
+                               [](const FileEntry& f, const std::string& p) { return f.path < p; });
+    if (it != files.end() && it->path.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
+ArrayView read_column_array(const ArtifactReader& in, const std::string& file, DType dtype,
+                            std::span<const std::int64_t> row_shape, std::size_t rows, const std::type_info& declared) {
+  if (!in.has_file(file))
+    throw NotFound(in.label() + ": no payload file '" + file + "'");
+  ArrayView array = in.read_array(file);
+  const bool dtype_fits = array.dtype() == dtype || (dtype == DType::bfloat16 && array.dtype() == DType::uint16);
+  bool shape_fits = array.shape().size() == row_shape.size() + 1;
+  for (std::size_t k = 0; shape_fits && k < row_shape.size(); ++k) shape_fits = array.shape()[k + 1] == row_shape[k];
+  if (!dtype_fits || !shape_fits) {
+    std::vector<std::int64_t> want(row_shape.begin(), row_shape.end());
+    want.insert(want.begin(), static_cast<std::int64_t>(rows));
+    throw TypeMismatch(in.label() + ": column file '" + file + "' holds " + std::string(dtype_name(array.dtype())) +
+                       " elements in shape " + shape_text(array.shape()) + ", but the member type " +
+                       type_display_name(declared) + " is stored as " + std::string(dtype_name(dtype)) +
+                       " elements in shape " + shape_text(want));
+  }
+  if (dtype == DType::bfloat16) array = in.read_array(file, dtype, static_cast<int>(row_shape.size()) + 1);
+  check_rows(in, file, array.shape().empty() ? 0 : static_cast<std::uint64_t>(array.shape()[0]), rows);
+  return array;
+}
+
+void column_type_mismatch(const ArtifactReader& in, const std::string& path, const std::type_info& declared,
+                          const std::string& why) {
+  std::string stored;
+  std::size_t listed = 0;
+  for (const auto& f : in.manifest().files) {
+    if (f.path.rfind(path, 0) != 0 || f.path.size() == path.size() || (f.path[path.size()] != '.' && f.path[path.size()] != '/'))
+      continue;
+    if (++listed <= 4) stored += (stored.empty() ? "'" : ", '") + f.path + "'";
+  }
+  if (listed > 4) stored += ", ...";
+  throw TypeMismatch(in.label() + ": record list column '" + path + "' is stored (" + stored +
+                     "), but not as its declared type " + type_display_name(declared) + " is stored (" + why + ")");
+}
+
+void check_map_column_keys(const ArtifactReader& in, const std::string& path, std::span<const std::int64_t> offsets,
+                           const StringsView& keys) {
+  for (std::size_t i = 0; i + 1 < offsets.size(); ++i)
+    for (auto k = offsets[i] + 1; k < offsets[i + 1]; ++k)
+      if (!(keys[static_cast<std::size_t>(k - 1)] < keys[static_cast<std::size_t>(k)]))
+        throw CorruptData(in.label() + ": the keys of record " + std::to_string(i) + " in map column '" + path +
+                          "' are not sorted and unique");
+}
+
 void check_rows(const ArtifactReader& in, const std::string& where, std::uint64_t have, std::size_t rows) {
   if (have != rows)
     throw CorruptData(in.label() + ": column '" + where + "' holds " + std::to_string(have) + " entries, expected " +
@@ -143,6 +247,43 @@ std::size_t check_record_list(const ArtifactReader& in, std::string_view name, i
                       std::to_string(element_version) + ", newer than the version " + std::to_string(version) +
                       " this program reads");
   return in.meta<std::size_t>("count");
+}
+
+void check_tuple_size(const ArtifactReader& in, std::size_t size, const std::type_info& declared) {
+  const auto count = in.meta<std::uint64_t>("count");
+  if (count != size)
+    throw TypeMismatch(in.label() + " holds a tuple of " + std::to_string(count) + " elements, not the " +
+                       std::to_string(size) + " of " + type_display_name(declared));
+  auto fields = in.meta().find("fields");
+  if (fields == in.meta().end() || !fields->is_object())
+    throw CorruptData(in.label() + ": metadata key 'fields' is missing or not an object");
+  auto is_element = [&](const std::string& key) {
+    std::uint64_t index = 0;
+    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+    return ec == std::errc{} && end == key.data() + key.size() && index < count && std::to_string(index) == key;
+  };
+  for (const auto& item : fields->items())
+    if (!is_element(item.key()) || in.has_child(item.key()))
+      throw CorruptData(in.label() + ": tuple field '" + item.key() + "' is not one of its " + std::to_string(count) +
+                        " elements, stored once");
+  for (const auto& child : in.children())
+    if (!is_element(child.role))
+      throw CorruptData(in.label() + ": tuple child '" + child.role + "' is not one of its " + std::to_string(count) +
+                        " elements");
+}
+
+std::size_t check_variant(const ArtifactReader& in, std::size_t alternatives, const std::type_info& declared,
+                          const nlohmann::json** inline_value) {
+  const auto index = in.meta<std::uint64_t>("index");
+  if (index >= alternatives)
+    throw TypeMismatch(in.label() + " holds alternative " + std::to_string(index) + " of a variant, but " +
+                       type_display_name(declared) + " has " + std::to_string(alternatives));
+  auto it = in.meta().find("value");
+  *inline_value = it == in.meta().end() ? nullptr : &*it;
+  const bool child = in.has_child("value");
+  if ((*inline_value && child) || in.children().size() != (child ? 1u : 0u))
+    throw CorruptData(in.label() + ": a variant stores its value inline or as the child 'value', once");
+  return static_cast<std::size_t>(index);
 }
 
 void save_map_keys(ArtifactWriter& out, std::span<const std::string_view> keys, std::string_view values_encoding) {
@@ -220,36 +361,66 @@ std::vector<std::string> materializer<std::vector<std::string>>::load(const Arti
 void materializer<std::vector<std::string>>::validate(const ArtifactReader& in) { (void)load_strings_view(in); }
 
 // ---------------------------------------------------------------------------
-// amphora.tensor_list: data.bin holds the items back to back, each starting
-// at a multiple of 64 bytes; index.json lists [dtype, shape, offset] per item.
+// Tensor items: PREFIXdata.bin holds the items back to back, each starting
+// at a multiple of 64 bytes; PREFIXindex.json lists [dtype, shape, offset]
+// per item. amphora.tensor_list is this with an empty prefix; a Tensor
+// column of a record list with the prefix "COLUMN.".
+
+namespace detail {
 
 namespace {
 
 constexpr std::uint64_t kItemAlignment = 64;
 
-struct ListItem {
-  DType dtype;
-  std::vector<std::int64_t> shape;
-  std::uint64_t offset = 0, bytes = 0;
-};
+bool has_non_bool_byte(ConstBytes bytes) {
+  return std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; });
+}
 
-std::vector<ListItem> read_index(const ArtifactReader& in) {
-  nlohmann::json index = in.read_json("index.json");
-  const std::uint64_t data_size = in.file_size("data.bin");
+}  // namespace
+
+std::uint64_t write_tensor_items(ArtifactWriter& out, const std::string& prefix, std::size_t count,
+                                 const std::function<const Tensor&(std::size_t)>& item) {
+  static const std::byte zeros[kItemAlignment] = {};
+  nlohmann::json index = nlohmann::json::array();
+  std::vector<ConstBytes> parts;
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Tensor& t = item(i);
+    if (t.dtype() == DType::bool_ && has_non_bool_byte(ConstBytes(t.data(), t.nbytes())))
+      throw InvalidArgument("bool tensor " + std::to_string(i) + " of '" + prefix + "data.bin' holds a byte other than 0 or 1");
+    index.push_back({dtype_name(t.dtype()), t.shape(), at});
+    parts.emplace_back(t.data(), t.nbytes());
+    at += t.nbytes();
+    if (std::uint64_t pad = (kItemAlignment - at % kItemAlignment) % kItemAlignment; pad) {
+      parts.emplace_back(zeros, static_cast<std::size_t>(pad));
+      at += pad;
+    }
+  }
+  out.write_file(prefix + "data.bin", parts);
+  out.write_json(prefix + "index.json", index);
+  return at;
+}
+
+TensorItems read_tensor_items(const ArtifactReader& in, const std::string& prefix, std::size_t count) {
+  const std::string index_path = prefix + "index.json", data_path = prefix + "data.bin";
+  nlohmann::json index = in.read_json(index_path);
+  const std::uint64_t data_size = in.file_size(data_path);
   auto bad = [&](std::size_t i, const std::string& why) -> CorruptData {
-    return CorruptData(in.label() + ": 'index.json' item " + std::to_string(i) + " " + why);
+    return CorruptData(in.label() + ": '" + index_path + "' item " + std::to_string(i) + " " + why);
   };
-  if (!index.is_array()) throw CorruptData(in.label() + ": 'index.json' is not an array");
-  if (in.meta<std::uint64_t>("count") != index.size())
-    throw CorruptData(in.label() + ": meta says " + std::to_string(in.meta<std::uint64_t>("count")) +
-                      " items, 'index.json' lists " + std::to_string(index.size()));
-  std::vector<ListItem> items;
-  items.reserve(index.size());
+  if (!index.is_array()) throw CorruptData(in.label() + ": '" + index_path + "' is not an array");
+  if (index.size() != count)
+    throw CorruptData(in.label() + ": " + std::to_string(count) + " items expected, '" + index_path + "' lists " +
+                      std::to_string(index.size()));
+  TensorItems out;
+  out.label = in.label();
+  out.path = data_path;
+  out.items.reserve(index.size());
   for (std::size_t i = 0; i < index.size(); ++i) {
     const auto& e = index[i];
     if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_array() || !e[2].is_number_unsigned())
       throw bad(i, "is not [dtype, shape, offset]");
-    ListItem item;
+    TensorItem item;
     try {
       item.dtype = dtype_from_name(e[0].get<std::string>());
     } catch (const Unsupported&) {
@@ -267,55 +438,39 @@ std::vector<ListItem> read_index(const ArtifactReader& in) {
     item.offset = e[2].get<std::uint64_t>();
     if (item.offset % kItemAlignment != 0) throw bad(i, "starts at byte " + std::to_string(item.offset) + ", not a multiple of 64");
     if (item.offset > data_size || item.bytes > data_size - item.offset)
-      throw bad(i, "spans bytes [" + std::to_string(item.offset) + ", +" + std::to_string(item.bytes) +
-                       ") past the end of 'data.bin' (" + std::to_string(data_size) + " bytes)");
-    items.push_back(std::move(item));
+      throw bad(i, "spans bytes [" + std::to_string(item.offset) + ", +" + std::to_string(item.bytes) + ") past the end of '" +
+                       data_path + "' (" + std::to_string(data_size) + " bytes)");
+    out.items.push_back(std::move(item));
   }
-  return items;
-}
-
-}  // namespace
-
-void materializer<std::vector<Tensor>>::save(const std::vector<Tensor>& items, ArtifactWriter& out) {
-  static const std::byte zeros[kItemAlignment] = {};
-  nlohmann::json index = nlohmann::json::array();
-  std::vector<ConstBytes> parts;
-  std::uint64_t at = 0;
-  for (const auto& t : items) {
-    if (t.dtype() == DType::bool_) {
-      auto bytes = ConstBytes(t.data(), t.nbytes());
-      if (std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; }))
-        throw InvalidArgument("bool tensor in a tensor list holds a byte other than 0 or 1");
-    }
-    index.push_back({dtype_name(t.dtype()), t.shape(), at});
-    parts.emplace_back(t.data(), t.nbytes());
-    at += t.nbytes();
-    if (std::uint64_t pad = (kItemAlignment - at % kItemAlignment) % kItemAlignment; pad) {
-      parts.emplace_back(zeros, static_cast<std::size_t>(pad));
-      at += pad;
-    }
-  }
-  out.meta()["count"] = items.size();
-  out.meta()["data_bytes"] = at;
-  out.write_file("data.bin", parts);
-  out.write_json("index.json", index);
-}
-
-std::vector<Tensor> materializer<std::vector<Tensor>>::load(const ArtifactReader& in) {
-  auto items = read_index(in);
-  auto data = in.load_file("data.bin");
-  std::vector<Tensor> out;
-  out.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    auto bytes = Buffer::slice(data, static_cast<std::size_t>(items[i].offset), static_cast<std::size_t>(items[i].bytes));
-    if (items[i].dtype == DType::bool_ &&
-        std::any_of(bytes->bytes().begin(), bytes->bytes().end(), [](std::byte b) { return static_cast<unsigned>(b) > 1; }))
-      throw CorruptData(in.label() + ": bool item " + std::to_string(i) + " holds a byte other than 0 or 1");
-    out.push_back(Tensor::Make(items[i].dtype, std::move(items[i].shape), std::move(bytes)));
-  }
+  out.data = in.load_file(data_path);
   return out;
 }
 
-void materializer<std::vector<Tensor>>::validate(const ArtifactReader& in) { (void)read_index(in); }
+Tensor TensorItems::get(std::size_t i) const {
+  const TensorItem& item = items[i];
+  auto bytes = Buffer::slice(data, static_cast<std::size_t>(item.offset), static_cast<std::size_t>(item.bytes));
+  if (item.dtype == DType::bool_ && has_non_bool_byte(bytes->bytes()))
+    throw CorruptData(label + ": bool item " + std::to_string(i) + " of '" + path + "' holds a byte other than 0 or 1");
+  return Tensor::Make(item.dtype, item.shape, std::move(bytes));
+}
+
+}  // namespace detail
+
+void materializer<std::vector<Tensor>>::save(const std::vector<Tensor>& items, ArtifactWriter& out) {
+  out.meta()["count"] = items.size();
+  out.meta()["data_bytes"] = detail::write_tensor_items(out, "", items.size(), [&](std::size_t i) -> const Tensor& { return items[i]; });
+}
+
+std::vector<Tensor> materializer<std::vector<Tensor>>::load(const ArtifactReader& in) {
+  auto items = detail::read_tensor_items(in, "", in.meta<std::size_t>("count"));
+  std::vector<Tensor> out;
+  out.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) out.push_back(items.get(i));
+  return out;
+}
+
+void materializer<std::vector<Tensor>>::validate(const ArtifactReader& in) {
+  (void)detail::read_tensor_items(in, "", in.meta<std::size_t>("count"));
+}
 
 }  // namespace amphora

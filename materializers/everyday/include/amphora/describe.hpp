@@ -59,80 +59,6 @@ constexpr StructDescription<T, Field<T, Ms>...> describe_struct(std::string_view
 
 namespace detail {
 
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-
-/// Longest string or JSON text kept inline; longer ones become children.
-inline constexpr std::size_t kMaxInlineBytes = 4096;
-
-/// Whether the JSON text of `value` certainly exceeds `limit` bytes, found
-/// without writing it (a large document is not serialized just to be measured).
-bool json_longer_than(const nlohmann::json& value, std::size_t limit);
-
-/// `value` as JSON when it round-trips exactly and is small, else nothing.
-template <class M>
-std::optional<nlohmann::json> to_inline(const M& value) {
-  if constexpr (std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>)) {
-    return nlohmann::json(value);
-  } else if constexpr (std::is_same_v<M, float> || std::is_same_v<M, double>) {
-    if (!std::isfinite(value)) return std::nullopt;
-    return nlohmann::json(static_cast<double>(value));
-  } else if constexpr (std::is_same_v<M, std::string>) {
-    if (value.size() > kMaxInlineBytes || !is_valid_utf8(value)) return std::nullopt;
-    return nlohmann::json(value);
-  } else if constexpr (std::is_same_v<M, nlohmann::json>) {
-    if (value.is_null()) return std::nullopt;  // null inline means an empty optional
-    if (json_longer_than(value, kMaxInlineBytes)) return std::nullopt;
-    try {
-      if (canonical_json(value).size() > kMaxInlineBytes) return std::nullopt;
-    } catch (const InvalidArgument&) {
-      return std::nullopt;  // the child's save reports why
-    }
-    return value;
-  } else if constexpr (is_optional<M>::value) {
-    if (!value) return nlohmann::json(nullptr);
-    return to_inline(*value);
-  } else {
-    return std::nullopt;
-  }
-}
-
-/// "a string \"abc\"", "a number 3": a stored inline value, for messages.
-std::string stored_value_text(const nlohmann::json& value);
-
-template <class M>
-M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string_view field) {
-  if constexpr (is_optional<M>::value) {
-    if (value.is_null()) return std::nullopt;
-    return from_inline<typename M::value_type>(value, in, field);
-  } else if constexpr (std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>) ||
-                       std::is_same_v<M, float> || std::is_same_v<M, double> || std::is_same_v<M, std::string> ||
-                       std::is_same_v<M, nlohmann::json>) {
-    if (!json_holds<M>(value))
-      throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
-                         ", which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
-    return value.get<M>();
-  } else {
-    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
-                       " inline, but the declared member type " + type_display_name(typeid(M)) +
-                       " is stored as a child artifact");
-  }
-}
-
-template <class M>
-constexpr bool storable_member() {
-  if constexpr (is_optional<M>::value)
-    return storable_member<typename M::value_type>();
-  else
-    return Materializable<M>;
-}
-
-// A concept, so that a failed check's note names the member's type.
-template <class M>
-concept StorableMember = storable_member<M>();
-
 // Takes the checks AMPHORA_MATERIALIZE makes of each member, so that they
 // run where the line stands.
 constexpr int members_checked(auto...) { return 0; }
@@ -392,3 +318,7 @@ AMPHORA_API_END
                   "is included (<amphora/table.hpp>, <amphora/sparse.hpp>, <amphora/record_collection.hpp>)"); \
     return 0;                                                                                           \
   }()
+
+// A std::vector of a declared struct is a record list wherever the struct is
+// declared: every translation unit picks the same layout.
+#include <amphora/record_list.hpp>

@@ -17,18 +17,25 @@
 #include <amphora/export.hpp>
 #include <amphora/materializer.hpp>
 #include <amphora/parallel.hpp>
+#include <amphora/registry.hpp>
 #include <amphora/tensor.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
 AMPHORA_API_BEGIN
@@ -46,10 +53,105 @@ constexpr auto description_of() {
 
 namespace detail {
 
+/// How a member type is stored as a column of a record list
+/// (amphora/record_list.hpp); specialized there for each column kind.
+template <class M>
+struct Column;
+
+}  // namespace detail
+
+/// T has a record-list column kind: numbers, fixed arrays of numbers,
+/// strings, JSON, tensors, and vectors, optionals, string-keyed maps, pairs,
+/// tuples and declared structs of those. A std::vector of a declared struct
+/// whose members are all Columnar is a record list; otherwise a list of
+/// struct artifacts.
+template <class T>
+concept Columnar = requires { typename detail::Column<T>::Reader; };
+
+namespace detail {
+
 template <class T>
 struct is_std_vector : std::false_type {};
 template <class T, class A>
 struct is_std_vector<std::vector<T, A>> : std::true_type {};
+
+}  // namespace detail
+
+namespace detail {
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+/// Longest string or JSON text kept inline; longer ones become children.
+inline constexpr std::size_t kMaxInlineBytes = 4096;
+
+/// Whether the JSON text of `value` certainly exceeds `limit` bytes, found
+/// without writing it (a large document is not serialized just to be measured).
+bool json_longer_than(const nlohmann::json& value, std::size_t limit);
+
+/// `value` as JSON when it round-trips exactly and is small, else nothing.
+template <class M>
+std::optional<nlohmann::json> to_inline(const M& value) {
+  if constexpr (std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>)) {
+    return nlohmann::json(value);
+  } else if constexpr (std::is_same_v<M, float> || std::is_same_v<M, double>) {
+    if (!std::isfinite(value)) return std::nullopt;
+    return nlohmann::json(static_cast<double>(value));
+  } else if constexpr (std::is_same_v<M, std::string>) {
+    if (value.size() > kMaxInlineBytes || !is_valid_utf8(value)) return std::nullopt;
+    return nlohmann::json(value);
+  } else if constexpr (std::is_same_v<M, nlohmann::json>) {
+    if (value.is_null()) return std::nullopt;  // null inline means an empty optional
+    if (json_longer_than(value, kMaxInlineBytes)) return std::nullopt;
+    try {
+      if (canonical_json(value).size() > kMaxInlineBytes) return std::nullopt;
+    } catch (const InvalidArgument&) {
+      return std::nullopt;  // the child's save reports why
+    }
+    return value;
+  } else if constexpr (is_optional<M>::value) {
+    if (!value) return nlohmann::json(nullptr);
+    return to_inline(*value);
+  } else {
+    return std::nullopt;
+  }
+}
+
+/// "a string \"abc\"", "a number 3": a stored inline value, for messages.
+std::string stored_value_text(const nlohmann::json& value);
+
+template <class M>
+M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string_view field) {
+  if constexpr (is_optional<M>::value) {
+    if (value.is_null()) return std::nullopt;
+    return from_inline<typename M::value_type>(value, in, field);
+  } else if constexpr (std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>) ||
+                       std::is_same_v<M, float> || std::is_same_v<M, double> || std::is_same_v<M, std::string> ||
+                       std::is_same_v<M, nlohmann::json>) {
+    if (!json_holds<M>(value))
+      throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
+                         ", which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
+    return value.get<M>();
+  } else {
+    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
+                       " inline, but the declared member type " + type_display_name(typeid(M)) +
+                       " is stored as a child artifact");
+  }
+}
+
+template <class M>
+constexpr bool storable_member() {
+  if constexpr (is_optional<M>::value)
+    return storable_member<typename M::value_type>();
+  else
+    return Materializable<M>;
+}
+
+// A concept, so that a failed check's note names the member's type.
+template <class M>
+concept StorableMember = storable_member<M>();
 
 }  // namespace detail
 
@@ -89,6 +191,39 @@ StringsView load_strings_view(const ArtifactReader& in);
 // ---------------------------------------------------------------------------
 // A list of tensors of any dtypes and shapes: one data file, each item at a
 // multiple of 64 bytes, and an index; loaded items map the file.
+
+namespace detail {
+
+/// One tensor of a tensor-items layout: where its bytes lie in the data file.
+struct TensorItem {
+  DType dtype{};
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0, bytes = 0;
+};
+
+/// The tensors of a tensor-items layout (PREFIXdata.bin + PREFIXindex.json),
+/// their index validated and the data file mapped (or read, for eager loads).
+struct TensorItems {
+  std::shared_ptr<const Buffer> data;
+  std::vector<TensorItem> items;
+  std::string label, path;
+  std::size_t size() const { return items.size(); }
+  /// Item `i` (unchecked index) sharing the data's memory; CorruptData for a
+  /// bool item holding a byte other than 0 or 1.
+  Tensor get(std::size_t i) const;
+};
+
+/// Writes `count` tensors, item(i) for each, as PREFIXdata.bin and
+/// PREFIXindex.json, and returns the data file's size. InvalidArgument for a
+/// bool tensor holding a byte other than 0 or 1.
+std::uint64_t write_tensor_items(ArtifactWriter& out, const std::string& prefix, std::size_t count,
+                                 const std::function<const Tensor&(std::size_t)>& item);
+/// Reads what write_tensor_items wrote, checking there are `count` items,
+/// each a known dtype and a shape whose bytes lie inside the data file at a
+/// multiple of 64 bytes. Throws CorruptData naming the artifact and the file.
+TensorItems read_tensor_items(const ArtifactReader& in, const std::string& prefix, std::size_t count);
+
+}  // namespace detail
 
 template <>
 struct materializer<std::vector<Tensor>> {
@@ -139,8 +274,8 @@ std::vector<std::optional<T>> load_children(const ArtifactReader& in, std::strin
 }  // namespace detail
 
 template <class T>
-  requires(!ArrayElement<T> && !std::is_same_v<T, std::string> && !std::is_same_v<T, Tensor> && !Described<T> &&
-           Materializable<T>)
+  requires(!ArrayElement<T> && !FixedArray<T> && !std::is_same_v<T, std::string> && !std::is_same_v<T, Tensor> &&
+           !(Described<T> && Columnar<T>) && Materializable<T>)
 struct materializer<std::vector<T>> {
   static constexpr std::string_view name = "amphora.list";
   static constexpr int version = 1;
@@ -175,6 +310,177 @@ struct materializer<std::optional<T>> {
     return in.load_child<T>("value");
   }
   static void validate(const ArtifactReader& in) { (void)detail::check_optional(in); }
+};
+
+/// A fixed-size array of values that are not numbers: an amphora.list of N.
+template <class T, std::size_t N>
+  requires(!FixedArray<std::array<T, N>> && Materializable<T>)
+struct materializer<std::array<T, N>> {
+  static constexpr std::string_view name = "amphora.list";
+  static constexpr int version = 1;
+  static void save(const std::array<T, N>& items, ArtifactWriter& out) {
+    out.meta()["count"] = N;
+    parallel_for(N, [&](std::size_t i) { out.save_child(detail::child_role("items/", i), items[i]); });
+  }
+  static std::array<T, N> load(const ArtifactReader& in) {
+    validate(in);
+    auto loaded = detail::load_children<T>(in, "items/", N);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::array<T, N>{std::move(*loaded[I])...};
+    }(std::make_index_sequence<N>{});
+  }
+  static void validate(const ArtifactReader& in) {
+    const std::size_t count = detail::checked_count(in, "items/");
+    if (count != N)
+      throw TypeMismatch(in.label() + " holds a list of " + std::to_string(count) + " items, not the " +
+                         std::to_string(N) + " of " + type_display_name(typeid(std::array<T, N>)));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Pairs and tuples: "amphora.tuple", element I under the name "I", inline in
+// meta "fields" when it is a small JSON-exact value (as a declared struct's
+// members are), else as child artifact "I".
+
+namespace detail {
+
+void check_tuple_size(const ArtifactReader& in, std::size_t size, const std::type_info& declared);
+/// The element `index` of a tuple, inline or as a child; CorruptData when neither.
+template <class E>
+E load_tuple_element(const ArtifactReader& in, const nlohmann::json& fields, std::size_t index) {
+  const std::string key = std::to_string(index);
+  if (auto it = fields.find(key); it != fields.end()) return from_inline<E>(*it, in, key);
+  if (!in.has_child(key)) throw CorruptData(in.label() + " stores no element " + key + " of its tuple");
+  if constexpr (is_optional<E>::value)
+    return in.load_child<typename E::value_type>(key);
+  else
+    return in.load_child<E>(key);
+}
+
+template <class Tuple>
+void save_tuple(const Tuple& value, ArtifactWriter& out) {
+  constexpr std::size_t size = std::tuple_size_v<Tuple>;
+  nlohmann::json fields = nlohmann::json::object();
+  std::vector<std::function<void()>> children;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    auto one = [&](auto index, const auto& element) {
+      using E = std::decay_t<decltype(element)>;
+      const std::string key = std::to_string(decltype(index)::value);
+      if (auto inline_value = to_inline(element)) {
+        fields[key] = std::move(*inline_value);
+      } else if constexpr (is_optional<E>::value) {
+        children.emplace_back([&out, key, &element] { out.save_child(key, *element); });
+      } else {
+        children.emplace_back([&out, key, &element] { out.save_child(key, element); });
+      }
+    };
+    (one(std::integral_constant<std::size_t, I>{}, std::get<I>(value)), ...);
+  }(std::make_index_sequence<size>{});
+  parallel_for(children.size(), [&](std::size_t i) { children[i](); });
+  out.meta()["count"] = size;
+  out.meta()["fields"] = std::move(fields);
+}
+
+template <class Tuple>
+Tuple load_tuple(const ArtifactReader& in) {
+  check_tuple_size(in, std::tuple_size_v<Tuple>, typeid(Tuple));
+  const nlohmann::json& fields = in.meta().at("fields");
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return Tuple(load_tuple_element<std::tuple_element_t<I, Tuple>>(in, fields, I)...);
+  }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+}
+
+}  // namespace detail
+
+template <class... Es>
+  requires(detail::StorableMember<Es> && ...)
+struct materializer<std::tuple<Es...>> {
+  static constexpr std::string_view name = "amphora.tuple";
+  static constexpr int version = 1;
+  static void save(const std::tuple<Es...>& value, ArtifactWriter& out) { detail::save_tuple(value, out); }
+  static std::tuple<Es...> load(const ArtifactReader& in) { return detail::load_tuple<std::tuple<Es...>>(in); }
+  static void validate(const ArtifactReader& in) { detail::check_tuple_size(in, sizeof...(Es), typeid(std::tuple<Es...>)); }
+};
+
+template <class A, class B>
+  requires(detail::StorableMember<A> && detail::StorableMember<B>)
+struct materializer<std::pair<A, B>> {
+  static constexpr std::string_view name = "amphora.tuple";
+  static constexpr int version = 1;
+  static void save(const std::pair<A, B>& value, ArtifactWriter& out) { detail::save_tuple(value, out); }
+  static std::pair<A, B> load(const ArtifactReader& in) { return detail::load_tuple<std::pair<A, B>>(in); }
+  static void validate(const ArtifactReader& in) { detail::check_tuple_size(in, 2, typeid(std::pair<A, B>)); }
+};
+
+// ---------------------------------------------------------------------------
+// Variants: "amphora.variant", meta "index" (which alternative, from 0) and
+// the value: inline in meta "value" when it is a small JSON-exact value,
+// else child artifact "value"; std::monostate stores nothing.
+
+namespace detail {
+
+/// The stored alternative's index, checked against `alternatives` and the
+/// children; `inline_value` is set to meta "value" when there is one.
+std::size_t check_variant(const ArtifactReader& in, std::size_t alternatives, const std::type_info& declared,
+                          const nlohmann::json** inline_value);
+
+template <class A>
+constexpr bool storable_alternative() {
+  return std::is_same_v<A, std::monostate> || (!is_optional<A>::value && Materializable<A>);
+}
+
+}  // namespace detail
+
+template <class... As>
+  requires(detail::storable_alternative<As>() && ...)
+struct materializer<std::variant<As...>> {
+  using Variant = std::variant<As...>;
+  static constexpr std::string_view name = "amphora.variant";
+  static constexpr int version = 1;
+  static void save(const Variant& value, ArtifactWriter& out) {
+    if (value.valueless_by_exception()) throw InvalidArgument("a std::variant that is valueless by exception cannot be saved");
+    out.meta()["index"] = value.index();
+    std::visit(
+        [&](const auto& alternative) {
+          using A = std::decay_t<decltype(alternative)>;
+          if constexpr (!std::is_same_v<A, std::monostate>) {
+            if (auto inline_value = detail::to_inline(alternative))
+              out.meta()["value"] = std::move(*inline_value);
+            else
+              out.save_child("value", alternative);
+          }
+        },
+        value);
+  }
+  static Variant load(const ArtifactReader& in) {
+    const nlohmann::json* inline_value = nullptr;
+    const std::size_t index = detail::check_variant(in, sizeof...(As), typeid(Variant), &inline_value);
+    return load_alternative(in, index, inline_value, std::index_sequence_for<As...>{});
+  }
+  static void validate(const ArtifactReader& in) {
+    const nlohmann::json* inline_value = nullptr;
+    (void)detail::check_variant(in, sizeof...(As), typeid(Variant), &inline_value);
+  }
+
+ private:
+  template <std::size_t... I>
+  static Variant load_alternative(const ArtifactReader& in, std::size_t index, const nlohmann::json* inline_value,
+                                  std::index_sequence<I...>) {
+    std::optional<Variant> out;
+    auto one = [&](auto i) {
+      constexpr std::size_t k = decltype(i)::value;
+      using A = std::variant_alternative_t<k, Variant>;
+      if (index != k) return;
+      if constexpr (std::is_same_v<A, std::monostate>)
+        out.emplace(std::in_place_index<k>);
+      else if (inline_value)
+        out.emplace(std::in_place_index<k>, detail::from_inline<A>(*inline_value, in, "value"));
+      else
+        out.emplace(std::in_place_index<k>, in.load_child<A>("value"));
+    };
+    (one(std::integral_constant<std::size_t, I>{}), ...);
+    return std::move(*out);
+  }
 };
 
 namespace detail {

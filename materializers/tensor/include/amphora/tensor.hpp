@@ -10,6 +10,7 @@
 #include <amphora/dtype.hpp>
 #include <amphora/materializer.hpp>
 
+#include <array>
 #include <complex>
 #include <cstring>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <type_traits>
+#include <typeinfo>
 #include <string_view>
 #include <vector>
 
@@ -209,6 +211,102 @@ struct materializer<std::vector<T>> {
       return std::vector<T>(v.begin(), v.end());
     }
   }  static void accept(const ArtifactReader& in) { detail::accept_tensor_as(in, dtype_of<T>::value, 1); }
+};
+
+// ---------------------------------------------------------------------------
+// Fixed-size arrays of numbers: tensors of their shape, and a std::vector of
+// them one more dimension (std::vector<std::array<float, 4>> is n x 4).
+
+/// std::array of numbers, or of such arrays: its element type and shape.
+template <class A>
+struct FixedShape {
+  static constexpr bool value = false;
+};
+template <ArrayElement E, std::size_t N>
+struct FixedShape<std::array<E, N>> {
+  static constexpr bool value = true;
+  using Scalar = E;
+  static constexpr std::size_t count = N;
+  static std::vector<std::int64_t> dims() { return {static_cast<std::int64_t>(N)}; }
+};
+template <class E, std::size_t N>
+  requires FixedShape<E>::value
+struct FixedShape<std::array<E, N>> {
+  static constexpr bool value = true;
+  using Scalar = typename FixedShape<E>::Scalar;
+  static constexpr std::size_t count = N * FixedShape<E>::count;
+  static std::vector<std::int64_t> dims() {
+    std::vector<std::int64_t> d = FixedShape<E>::dims();
+    d.insert(d.begin(), static_cast<std::int64_t>(N));
+    return d;
+  }
+};
+
+/// A std::array of numbers (or of such arrays) laid out as one block of
+/// elements, as every standard library lays them out.
+template <class A>
+concept FixedArray = FixedShape<A>::value && sizeof(A) == FixedShape<A>::count * sizeof(typename FixedShape<A>::Scalar);
+
+namespace detail {
+
+/// Loads a tensor artifact and checks it holds `dtype` elements in `shape`
+/// (-1 for a dimension of any length): TypeMismatch naming `declared` otherwise.
+Tensor load_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const std::int64_t> shape,
+                          const std::type_info& declared);
+/// The same check from the metadata alone, loading nothing.
+void accept_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const std::int64_t> shape,
+                          const std::type_info& declared);
+
+}  // namespace detail
+
+template <FixedArray A>
+struct materializer<A> {
+  using Scalar = typename FixedShape<A>::Scalar;
+  static constexpr std::string_view name = "amphora.tensor";
+  static constexpr int version = 1;
+  static void save(const A& value, ArtifactWriter& out) {
+    materializer<Tensor>::save(
+        Tensor::from_values<Scalar>(FixedShape<A>::dims(), std::span<const Scalar>(reinterpret_cast<const Scalar*>(value.data()),
+                                                                                 FixedShape<A>::count)),
+        out);
+  }
+  static A load(const ArtifactReader& in) {
+    Tensor t = detail::load_tensor_shaped(in, dtype_of<Scalar>::value, FixedShape<A>::dims(), typeid(A));
+    A value;
+    std::memcpy(value.data(), t.data(), sizeof(A));
+    return value;
+  }
+  static void accept(const ArtifactReader& in) {
+    detail::accept_tensor_shaped(in, dtype_of<Scalar>::value, FixedShape<A>::dims(), typeid(A));
+  }
+};
+
+template <FixedArray A>
+struct materializer<std::vector<A>> {
+  using Scalar = typename FixedShape<A>::Scalar;
+  static constexpr std::string_view name = "amphora.tensor";
+  static constexpr int version = 1;
+  static std::vector<std::int64_t> shape(std::int64_t rows) {
+    std::vector<std::int64_t> s = FixedShape<A>::dims();
+    s.insert(s.begin(), rows);
+    return s;
+  }
+  static void save(const std::vector<A>& values, ArtifactWriter& out) {
+    materializer<Tensor>::save(
+        Tensor::from_values<Scalar>(shape(static_cast<std::int64_t>(values.size())),
+                                    std::span<const Scalar>(reinterpret_cast<const Scalar*>(values.data()),
+                                                            values.size() * FixedShape<A>::count)),
+        out);
+  }
+  static std::vector<A> load(const ArtifactReader& in) {
+    Tensor t = detail::load_tensor_shaped(in, dtype_of<Scalar>::value, shape(-1), typeid(std::vector<A>));
+    std::vector<A> values(static_cast<std::size_t>(t.shape()[0]));
+    if (!values.empty()) std::memcpy(values.data(), t.data(), values.size() * sizeof(A));
+    return values;
+  }
+  static void accept(const ArtifactReader& in) {
+    detail::accept_tensor_shaped(in, dtype_of<Scalar>::value, shape(-1), typeid(std::vector<A>));
+  }
 };
 
 }  // namespace amphora
