@@ -30,8 +30,18 @@ sha256:HEX, a hex prefix of 8 or more digits) and returns:
   amphora.tensor_list    list of numpy.ndarray
   amphora.records        list of the records (dicts, or any JSON value), keys
                          in each record's order, ints as int, floats as float
-  amphora.record_list    list of dicts, one per record
-  a declared struct      dict of its members (AMPHORA_MATERIALIZE types)
+  amphora.record_list    list of dicts, one per record, members in declaration
+                         order: numbers as Python numbers, fixed-size arrays
+                         and tensors as numpy.ndarray, lists of fixed-size
+                         arrays as one (k, N) array, maps as dicts, pairs and
+                         tuples as tuples
+  amphora.tuple          tuple (std::pair, std::tuple)
+  amphora.variant        the value it holds (None for std::monostate)
+  a declared struct      dict of its members in declaration order
+                         (AMPHORA_MATERIALIZE types)
+
+Inside a composite, a 0-d array (a number saved on its own) is the Python
+number it holds.
 
 Every check docs/FORMAT.md states is applied, as the C++ reader applies it:
 the store marker and the store's own directories, every field of a manifest
@@ -93,7 +103,7 @@ MANIFEST_VERSION = 2
 FORMAT_VERSIONS = {  # materializer name -> the newest format version this reader reads
     "amphora.tensor": 1, "amphora.sparse": 1, "amphora.table": 1, "amphora.records": 1, "amphora.string": 1,
     "amphora.json": 1, "amphora.strings": 1, "amphora.list": 1, "amphora.map": 1, "amphora.optional": 1,
-    "amphora.tensor_list": 1, "amphora.record_list": 1,
+    "amphora.tensor_list": 1, "amphora.record_list": 1, "amphora.tuple": 1, "amphora.variant": 1,
 }
 HEX = re.compile(r"[0-9a-f]+\Z")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
@@ -1761,7 +1771,7 @@ def _map(art, mmap):
     elif kind == "children":
         if _children_count(art, "values/") != len(keys):
             raise CorruptData(f"{art.label}: map children disagree with its keys")
-        values = [_load(art.child(f"values/{i}"), mmap) for i in range(len(keys))]
+        values = [_scalar(_load(art.child(f"values/{i}"), mmap)) for i in range(len(keys))]
     else:
         raise Unsupported(f"{art.label}: unknown map values '{kind}'")
     if len(values) != len(keys):
@@ -1770,17 +1780,22 @@ def _map(art, mmap):
 
 
 def _tensor_list(art, mmap):
-    index = art.json_file("index.json")
+    return _tensor_items(art, "", art.meta_value("count", int), mmap)
+
+
+def _tensor_items(art, prefix, count, mmap):
+    """The tensors of PREFIXdata.bin + PREFIXindex.json (§7.6): `count` of them."""
+    index_name, data_name = prefix + "index.json", prefix + "data.bin"
+    index = art.json_file(index_name)
     if not isinstance(index, list):
-        raise CorruptData(f"{art.label}: 'index.json' is not an array")
-    count = art.meta_value("count", int)
+        raise CorruptData(f"{art.label}: '{index_name}' is not an array")
     if count != len(index):
-        raise CorruptData(f"{art.label}: meta says {count} items, 'index.json' lists {len(index)}")
-    fd, size = art._open("data.bin")
+        raise CorruptData(f"{art.label}: {count} items expected, '{index_name}' lists {len(index)}")
+    fd, size = art._open(data_name)
     try:
         items = []
         for i, item in enumerate(index):
-            where = f"{art.label}: 'index.json' item {i}"
+            where = f"{art.label}: '{index_name}' item {i}"
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and
                     isinstance(item[1], list) and _is_unsigned(item[2])):
                 raise CorruptData(f"{where} is not [dtype, shape, offset]")
@@ -1793,20 +1808,20 @@ def _tensor_list(art, mmap):
             if offset % 64:
                 raise CorruptData(f"{where} starts at byte {offset}, not a multiple of 64")
             if offset > size or nbytes > size - offset:
-                raise CorruptData(f"{where} spans bytes [{offset}, +{nbytes}) past the end of 'data.bin' "
+                raise CorruptData(f"{where} spans bytes [{offset}, +{nbytes}) past the end of '{data_name}' "
                                   f"({size} bytes)")
             items.append((item[0], dtype, shape, offset, nbytes))
         if mmap and size:
-            data = art._array_data(fd, "data.bin", np.uint8, (size,), 0, size, True)
+            data = art._array_data(fd, data_name, np.uint8, (size,), 0, size, True)
         else:
-            data = np.frombuffer(art._read_at(fd, "data.bin", 0, size), np.uint8)
+            data = np.frombuffer(art._read_at(fd, data_name, 0, size), np.uint8)
     finally:
         os.close(fd)
     out = []
     for i, (name, dtype, shape, offset, nbytes) in enumerate(items):
         a = np.frombuffer(data, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
         if name == "bool":
-            _check_bools(a, f"{art.label}: tensor list item {i}")
+            _check_bools(a, f"{art.label}: item {i} of '{data_name}'")
         out.append(_widen_bfloat16(a).reshape(shape) if name == "bfloat16" else a)
     return out
 
@@ -1866,11 +1881,15 @@ def _columns(art, files, prefix, n, mmap, depth):
 
 
 def _plain_column(art, files, prefix, n, mmap, depth):
-    if prefix + ".npy" in files:
-        values = art.array(prefix + ".npy", mmap, ndim=1)
-        if len(values) != n:
-            raise CorruptData(f"{art.label}: column '{prefix}' holds {len(values)} entries, not {n}")
-        values = values.tolist()
+    if prefix + ".index.json" in files:
+        values = _tensor_items(art, prefix + ".", n, mmap)
+    elif prefix + ".npy" in files:
+        values = art.array(prefix + ".npy", mmap)
+        if values.ndim == 0 or len(values) != n:
+            raise CorruptData(f"{art.label}: column '{prefix}' holds {values.size if values.ndim == 0 else len(values)} "
+                              f"entries, not {n}")
+        # One number per record: Python numbers; fixed-size arrays: the rows.
+        values = values.tolist() if values.ndim == 1 else values
     elif prefix + ".json.offsets.npy" in files:
         texts = art.strings(prefix + ".json", decode=False)
         if len(texts) != n:
@@ -1882,28 +1901,93 @@ def _plain_column(art, files, prefix, n, mmap, depth):
         offsets = art.array(prefix + ".offsets.npy", False, "<i8", 1)
         if len(offsets) != n + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
             raise CorruptData(f"{art.label}: the offsets of column '{prefix}' are invalid")
-        flat = _columns(art, files, prefix + ".values", int(offsets[-1]), mmap, depth + 1)
+        total = int(offsets[-1])
         o = offsets.tolist()
-        values = [flat[o[i]:o[i + 1]] for i in range(n)]
+        if prefix + ".keys.bytes" in files:
+            raw = art.strings(prefix + ".keys", decode=False)
+            if len(raw) != total:
+                raise CorruptData(f"{art.label}: map column '{prefix}' holds {len(raw)} keys for {total} entries")
+            if any(raw[k - 1] >= raw[k] for i in range(n) for k in range(o[i] + 1, o[i + 1])):
+                raise CorruptData(f"{art.label}: the keys of a record in map column '{prefix}' are not sorted and unique")
+            keys = art.strings(prefix + ".keys")
+            flat = _columns(art, files, prefix + ".values", total, mmap, depth + 1)
+            values = [dict(zip(keys[o[i]:o[i + 1]], flat[o[i]:o[i + 1]])) for i in range(n)]
+        else:
+            flat = _columns(art, files, prefix + ".values", total, mmap, depth + 1)
+            values = [flat[o[i]:o[i + 1]] for i in range(n)]
     else:
         members = files.members(prefix)
         if not members:
             raise CorruptData(f"{art.label}: no files for column '{prefix}'")
         cols = {m: _columns(art, files, f"{prefix}/{m}" if prefix else m, n, mmap, depth + 1) for m in members}
-        values = [{m: cols[m][i] for m in members} for i in range(n)]
+        if all(DECIMAL.match(m) for m in members):  # a pair or tuple: elements 0, 1, ...
+            order = sorted(members, key=int)
+            if [int(m) for m in order] != list(range(len(order))):
+                raise CorruptData(f"{art.label}: the elements of tuple column '{prefix}' are not 0 to {len(order) - 1}")
+            values = [tuple(cols[m][i] for m in order) for i in range(n)]
+        else:
+            order = _declared_order(art.meta.get("member_order", {}).get(prefix)
+                                    if isinstance(art.meta.get("member_order"), dict) else None, members)
+            values = [{m: cols[m][i] for m in order} for i in range(n)]
     if len(values) != n:
         raise CorruptData(f"{art.label}: column '{prefix}' holds {len(values)} entries, not {n}")
     return values
+
+
+def _declared_order(declared, present):
+    """`present` (member names) in the order `declared` lists them, the rest after, sorted."""
+    if not isinstance(declared, list) or not all(isinstance(m, str) for m in declared):
+        return sorted(present)
+    have = set(present)
+    first = [m for m in dict.fromkeys(declared) if m in have]
+    return first + sorted(have.difference(first))
+
+
+def _scalar(value):
+    """A 0-d array inside a composite as the Python number it holds."""
+    return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _tuple(art, mmap):
+    count = art.meta_value("count", int)
+    fields = art.meta.get("fields")
+    if not isinstance(fields, dict):
+        raise CorruptData(f"{art.label}: metadata 'fields' is missing or not an object")
+    keys = [str(i) for i in range(count)] if 0 <= count <= MAX_FILES else None
+    known = set(keys or ())
+    if keys is None or any(k not in known or k in art.children for k in fields) or \
+            any(r not in known for r in art.children):
+        raise CorruptData(f"{art.label}: a tuple's fields and children are not its elements 0 to {count - 1}, each once")
+    out = []
+    for k in keys:
+        if k in fields:
+            out.append(fields[k])
+        elif k in art.children:
+            out.append(_scalar(_load(art.child(k), mmap)))
+        else:
+            raise CorruptData(f"{art.label} stores no element {k} of its tuple")
+    return tuple(out)
+
+
+def _variant(art, mmap):
+    art.meta_value("index", int)
+    inline = "value" in art.meta
+    child = "value" in art.children
+    if (inline and child) or len(art.children) != int(child):
+        raise CorruptData(f"{art.label}: a variant stores its value inline or as the child 'value', once")
+    if inline:
+        return art.meta["value"]
+    return _scalar(_load(art.child("value"), mmap)) if child else None
 
 
 def _struct(art, mmap):
     fields = art.meta.get("fields")
     if not isinstance(fields, dict):
         raise Unsupported(f"{art.label}: materializer '{art.materializer}' is not one this reader knows")
-    out = dict(fields)
+    values = dict(fields)
     for role in art.children:
-        out[role] = _load(art.child(role), mmap)
-    return out
+        values[role] = _scalar(_load(art.child(role), mmap))
+    return {m: values[m] for m in _declared_order(art.meta.get("members"), values)}
 
 
 def _load(art, mmap):
@@ -1943,18 +2027,22 @@ def _load_artifact(art, mmap):
             raise CorruptData(f"{art.label}: count disagrees with the strings")
         return values
     if m == "amphora.list":
-        return [_load(art.child(f"items/{i}"), mmap) for i in range(_children_count(art, "items/"))]
+        return [_scalar(_load(art.child(f"items/{i}"), mmap)) for i in range(_children_count(art, "items/"))]
     if m == "amphora.map":
         return _map(art, mmap)
     if m == "amphora.optional":
         engaged = art.meta_value("engaged", bool)
         if engaged != ("value" in art.children) or len(art.children) != int(engaged):
             raise CorruptData(f"{art.label}: 'engaged' disagrees with the children")
-        return _load(art.child("value"), mmap) if engaged else None
+        return _scalar(_load(art.child("value"), mmap)) if engaged else None
     if m == "amphora.tensor_list":
         return _tensor_list(art, mmap)
     if m == "amphora.record_list":
         return _record_list(art, mmap)
+    if m == "amphora.tuple":
+        return _tuple(art, mmap)
+    if m == "amphora.variant":
+        return _variant(art, mmap)
     return _struct(art, mmap)
 
 

@@ -22,7 +22,11 @@
 
 #include "fault_medium.hpp"
 
+#include <array>
 #include <cstdio>
+#include <limits>
+#include <map>
+#include <variant>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -84,6 +88,25 @@ struct Model {
   std::optional<double> dropout;
 };
 AMPHORA_MATERIALIZE(Model, "test.model", 1, name, epochs, config, weights, vocab, dropout)
+
+// Nesting that needs no code but these lines: tensors, fixed-size arrays,
+// maps, pairs and optionals as record-list columns; a variant member makes
+// a list of struct artifacts instead.
+struct Sample {
+  amphora::Tensor pixels;
+  std::vector<std::array<float, 2>> landmarks;
+  std::array<float, 4> bbox{};
+  std::map<std::string, double> scores;
+  std::pair<std::string, std::int64_t> source;
+  std::optional<amphora::Tensor> mask;
+};
+AMPHORA_MATERIALIZE(Sample, "test.sample", 1, pixels, landmarks, bbox, scores, source, mask)
+
+struct Experiment {
+  std::string name;
+  std::variant<std::int64_t, std::string> seed;
+};
+AMPHORA_MATERIALIZE(Experiment, "test.experiment", 1, name, seed)
 
 // Arrays written through the toolkit with encodings (read in Python with Artifact.array).
 struct EncodedColumns {
@@ -182,6 +205,29 @@ void save_all(amphora::Store& store) {
   named(std::optional<std::string>(), "optional_none");
   named(std::vector<Tensor>{Tensor::from_values<std::uint8_t>({2, 2}, std::vector<std::uint8_t>{1, 2, 3, 4}),
                             Tensor::from_values<float>({3}, std::vector<float>{0.5f, 1.5f, 2.5f})}, "tensor_list");
+  named(std::array<float, 3>{1.5f, -2.0f, 3.25f}, "fixed_array");
+  named(std::vector<std::array<double, 2>>{{0.5, 1.5}, {2.5, 3.5}}, "fixed_rows");
+  named(std::pair<std::string, Tensor>{"w", Tensor::from_values<float>({2}, std::vector<float>{0.5f, 1.0f})}, "pair");
+  named(std::tuple<std::int32_t, std::optional<std::string>, std::vector<std::string>, double>{
+            3, std::nullopt, {"x", "y"}, std::numeric_limits<double>::infinity()},
+        "tuple");
+  using Variant = std::variant<std::monostate, std::int64_t, std::string, Tensor>;
+  named(Variant{std::int64_t{-7}}, "variant_int");
+  named(Variant{}, "variant_none");
+  named(Variant{Tensor::from_values<std::uint8_t>({2, 2}, std::vector<std::uint8_t>{1, 2, 3, 4})}, "variant_tensor");
+  {
+    std::vector<Sample> samples(2);
+    samples[0].pixels = Tensor::from_values<std::uint8_t>({2, 3}, std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6});
+    samples[0].landmarks = {{1.5f, 2.5f}, {3.5f, 4.5f}, {5.5f, 6.5f}};
+    samples[0].bbox = {0, 1, 2, 3};
+    samples[0].scores = {{"iou", 0.5}, {"conf", 0.25}};
+    samples[0].source = {"cam0", 100};
+    samples[0].mask = Tensor::from_values<bool>({2}, std::vector<bool>{true, false});
+    samples[1].pixels = Tensor::from_values<float>({1}, std::vector<float>{-1.0f});
+    samples[1].source = {"", -1};
+    named(samples, "nested_records");
+  }
+  named(std::vector<Experiment>{{"a", std::int64_t{42}}, {"b", std::string("random")}}, "fallback_list");
   named(Model{"tiny", 3, {{"act", "relu"}}, Tensor::from_values<float>({2}, std::vector<float>{0.5f, -0.5f}),
               {"a", "b"}, std::nullopt}, "struct");
   std::vector<Detection> records(2);

@@ -20,6 +20,7 @@ docs/FORMAT.md to both sides from each side of the line.
 """
 
 import builtins
+import math
 import os
 import re
 import subprocess
@@ -75,6 +76,22 @@ EXPECTED = {
     "tensor_list": [np.array([[1, 2], [3, 4]], np.uint8), np.array([0.5, 1.5, 2.5], np.float32)],
     "struct": {"name": "tiny", "epochs": 3, "config": {"act": "relu"}, "weights": np.array([0.5, -0.5], np.float32),
                "vocab": ["a", "b"], "dropout": None},
+    "fixed_array": np.array([1.5, -2.0, 3.25], np.float32),
+    "fixed_rows": np.array([[0.5, 1.5], [2.5, 3.5]]),
+    "pair": ("w", np.array([0.5, 1.0], np.float32)),
+    "tuple": (3, None, ["x", "y"], math.inf),
+    "variant_int": -7,
+    "variant_none": None,
+    "variant_tensor": np.array([[1, 2], [3, 4]], np.uint8),
+    "nested_records": [
+        {"pixels": np.array([[1, 2, 3], [4, 5, 6]], np.uint8),
+         "landmarks": np.array([[1.5, 2.5], [3.5, 4.5], [5.5, 6.5]], np.float32),
+         "bbox": np.array([0, 1, 2, 3], np.float32), "scores": {"conf": 0.25, "iou": 0.5},
+         "source": ("cam0", 100), "mask": np.array([True, False])},
+        {"pixels": np.array([-1.0], np.float32), "landmarks": np.zeros((0, 2), np.float32),
+         "bbox": np.zeros(4, np.float32), "scores": {}, "source": ("", -1), "mask": None},
+    ],
+    "fallback_list": [{"name": "a", "seed": 42}, {"name": "b", "seed": "random"}],
     "record_list": [
         {"path": "img/0.jpg", "width": 640, "boxes": [1.0, 2.0, 3.0, 4.0], "labels": ["cat"], "score": 0.75,
          "extra": {"iscrowd": 0}, "main": {"x": 0.5, "y": 1.5, "label": "head"},
@@ -129,8 +146,8 @@ class ReaderTest(StoreTestCase):
             self.assertEqual(sorted(got), sorted(want), where)
             for k in want:
                 self.assert_same(want[k], got[k], f"{where}.{k}")
-        elif isinstance(want, list):
-            self.assertIsInstance(got, list, where)
+        elif isinstance(want, (list, tuple)):
+            self.assertIsInstance(got, type(want), where)
             self.assertEqual(len(got), len(want), where)
             for i, (w, g) in enumerate(zip(want, got)):
                 self.assert_same(w, g, f"{where}[{i}]")
@@ -143,6 +160,17 @@ class ReaderTest(StoreTestCase):
             for kw in ({}, {"mmap": False}, {"verify": True}):
                 with self.subTest(name=name, **kw):
                     self.assert_same(want, reader.load(self.store, name, **kw), name)
+
+    def test_members_come_in_declaration_order(self):
+        self.assertEqual(list(reader.load(self.store, "struct")),
+                         ["name", "epochs", "config", "weights", "vocab", "dropout"])
+        records = reader.load(self.store, "record_list")
+        self.assertEqual(list(records[0]),
+                         ["path", "width", "boxes", "labels", "score", "extra", "main", "regions"])
+        self.assertEqual(list(records[0]["main"]), ["x", "y", "label"])
+        self.assertEqual(list(records[0]["regions"][0]), ["x", "y", "label"])
+        self.assertEqual(list(reader.load(self.store, "nested_records")[0]),
+                         ["pixels", "landmarks", "bbox", "scores", "source", "mask"])
 
     def test_tables_load_as_dataframes(self):
         import pandas as pd

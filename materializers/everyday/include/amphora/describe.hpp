@@ -63,6 +63,15 @@ namespace detail {
 // run where the line stands.
 constexpr int members_checked(auto...) { return 0; }
 
+/// T's member names in declaration order (stored so that readers in other
+/// languages can present the members in that order).
+template <class T>
+nlohmann::json member_names() {
+  nlohmann::json names = nlohmann::json::array();
+  std::apply([&](const auto&... f) { (names.push_back(f.name), ...); }, description_of<T>().fields);
+  return names;
+}
+
 template <class T>
 void save_struct(const T& value, ArtifactWriter& out) {
   nlohmann::json fields = nlohmann::json::object();
@@ -85,6 +94,7 @@ void save_struct(const T& value, ArtifactWriter& out) {
       },
       description_of<T>().fields);
   out.meta()["fields"] = std::move(fields);
+  out.meta()["members"] = member_names<T>();
 }
 
 /// The "fields" object of a declared struct's manifest; CorruptData when

@@ -368,6 +368,7 @@ template <Described M>
 struct Column<M> {
   template <class Get>
   static void write(ArtifactWriter& out, const std::string& path, std::size_t n, const Get& get) {
+    out.meta()["member_order"][path] = member_names<M>();
     std::apply(
         [&](const auto&... field) {
           auto one = [&](const auto& f) {
