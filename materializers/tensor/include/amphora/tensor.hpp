@@ -137,6 +137,11 @@ class Tensor {
   std::shared_ptr<const Buffer> buffer_;
 };
 
+// Declared again at namespace scope: a function first declared as a friend
+// does not take the header's default visibility, and programs linking the
+// shared library call it.
+bool operator==(const Tensor& a, const Tensor& b);
+
 template <>
 struct materializer<Tensor> {
   static constexpr std::string_view name = "amphora.tensor";
