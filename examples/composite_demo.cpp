@@ -6,6 +6,7 @@
 #include <amphora/record_list.hpp>
 #include <amphora/tensor.hpp>
 
+#include <array>
 #include <iostream>
 
 namespace demo {
@@ -25,6 +26,25 @@ struct Detection {
   std::vector<std::string> labels;
 };
 AMPHORA_MATERIALIZE(Detection, "demo.detection", 1, path, width, height, boxes, labels)
+
+struct BoxedDetection {
+  std::string filepath;
+  std::vector<std::array<float, 4>> bboxes;  // one boxes x 4 float32 column for the whole list
+  std::vector<std::string> labels;
+};
+AMPHORA_MATERIALIZE(BoxedDetection, "demo.boxed_detection", 1, filepath, bboxes, labels)
+
+struct Image {
+  amphora::Tensor pixels;  // a tensor column: per-row dtype and shape
+  std::vector<std::array<float, 2>> landmarks;
+};
+AMPHORA_MATERIALIZE(Image, "demo.image", 1, pixels, landmarks)
+
+struct Bundle {
+  Model model;
+  std::vector<Image> images;
+};
+AMPHORA_MATERIALIZE(Bundle, "demo.bundle", 1, model, images)
 
 }  // namespace demo
 
@@ -81,6 +101,16 @@ int main(int argc, char** argv) {
     store.save(records, {.name = "detections"});
     auto list = amphora::RecordList<demo::Detection>::open(store.open_artifact("detections"));
     std::cout << "detections: " << list.size() << " records; record 123 is " << list[123].path << "\n";
+
+    std::vector<demo::BoxedDetection> boxed{{"a.jpg", {{1, 2, 3, 4}, {5, 6, 7, 8}}, {"cat", "dog"}}};
+    store.save(boxed, {.name = "boxed"});
+    std::cout << "boxed: " << store.load<std::vector<demo::BoxedDetection>>("boxed")[0].bboxes.size() << " boxes\n";
+
+    demo::Bundle bundle{models["small"], {}};
+    for (int i = 0; i < 3; ++i)
+      bundle.images.push_back({amphora::Tensor::zeros(amphora::DType::uint8, {32, 32 + i}), {{1.5f, 2.5f}, {3.5f, 4.5f}}});
+    store.save(bundle, {.name = "bundle"});
+    std::cout << "bundle: " << store.load<demo::Bundle>("bundle").images.size() << " images\n";
 
     store.save(Detections{{"a.jpg", "b.jpg"}, {0.5f, 0.9f}}, {.name = "scores"});
     std::cout << "scores: " << store.load<Detections>("scores").paths.size() << " paths\n";

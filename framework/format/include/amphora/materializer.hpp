@@ -106,7 +106,8 @@ template <class T>
 void require_materializable() {
   static_assert(Materializable<T>,
                 "amphora: no materializer for this type (see the note naming it below). A built-in type needs "
-                "its header: <amphora/everyday.hpp> for numbers, strings, JSON, standard containers and "
+                "its header: <amphora/everyday.hpp> for numbers, strings, JSON, standard containers (vector, "
+                "array, map, optional, pair, tuple, variant) and "
                 "AMPHORA_MATERIALIZE structs; <amphora/tensor.hpp>, <amphora/table.hpp>, <amphora/sparse.hpp>, "
                 "<amphora/record_collection.hpp>. A type of your own: declare its fields with AMPHORA_MATERIALIZE "
                 "(<amphora/describe.hpp>) in its namespace, or specialize amphora::materializer<T> with a name, a "

@@ -322,7 +322,8 @@ AMPHORA_API_END
     static_assert(::amphora::detail::StorableMember<decltype(Type::member)>,                           \
                   "AMPHORA_MATERIALIZE(" #Type ", ...): member '" #member "' has a type Amphora cannot "    \
                   "store (the note below names it). Members may be numbers, bools, strings, "               \
-                  "nlohmann::json, amphora::Tensor, std::vector, std::map and std::optional of those, "      \
+                  "nlohmann::json, amphora::Tensor, and std::vector, std::array, std::map, std::optional, "   \
+                  "std::pair, std::tuple and std::variant of those, "                                          \
                   "and any type with a materializer: a struct declared with AMPHORA_MATERIALIZE before "    \
                   "this line, a specialization of amphora::materializer, or a built-in type whose header "  \
                   "is included (<amphora/table.hpp>, <amphora/sparse.hpp>, <amphora/record_collection.hpp>)"); \
