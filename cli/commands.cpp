@@ -58,6 +58,23 @@ nlohmann::json version_json(const amphora::VersionInfo& v) {
           {"created_at", text_field(v.record, "created_at")}};
 }
 
+// What `ls` shows as SIZE: the bytes of the whole tree a version names (a
+// composite's own payload is often nothing), each shared child once. Falls
+// back to the record's own figure when the tree cannot be read (verify
+// reports why); `complete` says whether every child was counted.
+struct ShownSize {
+  std::uint64_t bytes = 0, artifacts = 1;
+  bool complete = true;
+};
+ShownSize shown_size(const Store& store, const amphora::VersionInfo& v) {
+  try {
+    auto tree = store.tree_size(v.digest);
+    return {tree.payload_bytes, tree.artifacts, tree.complete};
+  } catch (const amphora::Error&) {
+    return {count_field(v.record, "payload_bytes"), 1, false};
+  }
+}
+
 }  // namespace
 
 int cmd_init(const Args& a) {
@@ -96,6 +113,10 @@ int cmd_ls(const Args& a) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
       auto j = version_json(r);
+      const ShownSize size = shown_size(store, r);
+      j["tree_bytes"] = size.bytes;
+      j["tree_artifacts"] = size.artifacts;
+      j["tree_complete"] = size.complete;
       if (!only) j["versions"] = version_counts[r.name];
       out.push_back(std::move(j));
     }
@@ -117,8 +138,9 @@ int cmd_ls(const Args& a) {
   // cells after them out of line.
   std::size_t name_width = 4, materializer_width = 12;
   for (const auto& r : rows) {
+    const ShownSize size = shown_size(store, r);
     Line l{printable(r.name), std::to_string(r.version), r.digest.short_str(),
-           printable(text_field(r.record, "materializer")), human_bytes(count_field(r.record, "payload_bytes")),
+           printable(text_field(r.record, "materializer")), (size.complete ? "" : ">") + human_bytes(size.bytes),
            printable(text_field(r.record, "created_at"))};
     if (!only && version_counts[r.name] > 1) l.version.append(1, '/').append(std::to_string(version_counts[r.name]));
     name_width = std::max(name_width, l.name.size());

@@ -4,6 +4,7 @@
 //   amphora_test_writer many STORE NAME COUNT SEED    save COUNT small tensors under NAME
 //   amphora_test_writer loop STORE NAME MIB           save MIB-sized tensors until killed
 //   amphora_test_writer example STORE     save docs/FORMAT.md's worked composite, print its digest
+//   amphora_test_writer example STORE [NAME]   save a map whose two values are one child artifact
 //   amphora_test_writer composites STORE NAME COUNT SEED  save COUNT composites (three tensor
 //       children, one shared by every save) under NAME; prints "VERSION DIGEST" per save, or
 //       "collected" when gc took a child before its parent was published
@@ -305,10 +306,10 @@ int main(int argc, char** argv) {
         std::cout << "saved " << i << std::endl;
       }
     }
-    if (mode == "example" && argc == 3) {
+    if (mode == "example" && (argc == 3 || argc == 4)) {
       // Two keys holding equal vectors: one child artifact, listed twice.
       std::map<std::string, std::vector<std::vector<float>>> value = {{"a", {{1.5f, 2.5f}}}, {"b", {{1.5f, 2.5f}}}};
-      std::cout << open_store(argv[2]).save(value).digest.str() << std::endl;
+      std::cout << open_store(argv[2]).save(value, {.name = argc == 4 ? argv[3] : ""}).digest.str() << std::endl;
       return 0;
     }
     if (mode == "composites" && argc == 6) {

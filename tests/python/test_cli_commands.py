@@ -15,8 +15,8 @@ and review the difference (git diff tests/golden) before committing it.
 
 import json
 import os
-import shutil
 import pty
+import shutil
 import subprocess
 import unittest
 
@@ -367,6 +367,28 @@ class CompositeTest(cli_support.StoreTestCase):
         tensor = json.loads(self.run_cli("show", shown["children"][0]["digest"], "--json", check=EXIT_OK).stdout)
         self.assertEqual(tensor["children"][0]["role"], "items/0")
         self.assertEqual(tensor["children"][0]["materializer"], "amphora.tensor")
+
+    def test_ls_sizes_count_the_whole_tree_each_shared_child_once(self):
+        digest = subprocess.run([WRITER, "example", self.store, "shared"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        [row] = json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)
+        shown = json.loads(self.run_cli("show", digest, "--json", check=EXIT_OK).stdout)
+        child = json.loads(self.run_cli("show", shown["children"][0]["digest"], "--json", check=EXIT_OK).stdout)
+        leaf = json.loads(self.run_cli("show", child["children"][0]["digest"], "--json", check=EXIT_OK).stdout)
+        # The map, its one list (listed twice) and the list's tensor.
+        self.assertEqual(row["tree_artifacts"], 3)
+        self.assertEqual(row["tree_bytes"], shown["payload_bytes"] + child["payload_bytes"] + leaf["payload_bytes"])
+        self.assertGreater(row["tree_bytes"], row["payload_bytes"])
+        self.assertTrue(row["tree_complete"])
+        line = self.run_cli("ls", check=EXIT_OK).stdout.splitlines()[1]
+        self.assertIn(f" {row['tree_bytes'] / 1024:.1f} KiB ", line)
+        # A missing child is not counted, and the size says it is a lower bound.
+        hexd = leaf["digest"].split(":")[1]
+        shutil.rmtree(os.path.join(self.store, "objects", "sha256", hexd[:2], hexd))
+        [row] = json.loads(self.run_cli("ls", "--json", check=EXIT_OK).stdout)
+        self.assertFalse(row["tree_complete"])
+        self.assertEqual(row["tree_artifacts"], 2)
+        self.assertIn(" >", self.run_cli("ls", check=EXIT_OK).stdout.splitlines()[1])
 
     def test_export_writes_members_in_their_own_formats(self):
         digest = self.composite()

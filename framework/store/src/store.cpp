@@ -822,6 +822,29 @@ ArtifactReader Store::open_artifact(const Digest& digest) const {
   return translated(true, [&] { return impl_->open(digest, "artifact " + digest.short_str()); });
 }
 
+Store::TreeSize Store::tree_size(const Digest& digest) const {
+  return translated(true, [&] {
+    TreeSize size;
+    std::set<Digest> seen{digest};
+    std::vector<Manifest> pending{impl_->open(digest, "artifact " + digest.short_str()).manifest()};
+    while (!pending.empty()) {
+      Manifest manifest = std::move(pending.back());
+      pending.pop_back();
+      size.payload_bytes += manifest.payload_bytes();
+      ++size.artifacts;
+      for (const auto& child : manifest.children) {
+        if (!seen.insert(child.digest).second) continue;
+        try {
+          pending.push_back(impl_->open(child.digest, "artifact " + child.digest.short_str()).manifest());
+        } catch (const Error&) {
+          size.complete = false;
+        }
+      }
+    }
+    return size;
+  });
+}
+
 std::vector<std::string> Store::damage(const ArtifactReader& artifact, bool rehash) const {
   return translated(true, [&] {
     std::vector<std::string> problems;

@@ -193,6 +193,20 @@ class Store {
   /// Every readable name version that points at `digest`; unreadable records
   /// are skipped and, when `problems` is given, described there.
   std::vector<VersionInfo> names_of(const Digest& digest, std::vector<std::string>* problems = nullptr) const;
+  /// What the tree of an artifact holds on disk: its payload bytes and those
+  /// of every distinct artifact it reaches through children, each counted
+  /// once however many parents list it.
+  struct TreeSize {
+    std::uint64_t payload_bytes = 0;
+    std::uint64_t artifacts = 0;
+    /// False when a child is missing or unreadable (not counted); verify says why.
+    bool complete = true;
+  };
+  /// Walks the tree of `digest`, reading each distinct manifest once. Throws
+  /// NotFound when `digest` itself is not published, CorruptData when its
+  /// manifest is damaged; thread-safe.
+  TreeSize tree_size(const Digest& digest) const;
+
   /// Every published artifact, sorted.
   std::vector<Digest> artifacts() const;
   /// Whether the artifact `digest` is published in this store.
