@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <random>
@@ -189,6 +190,34 @@ TEST_CASE("Short decimals are stored as scaled integers, bit for bit", "[encodin
                          {"decimal_digits", 0}};
   std::vector<std::int64_t> huge = {std::int64_t{1} << 60};
   CHECK_THROWS_WITH(decode_array(wide, bytes(huge), "x.npy"), Catch::Contains("is not below 2^53"));
+}
+
+TEST_CASE("A decimal scan fed one value at a time agrees with each value's own scaled integer", "[encoding]") {
+  // Near 2^53 two integers can divide back to the same double: 855.5555 at
+  // 13 digits is 8555555000000000 and 8555555000000001 alike. The scan
+  // raises the digits of values it saw by multiplying by 10; each value's
+  // own integer must be that one, or a streaming writer checking its values
+  // against the scan's range refuses a good file (found by fuzz_jsonl).
+  const std::vector<std::vector<double>> cases = {
+      {855.5555, 255.5555500030005},
+      {-855.5555, 255.5555500030005},
+      {0.5, 4503599627.370497},
+      {1, 0.1, 900719925474.0991},
+  };
+  for (const auto& values : cases) {
+    DecimalScan scan;
+    for (double v : values) scan.add(v);
+    INFO(values.front() << ", " << values.back() << " at " << scan.digits() << " digits");
+    REQUIRE(scan.digits() >= 0);
+    CHECK(decimal_digits(values) == scan.digits());
+    for (double v : values) {
+      std::int64_t d = 0;
+      REQUIRE(DecimalScan::scaled(v, scan.digits(), d));
+      CHECK(d >= scan.lo());
+      CHECK(d <= scan.hi());
+      CHECK(static_cast<double>(d) / std::pow(10.0, scan.digits()) == v);
+    }
+  }
 }
 
 TEST_CASE("Dictionary encoding keeps first appearance order and knows when it pays", "[encoding]") {

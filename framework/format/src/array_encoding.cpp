@@ -129,19 +129,30 @@ constexpr double kDecimalLimit = 9007199254740992.0;  // 2^53: larger integers a
 // correctly, so the quotient is the double nearest the decimal, as a parser
 // of the decimal's text would give.
 // v · 10^k is itself rounded, and for integers near 2^53 may land one off
-// the integer sought, so its neighbours are tried too.
+// the integer sought, so its neighbours are tried too. Near 2^53 two
+// neighbours can both divide back to v: the one with the most trailing
+// zeros is taken, which is 10 times the integer at k - 1 whenever v has one
+// there, so a scan that raises k by multiplying its least and greatest
+// integers by 10 (DecimalScan::add) agrees with every value's own integer.
+inline int trailing_zeros(std::int64_t d) {
+  int zeros = 0;
+  for (; d != 0 && d % 10 == 0 && zeros < 18; d /= 10) ++zeros;
+  return d == 0 ? 18 : zeros;
+}
 inline bool decimal_at(double v, int k, std::int64_t& d) {
   if (v == 0 && std::signbit(v)) return false;  // the integer 0 decodes to +0.0
   const double scaled = std::nearbyint(v * kPowersOfTen[k]);
   if (!(std::fabs(scaled) < kDecimalLimit)) return false;  // NaN too
+  bool found = false;
   for (double candidate : {scaled, scaled - 1, scaled + 1}) {
     if (!(std::fabs(candidate) < kDecimalLimit)) continue;
     const double back = candidate / kPowersOfTen[k];
     if (std::memcmp(&back, &v, sizeof v) != 0) continue;
-    d = static_cast<std::int64_t>(candidate);
-    return true;
+    const auto c = static_cast<std::int64_t>(candidate);
+    if (!found || trailing_zeros(c) > trailing_zeros(d)) d = c;
+    found = true;
   }
-  return false;
+  return found;
 }
 
 inline double double_at(ConstBytes data, std::size_t i) {
