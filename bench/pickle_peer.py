@@ -6,6 +6,9 @@ usage:
   pickle_peer.py composite REPEATS WORKDIR INPUT_DIR
       INPUT_DIR holds config.json, images.npy (N x 64 x 64 x 3) and
       weights/NAME.npy, written by amphora_bench.
+  pickle_peer.py bundle REPEATS WORKDIR INPUT_DIR
+      INPUT_DIR holds weights.npy, pixels.npy (N x 128 x 128) and
+      landmarks.npy (N x 68 x 2), written by amphora_bench.
   pickle_peer.py records REPEATS WORKDIR RECORDS.json
   pickle_peer.py tiny REPEATS WORKDIR COUNT
 
@@ -104,6 +107,33 @@ def composite(repeats, workdir, inputs):
                       "image_sum": image_sum, **counts}), flush=True)
 
 
+def bundle(repeats, workdir, inputs):
+    """Menpo's bundle as a Python user holds it: one weights array referenced
+    twice (pickle stores it once), a list of image dicts."""
+    weights = np.load(os.path.join(inputs, "weights.npy"))
+    pixels = np.load(os.path.join(inputs, "pixels.npy"))
+    landmarks = np.load(os.path.join(inputs, "landmarks.npy"))
+    value = {"model": {"name": "aam", "config": {"optimizer": "adam", "scales": "0.5,1.0", "landmarks": "68",
+                                                 "patch_shape": "17x17"}, "weights": weights},
+             "images": [{"pixels": pixels[i].copy(), "landmarks": landmarks[i].copy()} for i in range(len(pixels))],
+             "initial_weights": weights}
+    del pixels, landmarks, weights
+    out = os.path.join(workdir, "bundle.pkl")
+    save_s = time_dumps(value, out, repeats, workdir)
+    del value
+
+    def touch(back):
+        return (float(back["model"]["weights"].sum()) + float(back["initial_weights"].sum()),
+                sum(int(im["pixels"].sum()) for im in back["images"]),
+                sum(float(im["landmarks"].astype(np.float64).sum()) for im in back["images"]), len(back["images"]))
+
+    result, (weight_sum, pixel_sum, landmark_sum, images) = time_loads(out, repeats, touch)
+    result["save_s"] = save_s
+    retire(out, workdir)
+    print(json.dumps({"section": "bundle", **result, "weight_sum": weight_sum, "pixel_sum": pixel_sum,
+                      "landmark_sum": landmark_sum, "images": images}), flush=True)
+
+
 def records(repeats, workdir, source):
     with open(source, encoding="utf-8") as f:
         value = json.load(f)
@@ -161,6 +191,8 @@ def main():
     mode, repeats, workdir, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     if mode == "composite":
         composite(repeats, workdir, arg)
+    elif mode == "bundle":
+        bundle(repeats, workdir, arg)
     elif mode == "records":
         records(repeats, workdir, arg)
     elif mode == "tiny":

@@ -171,7 +171,7 @@ bool column_stored(const ArtifactReader& in, const std::string& path) {
   // may continue with that matters here, so look at the first file from
   // PATH. and from PATH/.
   const auto& files = in.manifest().files;
-  for (const std::string prefix : {path + ".", path + "/"}) {
+  for (const std::string& prefix : {path + ".", path + "/"}) {
     auto it = std::lower_bound(files.begin(), files.end(), prefix,
                                [](const FileEntry& f, const std::string& p) { return f.path < p; });
     if (it != files.end() && it->path.compare(0, prefix.size(), prefix) == 0) return true;
