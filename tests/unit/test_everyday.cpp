@@ -282,9 +282,11 @@ TEST_CASE("The Menpo case: a map of model and images saves and loads equal, shar
   }
   CHECK(listing == 2);
   // The map, 2 entries, per entry a model, its weights map, its own tensor
-  // and its image list, then one label list (equal in both entries) and the
-  // shared tensor: nothing stored twice.
-  const std::size_t expected = 1 + 2 + 2 * 4 + 1 + 1;
+  // and its image list, then the shared tensor: nothing stored twice. The
+  // two labels are inline in each entry's fields (a short list of strings).
+  const std::size_t expected = 1 + 2 + 2 * 4 + 1;
+  CHECK(store.open_artifact("menpo").open_child("values/0").meta()["fields"]["labels"] ==
+        nlohmann::json::array({"face", "profile"}));
   CHECK(object_count(dir / "store") == expected);
   CHECK(store.verify().ok());
   store.gc(false, std::chrono::seconds(0));

@@ -54,6 +54,19 @@ struct Experiment {
 };
 AMPHORA_MATERIALIZE(Experiment, "nest.experiment", 1, name, seed)
 
+// Small maps of scalars and short lists of strings go inline, as scalars do.
+struct Tags {
+  std::map<std::string, std::string> config;
+  std::unordered_map<std::string, double> scores;
+  std::vector<std::string> labels;
+  bool operator==(const Tags&) const = default;
+};
+AMPHORA_MATERIALIZE(Tags, "nest.tags", 1, config, scores, labels)
+struct TagsAsNumbers {
+  std::map<std::string, std::int64_t> config;
+};
+AMPHORA_MATERIALIZE(TagsAsNumbers, "nest.tags", 1, config)
+
 }  // namespace nest
 
 namespace {
@@ -286,4 +299,35 @@ TEST_CASE("Record lists evolve: added members default, removed are ignored, rena
                         Catch::Contains("std::array<float, 3>"));
   CHECK_THROWS_WITH(store.load<std::vector<rec3::Wider>>(saved),
                     Catch::Contains("'count.npy' holds int32") && Catch::Contains("int64"));
+}
+
+TEST_CASE("Small maps of scalars and short string lists are stored inline; larger ones as children",
+          "[nesting][describe]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  const nest::Tags small{{{"optimizer", "adam"}, {"act", "relu"}}, {{"iou", 0.5}, {"f1", 0.25}}, {"cat", "dog"}};
+  auto s = store.open_artifact(store.save(small).digest);
+  CHECK(s.children().empty());
+  CHECK(s.meta()["fields"]["config"] == nlohmann::json{{"act", "relu"}, {"optimizer", "adam"}});
+  CHECK(s.meta()["fields"]["labels"] == nlohmann::json::array({"cat", "dog"}));
+  CHECK(store.load<nest::Tags>(s.digest()) == small);
+  CHECK_THROWS_WITH(store.load<nest::TagsAsNumbers>(s.digest()),
+                    Catch::Contains("field 'config'") && Catch::Contains("std::map<std::string, long>"));
+
+  // Past the limits, or holding what JSON cannot (a NaN, bytes that are not
+  // UTF-8), they are children as before, and load the same.
+  nest::Tags large = small;
+  for (int i = 0; i < 300; ++i) large.labels.push_back("label-" + std::to_string(i));
+  large.scores["nan"] = std::numeric_limits<double>::quiet_NaN();
+  large.config["bytes"] = std::string("\xff\xfe");
+  auto l = store.open_artifact(store.save(large).digest);
+  CHECK(l.has_child("labels"));
+  CHECK(l.has_child("scores"));
+  CHECK(l.has_child("config"));
+  const auto back = store.load<nest::Tags>(l.digest());
+  CHECK(back.labels == large.labels);
+  CHECK(back.config == large.config);
+  CHECK(std::isnan(back.scores.at("nan")));
+  CHECK(back.scores.at("iou") == 0.5);
+  CHECK(store.verify().ok());
 }

@@ -91,7 +91,37 @@ inline constexpr std::size_t kMaxInlineBytes = 4096;
 /// without writing it (a large document is not serialized just to be measured).
 bool json_longer_than(const nlohmann::json& value, std::size_t limit);
 
-/// `value` as JSON when it round-trips exactly and is small, else nothing.
+template <class M>
+struct is_string_keyed_map : std::false_type {};
+template <class V, class C, class A>
+struct is_string_keyed_map<std::map<std::string, V, C, A>> : std::true_type {};
+template <class V, class H, class E, class A>
+struct is_string_keyed_map<std::unordered_map<std::string, V, H, E, A>> : std::true_type {};
+
+/// The scalars JSON holds exactly (floats when finite, strings when UTF-8).
+template <class M>
+constexpr bool json_scalar() {
+  return std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>) || std::is_same_v<M, float> ||
+         std::is_same_v<M, double> || std::is_same_v<M, std::string>;
+}
+
+/// A string-keyed map of JSON scalars, or a list of strings: what is kept
+/// inline beside the scalars when small.
+template <class M>
+constexpr bool inline_container() {
+  if constexpr (is_string_keyed_map<M>::value)
+    return json_scalar<typename M::mapped_type>();
+  else
+    return std::is_same_v<M, std::vector<std::string>>;
+}
+
+/// Most entries of a map, or strings of a list, kept inline.
+inline constexpr std::size_t kMaxInlineItems = 256;
+
+/// `value` as JSON when it round-trips exactly and is small, else nothing:
+/// scalars, short strings, small JSON values, and small string-keyed maps
+/// of scalars and lists of strings (a JSON object or array, which loads in
+/// other languages as the same dict or list the child artifact would).
 template <class M>
 std::optional<nlohmann::json> to_inline(const M& value) {
   if constexpr (std::is_same_v<M, bool> || (std::is_integral_v<M> && ArrayElement<M>)) {
@@ -114,6 +144,24 @@ std::optional<nlohmann::json> to_inline(const M& value) {
   } else if constexpr (is_optional<M>::value) {
     if (!value) return nlohmann::json(nullptr);
     return to_inline(*value);
+  } else if constexpr (inline_container<M>()) {
+    if (value.size() > kMaxInlineItems) return std::nullopt;
+    nlohmann::json out = is_string_keyed_map<M>::value ? nlohmann::json::object() : nlohmann::json::array();
+    std::size_t bytes = 0;
+    for (const auto& item : value) {
+      if constexpr (is_string_keyed_map<M>::value) {
+        auto v = to_inline(item.second);
+        if (!v || !is_valid_utf8(item.first)) return std::nullopt;
+        bytes += item.first.size() + (v->is_string() ? v->template get_ref<const std::string&>().size() : 24) + 6;
+        out[item.first] = std::move(*v);
+      } else {
+        if (!is_valid_utf8(item)) return std::nullopt;
+        bytes += item.size() + 3;
+        out.push_back(item);
+      }
+      if (bytes > kMaxInlineBytes) return std::nullopt;
+    }
+    return out;
   } else {
     return std::nullopt;
   }
@@ -134,6 +182,28 @@ M from_inline(const nlohmann::json& value, const ArtifactReader& in, std::string
       throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
                          ", which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
     return value.get<M>();
+  } else if constexpr (inline_container<M>()) {
+    auto mismatch = [&] {
+      return TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
+                          ", which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
+    };
+    M out;
+    if constexpr (is_string_keyed_map<M>::value) {
+      using V = typename M::mapped_type;
+      if (!value.is_object()) throw mismatch();
+      for (const auto& item : value.items()) {
+        if (!json_holds<V>(item.value())) throw mismatch();
+        out.emplace(item.key(), item.value().template get<V>());
+      }
+    } else {
+      if (!value.is_array()) throw mismatch();
+      out.reserve(value.size());
+      for (const auto& item : value) {
+        if (!item.is_string()) throw mismatch();
+        out.push_back(item.template get<std::string>());
+      }
+    }
+    return out;
   } else {
     throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' holds " + stored_value_text(value) +
                        " inline, but the declared member type " + type_display_name(typeid(M)) +
