@@ -232,13 +232,6 @@ struct Column<std::vector<E>> {
   };
 };
 
-template <class T>
-struct is_string_map : std::false_type {};
-template <class V, class C, class A>
-struct is_string_map<std::map<std::string, V, C, A>> : std::true_type {};
-template <class V, class H, class E, class A>
-struct is_string_map<std::unordered_map<std::string, V, H, E, A>> : std::true_type {};
-
 /// Throws CorruptData unless the keys of every record are sorted and unique.
 void check_map_column_keys(const ArtifactReader& in, const std::string& path, std::span<const std::int64_t> offsets,
                            const StringsView& keys);
@@ -246,7 +239,7 @@ void check_map_column_keys(const ArtifactReader& in, const std::string& path, st
 // Maps with string keys: offsets per record into one column of keys
 // (sorted within each record) and one of values.
 template <class Map>
-  requires(is_string_map<Map>::value && Columnar<typename Map::mapped_type>)
+  requires(is_string_keyed_map<Map>::value && Columnar<typename Map::mapped_type>)
 struct Column<Map> {
   using V = typename Map::mapped_type;
   template <class Get>
