@@ -186,10 +186,11 @@ nlohmann::json shown_meta(const amphora::Manifest& m) {
       !meta["columns"].is_array())
     return meta;
   for (auto& column : meta["columns"]) {
-    if (!column.is_object() || column.value("type", nlohmann::json()) != "timestamp[ns]") continue;
+    const auto type = column.is_object() ? column.value("type", nlohmann::json()) : nlohmann::json();
+    if (type != "timestamp[ns]" && type != "naive_timestamp[ns]") continue;
     for (const char* key : {"min", "max"})
       if (column.contains(key) && column[key].is_number_integer())
-        column[key] = amphora::timestamp_text(column[key].get<std::int64_t>());
+        column[key] = amphora::timestamp_text(column[key].get<std::int64_t>(), type == "timestamp[ns]");
   }
   return meta;
 }

@@ -1519,7 +1519,8 @@ def _sparse(art, mmap):
 # ---------------------------------------------------------------------------
 # tables (§9)
 
-COLUMN_DTYPES = dict(DTYPES, **{"bool": "|b1", "timestamp[ns]": "<i8"})
+COLUMN_DTYPES = dict(DTYPES, **{"bool": "|b1", "timestamp[ns]": "<i8", "naive_timestamp[ns]": "<i8"})
+TIMESTAMPS = ("timestamp[ns]", "naive_timestamp[ns]")  # both load as numpy datetime64[ns], which has no zone
 
 
 def _table(art, mmap):
@@ -1564,7 +1565,7 @@ def _table(art, mmap):
         pd = None
     out = {}
     for name, (kind, values, valid) in columns.items():
-        if kind == "timestamp[ns]":
+        if kind in TIMESTAMPS:
             values = values.view("datetime64[ns]")
         if pd is None:
             if kind == "string":
@@ -1583,7 +1584,7 @@ def _table(art, mmap):
             out[name] = values
         elif kind == "bool":
             out[name] = pd.arrays.BooleanArray(np.asarray(values), ~valid)
-        elif kind == "timestamp[ns]":
+        elif kind in TIMESTAMPS:
             values = np.array(values)
             values[~valid] = np.datetime64("NaT")
             out[name] = values

@@ -10,6 +10,7 @@ one line naming the line number.
 """
 
 import json
+import os
 import sys
 import unittest
 
@@ -17,6 +18,9 @@ import numpy as np
 import pandas as pd
 
 from cli_support import EXIT_OK, StoreTestCase, parse_args, write_bytes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import amphora_reader as reader  # noqa: E402
 
 
 def sample_frame(n=500):
@@ -53,17 +57,42 @@ class TableInteropTest(StoreTestCase):
         self.assertEqual(meta["rows"], len(df))
         types = {c["name"]: c["type"] for c in meta["columns"]}
         self.assertEqual(types, {"id": "int64", "price": "float64", "ok": "bool", "word": "string",
-                                 "count": "int64", "tiny": "float64", "whole": "float64", "when": "timestamp[ns]"})
+                                 "count": "int64", "tiny": "float64", "whole": "float64",
+                                 "when": "naive_timestamp[ns]"})
         nulls = {c["name"]: c["null_count"] for c in meta["columns"]}
         self.assertEqual(nulls["price"], int(df["price"].isna().sum()))
         self.assertEqual(nulls["count"], int(df["count"].isna().sum()))
         out = self.path("out.csv")
         self.run_cli("export", "t", out, check=EXIT_OK)
         got, want = pd.read_csv(out, parse_dates=["when"]), pd.read_csv(src, parse_dates=["when"])
-        # The export marks timestamps as UTC (a trailing Z); pandas wrote them naive.
-        got["when"] = got["when"].dt.tz_convert(None)
+        # pandas wrote the timestamps naive: they stay naive, on export too.
+        self.assertIsNone(got["when"].dt.tz)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         pd.testing.assert_series_equal(want["when"], df["when"], check_names=False)
+
+    def test_timestamps_keep_their_zone_or_its_absence(self):
+        src = self.path("times.csv")
+        with open(src, "w") as f:
+            f.write("naive,utc,mixed\n2024-05-01 12:00:00,2024-05-01T12:00:00Z,2024-05-01\n"
+                    "2024-05-02,2024-05-02T00:00:00.5+00:00,2024-05-02T00:00:00Z\n")
+        self.run_cli("import", src, "--name", "times", check=EXIT_OK)
+        types = {c["name"]: c["type"] for c in self.show("times")["meta"]["columns"]}
+        # A column is UTC when any of its fields says so (the others are read as UTC).
+        self.assertEqual(types, {"naive": "naive_timestamp[ns]", "utc": "timestamp[ns]", "mixed": "timestamp[ns]"})
+        out = self.path("times-out.csv")
+        self.run_cli("export", "times", out, check=EXIT_OK)
+        with open(out) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[1], "2024-05-01T12:00:00.000000000,2024-05-01T12:00:00.000000000Z,"
+                                   "2024-05-01T00:00:00.000000000Z")
+        got = pd.read_csv(out, parse_dates=["naive", "utc"])
+        self.assertIsNone(got["naive"].dt.tz)
+        self.assertEqual(str(got["utc"].dt.tz), "UTC")
+        shown = self.run_cli("show", "times", check=EXIT_OK).stdout
+        self.assertIn('"min": "2024-05-01T12:00:00.000000000"', shown)
+        self.assertIn('"max": "2024-05-02T00:00:00.500000000Z"', shown)
+        frame = reader.load(self.store, "times")
+        self.assertEqual(frame["naive"].iloc[0], pd.Timestamp("2024-05-01 12:00:00"))
 
     def test_a_large_dictionary_column(self):
         rng = np.random.default_rng(9)

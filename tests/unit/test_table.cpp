@@ -227,11 +227,20 @@ TEST_CASE("ISO 8601 timestamps in CSV become timestamp columns and round-trip", 
   CHECK(when[0] == 1'700'000'000'000'000'123);
   CHECK(when[1] == -500'000'000);
   CHECK(t.column("when").is_null(2));
-  CHECK(t.column("day").type() == ColumnType::timestamp);
+  // No field of `day` names a zone: naive date-times, which stay naive.
+  CHECK(t.column("day").type() == ColumnType::naive_timestamp);
   CHECK(t.column("day").values().values<std::int64_t>()[0] == 951'782'400'000'000'000);
   CHECK(t.column("local").type() == ColumnType::string);  // offsets other than UTC stay text
   write_csv(t, dir / "out.csv");
   CHECK(read_csv(dir / "out.csv").equals(t));
+  const std::string written = test::read_text(dir / "out.csv");
+  CHECK(written.find("2023-11-14T22:13:20.000000123Z,2000-02-29T00:00:00.000000000,") != std::string::npos);
+  // Saved and loaded, the column keeps its kind.
+  Store store = test::make_store(dir / "store");
+  const Table back = store.load<Table>(store.save(t).digest);
+  CHECK(back.column("day").type() == ColumnType::naive_timestamp);
+  CHECK(back.equals(t));
+  CHECK(store.open_artifact(store.import_file(dir / "t.csv").digest).meta()["columns"][1]["type"] == "naive_timestamp[ns]");
   test::write_text(dir / "bad.csv", "d\n2023-02-29\n");
   CHECK(read_csv(dir / "bad.csv").column("d").type() == ColumnType::string);  // no such day
 }

@@ -63,7 +63,7 @@ std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
 // An ISO 8601 UTC timestamp: YYYY-MM-DD, optionally followed by T or a space
 // and HH:MM:SS, an optional fraction of up to 9 digits, and an optional Z or
 // +00:00. Other offsets are not taken (the column stays text).
-bool parse_timestamp(std::string_view s, std::int64_t& ns) {
+bool parse_timestamp(std::string_view s, std::int64_t& ns, bool* zoned = nullptr) {
   auto digits = [&](std::size_t at, std::size_t n, unsigned& out) {
     if (at + n > s.size()) return false;
     out = 0;
@@ -97,6 +97,7 @@ bool parse_timestamp(std::string_view s, std::int64_t& ns) {
   }
   const std::string_view zone = s.substr(at);
   if (!zone.empty() && zone != "Z" && zone != "+00:00") return false;
+  if (zoned) *zoned = !zone.empty();
   // Nanoseconds in int64 span 1677-09-21 to 2262-04-11: a date outside is
   // not a timestamp (the column stays text, as pandas keeps it as objects),
   // never a wrapped one.
@@ -268,7 +269,9 @@ FieldValue TypeGuess::add(std::string_view field) {
     can_float = false;
   if (can_float && !parse_float(field, v.real)) can_float = false;
   if (can_bool && (b = parse_bool(field)) < 0) can_bool = false;
-  if (can_time && !parse_timestamp(field, v.time)) can_time = false;
+  bool has_zone = false;
+  if (can_time && !parse_timestamp(field, v.time, &has_zone)) can_time = false;
+  zoned |= can_time && has_zone;
   v.boolean = b == 1;
   return v;
 }
@@ -283,7 +286,7 @@ bool parse_field(ColumnType type, std::string_view field, FieldValue& value) {
       value.boolean = b == 1;
       return b >= 0;
     }
-    case ColumnType::timestamp: return parse_timestamp(field, value.time);
+    case ColumnType::timestamp: case ColumnType::naive_timestamp: return parse_timestamp(field, value.time);
     default: return false;
   }
 }
@@ -294,7 +297,7 @@ ColumnType TypeGuess::type() const {
   if (can_uint) return ColumnType::uint64;
   if (can_float) return ColumnType::float64;
   if (can_bool) return ColumnType::boolean;
-  if (can_time) return ColumnType::timestamp;
+  if (can_time) return zoned ? ColumnType::timestamp : ColumnType::naive_timestamp;
   return ColumnType::string;
 }
 

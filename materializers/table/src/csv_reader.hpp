@@ -61,9 +61,13 @@ struct FieldValue {
 /// its range, else uint64 while every one is a non-negative integer below
 /// 2^64, else float64 while every one is a number and no integer among them
 /// is beyond 2^53 in magnitude, else bool, else timestamp (within int64
-/// nanoseconds), else string (docs/FORMAT.md §9.3).
+/// nanoseconds; UTC when any field names the zone, naive when none does),
+/// else string (docs/FORMAT.md §9.3).
 struct TypeGuess {
   bool can_int = true, can_uint = true, can_float = true, can_bool = true, can_time = true;
+  /// A timestamp field so far said it is in UTC ("Z" or "+00:00"): the
+  /// column is then a UTC timestamp one, else naive (no zone, as written).
+  bool zoned = false;
   std::size_t rows = 0, present = 0;
 
   /// Counts the field, rules out the types it is not, and returns its value

@@ -47,7 +47,7 @@ DType dtype_of_column(ColumnType t) {
     case ColumnType::float32: return DType::float32;
     case ColumnType::float64: return DType::float64;
     case ColumnType::boolean: return DType::bool_;
-    case ColumnType::timestamp: return DType::int64;
+    case ColumnType::timestamp: case ColumnType::naive_timestamp: return DType::int64;
     case ColumnType::string: break;
   }
   throw InvalidArgument("a string column has no dtype");
@@ -115,6 +115,7 @@ std::string_view to_string(ColumnType type) {
     case ColumnType::boolean: return "bool";
     case ColumnType::string: return "string";
     case ColumnType::timestamp: return "timestamp[ns]";
+    case ColumnType::naive_timestamp: return "naive_timestamp[ns]";
     default: return dtype_name(dtype_of_column(type));
   }
 }
@@ -125,8 +126,9 @@ ColumnType parse_column_type(std::string_view text) {
   if (text == "bool") return ColumnType::boolean;
   if (text == "string") return ColumnType::string;
   if (text == "timestamp[ns]") return ColumnType::timestamp;
+  if (text == "naive_timestamp[ns]") return ColumnType::naive_timestamp;
   throw InvalidArgument("unknown column type '" + std::string(text) +
-                        "' (int8-64, uint8-64, float32, float64, bool, string, timestamp[ns])");
+                        "' (int8-64, uint8-64, float32, float64, bool, string, timestamp[ns], naive_timestamp[ns])");
 }
 
 Column Column::numbers(Tensor values, std::vector<bool> valid) {
@@ -145,13 +147,25 @@ Column Column::numbers(Tensor values, std::vector<bool> valid) {
   return ColumnAccess::make(type, rows, std::move(values), nullptr, std::move(v));
 }
 
-Column Column::timestamps(Tensor nanoseconds, std::vector<bool> valid) {
+namespace {
+
+Column make_timestamps(ColumnType type, Tensor nanoseconds, const std::vector<bool>& valid) {
   check_1d(nanoseconds, "timestamps");
   if (nanoseconds.dtype() != DType::int64)
     throw InvalidArgument("timestamps are int64 nanoseconds, not " + std::string(dtype_name(nanoseconds.dtype())));
   const auto rows = static_cast<std::size_t>(nanoseconds.num_elements());
   auto v = validity(valid, rows);
-  return ColumnAccess::make(ColumnType::timestamp, rows, std::move(nanoseconds), nullptr, std::move(v));
+  return ColumnAccess::make(type, rows, std::move(nanoseconds), nullptr, std::move(v));
+}
+
+}  // namespace
+
+Column Column::timestamps(Tensor nanoseconds, std::vector<bool> valid) {
+  return make_timestamps(ColumnType::timestamp, std::move(nanoseconds), valid);
+}
+
+Column Column::naive_timestamps(Tensor nanoseconds, std::vector<bool> valid) {
+  return make_timestamps(ColumnType::naive_timestamp, std::move(nanoseconds), valid);
 }
 
 Column Column::strings(std::span<const std::string> values, std::vector<bool> valid) {
@@ -271,7 +285,8 @@ void add_stats(nlohmann::json& meta, const Column& c) {
     case ColumnType::int8: return add_range<std::int8_t>(meta, c);
     case ColumnType::int16: return add_range<std::int16_t>(meta, c);
     case ColumnType::int32: return add_range<std::int32_t>(meta, c);
-    case ColumnType::int64: case ColumnType::timestamp: return add_range<std::int64_t>(meta, c);
+    case ColumnType::int64: case ColumnType::timestamp: case ColumnType::naive_timestamp:
+      return add_range<std::int64_t>(meta, c);
     case ColumnType::uint8: case ColumnType::boolean: return add_range<std::uint8_t>(meta, c);
     case ColumnType::uint16: return add_range<std::uint16_t>(meta, c);
     case ColumnType::uint32: return add_range<std::uint32_t>(meta, c);

@@ -49,6 +49,8 @@ struct RawColumn {
       case ColumnType::float64: return Column::of(floats, std::move(valid));
       case ColumnType::boolean: return Column::numbers(Tensor::from_values<bool>({n}, bools), std::move(valid));
       case ColumnType::timestamp: return Column::timestamps(Tensor::from_values<std::int64_t>({n}, times), std::move(valid));
+      case ColumnType::naive_timestamp:
+        return Column::naive_timestamps(Tensor::from_values<std::int64_t>({n}, times), std::move(valid));
       default: return Column::of(values, std::move(valid));
     }
   }
@@ -96,7 +98,6 @@ void put_number(std::string& out, T v) {
     if (std::string_view(buf, static_cast<std::size_t>(ptr - buf)).find_first_of(".e") == std::string_view::npos) out += ".0";
 }
 
-void put_timestamp(std::string& out, std::int64_t ns) { out += timestamp_text(ns); }
 
 void put_value(std::string& out, const Column& c, std::size_t i) {
   if (c.is_null(i)) return;
@@ -119,7 +120,8 @@ void put_value(std::string& out, const Column& c, std::size_t i) {
     case ColumnType::float32: return put_number(out, at(float{}));
     case ColumnType::float64: return put_number(out, at(double{}));
     case ColumnType::boolean: return void(out += at(std::uint8_t{}) ? "True" : "False");
-    case ColumnType::timestamp: return put_timestamp(out, at(std::int64_t{}));
+    case ColumnType::timestamp: return void(out += timestamp_text(at(std::int64_t{})));
+    case ColumnType::naive_timestamp: return void(out += timestamp_text(at(std::int64_t{}), false));
     case ColumnType::string: return;
   }
 }
@@ -141,15 +143,15 @@ Table read_csv(const std::filesystem::path& file) {
   return Table::make(std::move(named));
 }
 
-std::string timestamp_text(std::int64_t ns) {
+std::string timestamp_text(std::int64_t ns, bool utc) {
   std::int64_t secs = ns / 1'000'000'000, frac = ns % 1'000'000'000;
   if (frac < 0) frac += 1'000'000'000, --secs;
   std::time_t t = static_cast<std::time_t>(secs);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lld%s", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac), utc ? "Z" : "");
   return buf;
 }
 

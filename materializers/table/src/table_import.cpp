@@ -143,7 +143,7 @@ class ColumnWriter {
       case ColumnType::uint64: return plan_.uints.write(meta);
       case ColumnType::float64: return plan_.floats.write(meta);
       case ColumnType::boolean: return plan_.bools.write(meta);
-      case ColumnType::timestamp: return plan_.times.write(meta);
+      case ColumnType::timestamp: case ColumnType::naive_timestamp: return plan_.times.write(meta);
       default: break;
     }
     meta["distinct"] = plan_.strings.distinct();

@@ -34,9 +34,13 @@ enum class ColumnType : std::uint8_t {
   boolean,    ///< stored one byte per value, 0 or 1
   string,     ///< UTF-8 text
   timestamp,  ///< nanoseconds since 1970-01-01T00:00:00Z, int64
+  /// Wall-clock date-times with no time zone (a CSV's "2024-05-01 12:00"):
+  /// nanoseconds since 1970-01-01T00:00:00 of that clock, int64. Exported
+  /// without a zone, as they came.
+  naive_timestamp,
 };
 
-/// "int8" ... "float64", "bool", "string", "timestamp[ns]".
+/// "int8" ... "float64", "bool", "string", "timestamp[ns]", "naive_timestamp[ns]".
 std::string_view to_string(ColumnType type);
 /// The inverse of to_string; throws InvalidArgument naming the text otherwise.
 ColumnType parse_column_type(std::string_view text);
@@ -53,6 +57,9 @@ class Column {
   static Column numbers(Tensor values, std::vector<bool> valid = {});
   /// Timestamps from a 1-d int64 tensor of nanoseconds since the epoch.
   static Column timestamps(Tensor nanoseconds, std::vector<bool> valid = {});
+  /// Date-times with no time zone, from a 1-d int64 tensor of nanoseconds
+  /// since 1970-01-01T00:00:00 of their wall clock.
+  static Column naive_timestamps(Tensor nanoseconds, std::vector<bool> valid = {});
   /// UTF-8 strings; throws InvalidArgument naming the first row that is not UTF-8.
   static Column strings(std::span<const std::string> values, std::vector<bool> valid = {});
   static Column strings(std::span<const std::string_view> values, std::vector<bool> valid = {});
@@ -162,8 +169,9 @@ void import_csv(const std::filesystem::path& file, ArtifactWriter& out);
 /// where needed. Atomic: the file appears complete or not at all.
 void write_csv(const Table& table, const std::filesystem::path& file);
 /// A timestamp column's value (nanoseconds since 1970-01-01 UTC) as ISO 8601
-/// UTC with nanoseconds, as write_csv writes it: "2023-11-14T22:13:20.000000123Z".
-std::string timestamp_text(std::int64_t nanoseconds);
+/// UTC with nanoseconds, as write_csv writes it: "2023-11-14T22:13:20.000000123Z";
+/// with `utc` false (a naive_timestamp column) the same without the "Z".
+std::string timestamp_text(std::int64_t nanoseconds, bool utc = true);
 
 template <>
 struct materializer<Table> {
