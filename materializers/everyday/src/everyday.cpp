@@ -200,6 +200,26 @@ ArrayView read_column_array(const ArtifactReader& in, const std::string& file, D
   return array;
 }
 
+int stored_struct_version(const ArtifactReader& in, const std::string& path, int declared) {
+  auto versions = in.meta().find("struct_versions");
+  if (versions != in.meta().end() && versions->is_object()) {
+    auto it = versions->find(path);
+    if (it != versions->end()) {
+      if (!json_holds<int>(*it))
+        throw CorruptData(in.label() + ": metadata 'struct_versions' gives column '" + path + "' a version that is not an integer");
+      return it->get<int>();
+    }
+  }
+  if (path.empty()) return in.meta<int>("element_version");
+  return declared;
+}
+
+void newer_struct_version(const ArtifactReader& in, const std::string& path, int stored, int declared) {
+  throw Unsupported(in.label() + ": the struct at column '" + (path.empty() ? std::string("(the records)") : path) +
+                    "' was saved by its version " + std::to_string(stored) + ", newer than the version " +
+                    std::to_string(declared) + " this program reads");
+}
+
 void column_type_mismatch(const ArtifactReader& in, const std::string& path, const std::type_info& declared,
                           const std::string& why) {
   std::string stored;

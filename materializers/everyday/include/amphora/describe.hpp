@@ -20,6 +20,10 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <typeindex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -129,29 +133,96 @@ M load_member_child(const ArtifactReader& in, std::string_view role, std::string
 
 }  // namespace detail
 
+namespace detail {
+
+/// The columns of a record list that amphora_migrate looks up by stored
+/// name, each opened once (on first use) and shared by every record.
+/// Thread-safe.
+class StoredColumns {
+ public:
+  explicit StoredColumns(ArtifactReader in) : in_(std::move(in)) {}
+  const ArtifactReader& in() const { return in_; }
+  /// The reader of column `path` (of `rows` entries) as an M's column.
+  template <class M>
+  const typename Column<M>::Reader& reader(const std::string& path, std::size_t rows) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto key = std::make_pair(path, std::type_index(typeid(M)));
+    auto it = readers_.find(key);
+    if (it == readers_.end()) {
+      auto opened = std::make_shared<typename Column<M>::Reader>();
+      opened->open(in_, path, rows);
+      it = readers_.emplace(std::move(key), std::move(opened)).first;
+    }
+    return *static_cast<const typename Column<M>::Reader*>(it->second.get());
+  }
+
+ private:
+  ArtifactReader in_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<std::string, std::type_index>, std::shared_ptr<void>> readers_;
+};
+
+bool column_stored(const ArtifactReader& in, const std::string& path);
+
+}  // namespace detail
+
 /// What a declared struct's artifact holds, for an `amphora_migrate`
 /// function upgrading a value loaded from an older version of the struct
-/// (AMPHORA_MATERIALIZE's version). Valid during that call only.
+/// (AMPHORA_MATERIALIZE's version): a struct of its own, or one record of a
+/// record list (its columns). Valid during that call only.
 class StoredStruct {
  public:
-  explicit StoredStruct(const ArtifactReader& in) : in_(in), fields_(detail::struct_fields(in)) {}
+  explicit StoredStruct(const ArtifactReader& in)
+      : in_(in), fields_(&detail::struct_fields(in)), version_(in.format_version()) {}
+  /// Record `row` of the `rows` at struct column `path` of a record list.
+  StoredStruct(const detail::StoredColumns& columns, std::string path, std::size_t row, std::size_t rows, int version)
+      : in_(columns.in()), columns_(&columns), path_(std::move(path)), row_(row), rows_(rows), version_(version) {}
   /// The version of the struct that was saved.
-  int version() const { return in_.format_version(); }
-  /// Whether the stored value has a member `name` (inline or as a child).
-  bool has(std::string_view name) const { return fields_.contains(name) || in_.has_child(name); }
+  int version() const { return version_; }
+  /// Whether the stored value has a member `name` (inline, as a child, or as a column).
+  bool has(std::string_view name) const {
+    if (columns_) return detail::column_stored(in_, column(name));
+    return fields_->contains(name) || in_.has_child(name);
+  }
   /// The stored member `name` as an M. Throws NotFound when there is none,
   /// TypeMismatch when it is not an M.
   template <class M>
   M get(std::string_view name) const {
-    if (auto it = fields_.find(name); it != fields_.end()) return detail::from_inline<M>(*it, in_, name);
+    if (columns_) return get_column<M>(name);
+    if (auto it = fields_->find(name); it != fields_->end()) return detail::from_inline<M>(*it, in_, name);
     if (in_.has_child(name)) return detail::load_member_child<M>(in_, name, name);
     throw NotFound(in_.label() + " has no stored member '" + std::string(name) + "'");
   }
   const ArtifactReader& reader() const { return in_; }
 
  private:
+  std::string column(std::string_view name) const {
+    return path_.empty() ? std::string(name) : path_ + "/" + std::string(name);
+  }
+  template <class M>
+  M get_column(std::string_view name) const {
+    const std::string at = column(name);
+    if (!detail::column_stored(in_, at))
+      throw NotFound(in_.label() + " has no stored column '" + at + "' for record " + std::to_string(row_));
+    if constexpr (Columnar<M>) {
+      try {
+        return columns_->reader<M>(at, rows_).get(row_);
+      } catch (const NotFound& e) {
+        throw TypeMismatch(in_.label() + ": column '" + at + "' is not stored as " + type_display_name(typeid(M)) +
+                           " is (" + e.what() + ")");
+      }
+    } else {
+      throw TypeMismatch(in_.label() + ": column '" + at + "' cannot be read as " + type_display_name(typeid(M)) +
+                         ", which has no record-list column kind");
+    }
+  }
+
   const ArtifactReader& in_;
-  const nlohmann::json& fields_;
+  const nlohmann::json* fields_ = nullptr;
+  const detail::StoredColumns* columns_ = nullptr;
+  std::string path_;
+  std::size_t row_ = 0, rows_ = 0;
+  int version_ = 0;
 };
 
 namespace detail {

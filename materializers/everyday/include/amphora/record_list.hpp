@@ -69,6 +69,12 @@ bool column_stored(const ArtifactReader& in, const std::string& path);
 /// damaged or of another row count.
 ArrayView read_column_array(const ArtifactReader& in, const std::string& file, DType dtype,
                             std::span<const std::int64_t> row_shape, std::size_t rows, const std::type_info& declared);
+/// The version of the struct whose columns are at `path`, as saved: meta
+/// "struct_versions", else for the record itself "element_version", else
+/// `declared` (saved before versions were recorded per struct column).
+int stored_struct_version(const ArtifactReader& in, const std::string& path, int declared);
+/// The Unsupported of struct column `path` saved by a newer version of its struct.
+[[noreturn]] void newer_struct_version(const ArtifactReader& in, const std::string& path, int stored, int declared);
 /// The TypeMismatch of a member whose column is stored, but not as its
 /// declared type needs (`why` is what the column reader found missing).
 [[noreturn]] void column_type_mismatch(const ArtifactReader& in, const std::string& path, const std::type_info& declared,
@@ -362,6 +368,7 @@ struct Column<M> {
   template <class Get>
   static void write(ArtifactWriter& out, const std::string& path, std::size_t n, const Get& get) {
     out.meta()["member_order"][path] = member_names<M>();
+    out.meta()["struct_versions"][path] = description_of<M>().version;
     std::apply(
         [&](const auto&... field) {
           auto one = [&](const auto& f) {
@@ -385,8 +392,22 @@ struct Column<M> {
   struct Reader {
     Readers readers;
     std::array<bool, kMembers> stored{};
-    void open(const ArtifactReader& in, const std::string& path, std::size_t n) {
-      open_each(in, path, n, std::make_index_sequence<kMembers>{});
+    // For amphora_migrate: where these records are and the version saved.
+    std::shared_ptr<const StoredColumns> columns;
+    std::string path;
+    std::size_t rows = 0;
+    int stored_version = description_of<M>().version;
+    void open(const ArtifactReader& in, const std::string& at, std::size_t n) {
+      open_each(in, at, n, std::make_index_sequence<kMembers>{});
+      stored_version = stored_struct_version(in, at, description_of<M>().version);
+      if (stored_version > description_of<M>().version) newer_struct_version(in, at, stored_version, description_of<M>().version);
+      if constexpr (HasMigration<M>) {
+        if (stored_version < description_of<M>().version) {
+          columns = std::make_shared<const StoredColumns>(in);
+          path = at;
+          rows = n;
+        }
+      }
     }
     M get(std::size_t i) const { return get_each(i, std::make_index_sequence<kMembers>{}); }
 
@@ -423,6 +444,8 @@ struct Column<M> {
       constexpr auto fields = description_of<M>().fields;
       M value{};
       ((stored[I] ? (void)(value.*(std::get<I>(fields).member) = std::get<I>(readers).get(i)) : (void)0), ...);
+      if constexpr (HasMigration<M>)
+        if (columns) amphora_migrate(value, StoredStruct(*columns, path, i, rows, stored_version));
       return value;
     }
   };
