@@ -1986,7 +1986,14 @@ def _struct(art, mmap):
     if not isinstance(fields, dict):
         raise Unsupported(f"{art.label}: materializer '{art.materializer}' is not one this reader knows")
     values = dict(fields)
+    for name in art.files:  # small arrays kept in the struct's own payload: MEMBER.npy
+        member = name[:-len(".npy")]
+        if not name.endswith(".npy") or "/" in member or member in values or member in art.children:
+            raise CorruptData(f"{art.label}: file '{name[:200]}' is not a member array of the struct, stored once")
+        values[member] = _scalar(art.array(name, mmap))
     for role in art.children:
+        if role in values:
+            raise CorruptData(f"{art.label}: member '{role[:200]}' is stored twice")
         values[role] = _scalar(_load(art.child(role), mmap))
     return {m: values[m] for m in _declared_order(art.meta.get("members"), values)}
 

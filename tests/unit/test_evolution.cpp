@@ -146,8 +146,18 @@ TEST_CASE("A member stored as another type is a TypeMismatch naming the member a
     CHECK_THAT(e.what(), Catch::Contains("field 'name' holds a string \"resnet\"") &&
                              Catch::Contains("declared member type long cannot hold"));
   }
+  // Two floats are the struct's own file 'weights.npy'; 20,000 a child tensor: both are named.
   try {
     (void)store.load<v3::Weights>(saved);
+    FAIL("a vector of floats loaded as a string");
+  } catch (const TypeMismatch& e) {
+    CHECK_THAT(e.what(), Catch::Contains("field 'weights' is stored as the array file 'weights.npy'") &&
+                             Catch::Contains("declared member type std::string cannot hold"));
+  }
+  v1::Model big = old_model();
+  big.weights.assign(20000, 0.5f);
+  try {
+    (void)store.load<v3::Weights>(store.save(big).digest);
     FAIL("a vector of floats loaded as a string");
   } catch (const TypeMismatch& e) {
     CHECK_THAT(e.what(), Catch::Contains("field 'weights' (declared std::string)") &&

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <complex>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -373,6 +374,56 @@ TEST_CASE("Record lists evolve: added members default, removed are ignored, rena
                         Catch::Contains("std::array<float, 3>"));
   CHECK_THROWS_WITH(store.load<std::vector<rec3::Wider>>(saved),
                     Catch::Contains("'count.npy' holds int32") && Catch::Contains("int64"));
+}
+
+namespace nest {
+// Small arrays of numbers, and numbers JSON cannot hold, live in the struct's own payload.
+struct Arrays {
+  double nan = 0;
+  std::vector<float> small;
+  std::vector<float> large;
+  std::array<std::int16_t, 3> fixed{};
+  std::vector<std::array<double, 2>> points;
+  std::optional<std::vector<std::uint8_t>> maybe;
+  std::complex<double> z;
+};
+AMPHORA_MATERIALIZE(Arrays, "nest.arrays", 1, nan, small, large, fixed, points, maybe, z)
+struct ArraysWider {
+  std::vector<double> small;
+};
+AMPHORA_MATERIALIZE(ArraysWider, "nest.arrays", 1, small)
+}  // namespace nest
+
+TEST_CASE("Small arrays of numbers are files of the struct itself; large ones are children", "[nesting][describe]") {
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  nest::Arrays a;
+  a.nan = std::numeric_limits<double>::quiet_NaN();
+  a.small = {1.5f, -2.5f};
+  a.large.assign(20000, 0.25f);  // 80,000 bytes: past the 64 KiB kept in the struct
+  a.fixed = {1, -2, 3};
+  a.points = {{0.5, 1.5}, {2.5, 3.5}};
+  a.maybe = std::vector<std::uint8_t>{7, 8, 9};
+  a.z = {1.0, -1.0};
+  auto in = store.open_artifact(store.save(a).digest);
+  for (const char* f : {"nan.npy", "small.npy", "fixed.npy", "points.npy", "maybe.npy", "z.npy"}) CHECK(in.has_file(f));
+  REQUIRE(in.children().size() == 1);
+  CHECK(in.has_child("large"));
+  CHECK(in.read_array("points.npy", DType::float64, 2).shape() == std::vector<std::int64_t>{2, 2});
+  const auto back = store.load<nest::Arrays>(in.digest());
+  CHECK(std::isnan(back.nan));
+  CHECK(back.small == a.small);
+  CHECK(back.large == a.large);
+  CHECK(back.fixed == a.fixed);
+  CHECK(back.points == a.points);
+  CHECK(back.maybe == a.maybe);
+  CHECK(back.z == a.z);
+  // Each file is 64-byte aligned, not a page: the struct's payload is small.
+  CHECK(in.file_size("small.npy") <= 128 + 2 * sizeof(float));
+  CHECK_THROWS_WITH(store.load<nest::ArraysWider>(in.digest()),
+                    Catch::Contains("field 'small' is stored in 'small.npy' as float32") &&
+                        Catch::Contains("std::vector<double>"));
+  CHECK(store.verify().ok());
 }
 
 TEST_CASE("Small maps of scalars and short string lists are stored inline; larger ones as children",

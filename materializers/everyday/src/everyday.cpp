@@ -152,6 +152,21 @@ std::string stored_value_text(const nlohmann::json& value) {
   }
 }
 
+ArrayView read_member_array(const ArtifactReader& in, const std::string& file, std::string_view field, DType dtype,
+                            std::span<const std::int64_t> shape, const std::type_info& declared) {
+  ArrayView array = in.read_array(file);
+  const bool dtype_fits = array.dtype() == dtype || (dtype == DType::bfloat16 && array.dtype() == DType::uint16);
+  bool shape_fits = array.shape().size() == shape.size();
+  for (std::size_t k = 0; shape_fits && k < shape.size(); ++k) shape_fits = shape[k] < 0 || shape[k] == array.shape()[k];
+  if (!dtype_fits || !shape_fits)
+    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' is stored in '" + file + "' as " +
+                       std::string(dtype_name(array.dtype())) + " elements in shape " + shape_text(array.shape()) +
+                       ", which the declared member type " + type_display_name(declared) + " cannot hold (it needs " +
+                       std::string(dtype_name(dtype)) + " elements in shape " + shape_text(shape) + ")");
+  if (dtype == DType::bfloat16) array = in.read_array(file, dtype, static_cast<int>(shape.size()));
+  return array;
+}
+
 const nlohmann::json& struct_fields(const ArtifactReader& in) {
   auto it = in.meta().find("fields");
   if (it == in.meta().end() || !it->is_object())

@@ -76,6 +76,97 @@ nlohmann::json member_names() {
   return names;
 }
 
+/// Numbers, std::vectors and std::arrays of numbers of at most this many
+/// bytes that JSON does not hold inline (a NaN, a vector) are stored in the
+/// struct's own payload as MEMBER.npy rather than as a child artifact: one
+/// small file (its data 64-byte aligned, as numpy aligns it) instead of an
+/// artifact with a page-aligned file of its own.
+inline constexpr std::size_t kMaxMemberArrayBytes = 64 * 1024;
+
+/// Member types stored as MEMBER.npy when small: numbers, std::vector and
+/// std::array of numbers, std::vector of such arrays.
+template <class M>
+struct MemberArray : std::false_type {};
+template <ArrayElement E>
+struct MemberArray<E> : std::true_type {
+  using Scalar = E;
+  static std::vector<std::int64_t> shape(const E&) { return {}; }
+  static ConstBytes bytes(const E& v) { return ConstBytes(reinterpret_cast<const std::byte*>(&v), sizeof v); }
+};
+template <ArrayElement E, class A>
+  requires(!std::is_same_v<E, bool>)  // std::vector<bool> packs bits
+struct MemberArray<std::vector<E, A>> : std::true_type {
+  using Scalar = E;
+  static std::vector<std::int64_t> shape(const std::vector<E, A>& v) { return {static_cast<std::int64_t>(v.size())}; }
+  static ConstBytes bytes(const std::vector<E, A>& v) { return std::as_bytes(std::span<const E>(v)); }
+};
+template <FixedArray F>
+struct MemberArray<F> : std::true_type {
+  using Scalar = typename FixedShape<F>::Scalar;
+  static std::vector<std::int64_t> shape(const F&) { return FixedShape<F>::dims(); }
+  static ConstBytes bytes(const F& v) { return ConstBytes(reinterpret_cast<const std::byte*>(v.data()), sizeof v); }
+};
+template <FixedArray F, class A>
+struct MemberArray<std::vector<F, A>> : std::true_type {
+  using Scalar = typename FixedShape<F>::Scalar;
+  static std::vector<std::int64_t> shape(const std::vector<F, A>& v) {
+    std::vector<std::int64_t> s = FixedShape<F>::dims();
+    s.insert(s.begin(), static_cast<std::int64_t>(v.size()));
+    return s;
+  }
+  static ConstBytes bytes(const std::vector<F, A>& v) {
+    return ConstBytes(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(F));
+  }
+};
+
+/// The file a member stored in its struct's payload is in.
+inline std::string member_file(std::string_view name) { return std::string(name) + ".npy"; }
+
+/// Writes `value` as MEMBER.npy when it is a member array of at most
+/// kMaxMemberArrayBytes; false (nothing written) otherwise.
+template <class M>
+bool write_member_array(ArtifactWriter& out, std::string_view name, const M& value) {
+  if constexpr (MemberArray<M>::value) {
+    const ConstBytes bytes = MemberArray<M>::bytes(value);
+    if (bytes.size() > kMaxMemberArrayBytes) return false;
+    out.write_array(member_file(name), dtype_of<typename MemberArray<M>::Scalar>::value, MemberArray<M>::shape(value), bytes);
+    return true;
+  } else {
+    (void)out, (void)name, (void)value;
+    return false;
+  }
+}
+
+/// Maps array file `file` of a struct, checking it holds `dtype` elements in
+/// `shape` (-1: any length): TypeMismatch naming `field`, what the file holds
+/// and `declared` otherwise.
+ArrayView read_member_array(const ArtifactReader& in, const std::string& file, std::string_view field, DType dtype,
+                            std::span<const std::int64_t> shape, const std::type_info& declared);
+
+/// Member `field` of type M from its struct's array file `file`.
+template <class M>
+M load_member_array(const ArtifactReader& in, const std::string& file, std::string_view field) {
+  if constexpr (is_optional<M>::value) {
+    return load_member_array<typename M::value_type>(in, file, field);
+  } else if constexpr (MemberArray<M>::value) {
+    using Scalar = typename MemberArray<M>::Scalar;
+    std::vector<std::int64_t> want = MemberArray<M>::shape(M{});
+    if constexpr (is_std_vector<M>::value) want[0] = -1;
+    const ArrayView a = read_member_array(in, file, field, dtype_of<Scalar>::value, want, typeid(M));
+    M value{};
+    if constexpr (is_std_vector<M>::value) value.resize(static_cast<std::size_t>(a.shape()[0]));
+    ConstBytes into = MemberArray<M>::bytes(value);
+    if (into.size() != a.bytes().size())
+      throw CorruptData(in.label() + ": '" + file + "' holds " + std::to_string(a.bytes().size()) + " bytes, not " +
+                        std::to_string(into.size()));
+    if (!into.empty()) std::memcpy(const_cast<std::byte*>(into.data()), a.bytes().data(), into.size());
+    return value;
+  } else {
+    throw TypeMismatch(in.label() + ": field '" + std::string(field) + "' is stored as the array file '" + file +
+                       "', which the declared member type " + type_display_name(typeid(M)) + " cannot hold");
+  }
+}
+
 template <class T>
 void save_struct(const T& value, ArtifactWriter& out) {
   nlohmann::json fields = nlohmann::json::object();
@@ -87,10 +178,12 @@ void save_struct(const T& value, ArtifactWriter& out) {
           const M& member = value.*(f.member);
           if (auto inline_value = to_inline(member)) {
             fields[std::string(f.name)] = std::move(*inline_value);
-          } else if constexpr (is_optional<M>::value) {
-            children.emplace_back([&out, &f, &member] { out.save_child(f.name, *member); });
+          } else if constexpr (is_optional<M>::value) {  // engaged: an empty one is inline (null)
+            if (!write_member_array(out, f.name, *member))
+              children.emplace_back([&out, &f, &member] { out.save_child(f.name, *member); });
           } else {
-            children.emplace_back([&out, &f, &member] { out.save_child(f.name, member); });
+            if (!write_member_array(out, f.name, member))
+              children.emplace_back([&out, &f, &member] { out.save_child(f.name, member); });
           }
         };
         (one(field), ...);
@@ -113,9 +206,10 @@ concept HasRenames = requires(const T* p) { amphora_renames(p); };
 template <class T>
 std::string_view stored_name(const ArtifactReader& in, const nlohmann::json& fields, std::string_view name) {
   if constexpr (HasRenames<T>) {
-    if (fields.contains(name) || in.has_child(name)) return name;
+    auto stored = [&](std::string_view n) { return fields.contains(n) || in.has_child(n) || in.has_file(member_file(n)); };
+    if (stored(name)) return name;
     for (const auto& [before, now] : amphora_renames(static_cast<const T*>(nullptr)))
-      if (now == name && (fields.contains(before) || in.has_child(before))) return before;
+      if (now == name && stored(before)) return before;
   }
   return name;
 }
@@ -182,7 +276,7 @@ class StoredStruct {
   /// Whether the stored value has a member `name` (inline, as a child, or as a column).
   bool has(std::string_view name) const {
     if (columns_) return detail::column_stored(in_, column(name));
-    return fields_->contains(name) || in_.has_child(name);
+    return fields_->contains(name) || in_.has_file(detail::member_file(name)) || in_.has_child(name);
   }
   /// The stored member `name` as an M. Throws NotFound when there is none,
   /// TypeMismatch when it is not an M.
@@ -190,6 +284,7 @@ class StoredStruct {
   M get(std::string_view name) const {
     if (columns_) return get_column<M>(name);
     if (auto it = fields_->find(name); it != fields_->end()) return detail::from_inline<M>(*it, in_, name);
+    if (in_.has_file(detail::member_file(name))) return detail::load_member_array<M>(in_, detail::member_file(name), name);
     if (in_.has_child(name)) return detail::load_member_child<M>(in_, name, name);
     throw NotFound(in_.label() + " has no stored member '" + std::string(name) + "'");
   }
@@ -249,6 +344,8 @@ T load_struct(const ArtifactReader& in) {
           const std::string_view stored = stored_name<T>(in, fields, f.name);
           if (auto it = fields.find(stored); it != fields.end()) {
             member = from_inline<M>(*it, in, f.name);
+          } else if (in.has_file(member_file(stored))) {
+            member = load_member_array<M>(in, member_file(stored), f.name);
           } else if (in.has_child(stored)) {
             if constexpr (is_optional<M>::value)
               children.emplace_back([&in, &f, &member, stored] {
