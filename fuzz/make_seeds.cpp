@@ -133,6 +133,14 @@ void payload_seeds(const fs::path& dir) {
   put(dir, "strings", std::string(1, '\1') + offsets({0, 10, 10, 100}));
   put(dir, "record-column", std::string(1, '\2') + offsets({0, 7, 16}));
   put(dir, "map-keys", std::string(1, '\3') + offsets({0, 1, 2}));
+  put(dir, "tensor-column-index", std::string(1, '\4') + R"([["uint8",[2,3],0],["float32",[],64]])");
+  put(dir, "map-column-keys", std::string(1, '\5') + offsets({0, 1, 3}));
+  const std::int64_t boxes[] = {2, 4};
+  put(dir, "fixed-column", std::string(1, '\6') + amphora::make_npy_header(amphora::DType::float32, boxes, 64) +
+                               std::string(32, '\0'));
+  const std::int64_t two = 2;
+  put(dir, "member-array", std::string(1, '\7') + amphora::make_npy_header(amphora::DType::float32, std::span<const std::int64_t>(&two, 1), 64) +
+                               std::string(8, '\0'));
 }
 
 // .npz archives of small matrices in each layout, as `amphora export` writes them.
