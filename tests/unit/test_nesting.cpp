@@ -221,6 +221,11 @@ TEST_CASE("Fixed arrays, pairs, tuples and variants are values of their own", "[
   CHECK(store.open_artifact(tensor_variant).has_child("value"));
   using Narrow = std::variant<std::monostate, std::int64_t>;
   CHECK_THROWS_WITH(store.load<Narrow>(tensor_variant), Catch::Contains("holds alternative 3 of a variant"));
+  // Alternative 0 of another variant type is monostate here: a stored value is damage, not dropped.
+  using Other = std::variant<std::string, std::int64_t>;
+  const auto text = store.save(Other{std::string("x")}).digest;
+  CHECK_THROWS_AS(store.load<V>(text), CorruptData);
+  CHECK_THROWS_WITH(store.load<V>(text), Catch::Contains("std::monostate") && Catch::Contains("stores a value"));
   CHECK(store.verify().ok());
 }
 

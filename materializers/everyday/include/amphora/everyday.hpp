@@ -541,9 +541,12 @@ struct materializer<std::variant<As...>> {
       constexpr std::size_t k = decltype(i)::value;
       using A = std::variant_alternative_t<k, Variant>;
       if (index != k) return;
-      if constexpr (std::is_same_v<A, std::monostate>)
+      if constexpr (std::is_same_v<A, std::monostate>) {
+        if (inline_value || in.has_child("value"))
+          throw CorruptData(in.label() + ": a variant holding std::monostate (alternative " + std::to_string(k) +
+                            ") stores a value");
         out.emplace(std::in_place_index<k>);
-      else if (inline_value)
+      } else if (inline_value)
         out.emplace(std::in_place_index<k>, detail::from_inline<A>(*inline_value, in, "value"));
       else
         out.emplace(std::in_place_index<k>, in.load_child<A>("value"));
