@@ -135,6 +135,23 @@ TEST_CASE("The same value twice in one composite is stored once", "[composite]")
   CHECK(same_tensor(back.second, shared));
 }
 
+TEST_CASE("tree_size counts each distinct artifact of a tree once, within a budget", "[composite]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  // Ten lists, each holding the same three vectors: 1 + 1 + 3 distinct artifacts.
+  const std::vector<std::vector<float>> items = {{1.5f}, {2.5f, 3.5f}, {4.5f, 5.5f, 6.5f}};
+  const auto d = store.save(std::vector<std::vector<std::vector<float>>>(10, items)).digest;
+  const auto whole = store.tree_size(d);
+  CHECK(whole.complete);
+  CHECK(whole.artifacts == 5);
+  std::uint64_t bytes = 0;
+  for (const auto& a : store.artifacts()) bytes += store.open_artifact(a).manifest().payload_bytes();
+  CHECK(whole.payload_bytes == bytes);
+  const auto part = store.tree_size(d, 2);
+  CHECK_FALSE(part.complete);
+  CHECK(part.artifacts <= 2);
+}
+
 TEST_CASE("gc keeps the children of named artifacts, transitively", "[composite][gc]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");

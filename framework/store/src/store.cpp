@@ -822,7 +822,7 @@ ArtifactReader Store::open_artifact(const Digest& digest) const {
   return translated(true, [&] { return impl_->open(digest, "artifact " + digest.short_str()); });
 }
 
-Store::TreeSize Store::tree_size(const Digest& digest) const {
+Store::TreeSize Store::tree_size(const Digest& digest, std::uint64_t max_artifacts) const {
   return translated(true, [&] {
     TreeSize size;
     std::set<Digest> seen{digest};
@@ -834,6 +834,10 @@ Store::TreeSize Store::tree_size(const Digest& digest) const {
       ++size.artifacts;
       for (const auto& child : manifest.children) {
         if (!seen.insert(child.digest).second) continue;
+        if (seen.size() > max_artifacts) {
+          size.complete = false;
+          break;
+        }
         try {
           pending.push_back(impl_->open(child.digest, "artifact " + child.digest.short_str()).manifest());
         } catch (const Error&) {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -202,10 +203,11 @@ class Store {
     /// False when a child is missing or unreadable (not counted); verify says why.
     bool complete = true;
   };
-  /// Walks the tree of `digest`, reading each distinct manifest once. Throws
-  /// NotFound when `digest` itself is not published, CorruptData when its
-  /// manifest is damaged; thread-safe.
-  TreeSize tree_size(const Digest& digest) const;
+  /// Walks the tree of `digest`, reading each distinct manifest once, at
+  /// most `max_artifacts` of them (past that, `complete` is false and the
+  /// figures count what was read). Throws NotFound when `digest` itself is
+  /// not published, CorruptData when its manifest is damaged; thread-safe.
+  TreeSize tree_size(const Digest& digest, std::uint64_t max_artifacts = std::numeric_limits<std::uint64_t>::max()) const;
 
   /// Every published artifact, sorted.
   std::vector<Digest> artifacts() const;
