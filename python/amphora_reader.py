@@ -1954,7 +1954,10 @@ def _tuple(art, mmap):
     fields = art.meta.get("fields")
     if not isinstance(fields, dict):
         raise CorruptData(f"{art.label}: metadata 'fields' is missing or not an object")
-    keys = [str(i) for i in range(count)] if 0 <= count <= MAX_FILES else None
+    # Every element is stored once, inline or as a child: a count the
+    # manifest does not hold is refused before anything is built for it.
+    stored = len(fields) + len(art.children)
+    keys = [str(i) for i in range(count)] if count == stored else None
     known = set(keys or ())
     if keys is None or any(k not in known or k in art.children for k in fields) or \
             any(r not in known for r in art.children):

@@ -242,6 +242,10 @@ def _record_list_huge(store, scratch):
     return put_artifact(store, "amphora.record_list", {"count": 10 ** 12, "element": "x", "element_version": 1})
 
 
+def _tuple_count_huge(store, scratch):
+    return put_artifact(store, "amphora.tuple", {"count": 10 ** 6, "fields": {"0": 1}})
+
+
 def _size_is_string(store, scratch):
     def stringly(m):
         m["files"][0]["size"] = str(m["files"][0]["size"])
@@ -457,6 +461,10 @@ CORPUS = [
     # file, so the reader refuses what it cannot back with files.
     case("record_list_count_1e12_no_files", _record_list_huge, VERIFY, EXIT_OK, "CorruptData",
          r"a record list of 1000000000000 records but lists no column files"),
+    # A tuple stores each element once, inline or as a child: a count the
+    # manifest does not hold is refused before anything is built for it.
+    case("tuple_count_1e6", _tuple_count_huge, VERIFY, EXIT_OK, "CorruptData",
+         r"a tuple's fields and children are not its elements 0 to 999999, each once"),
     case("record_list_400_levels_deep", _record_list_deep_members, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"the columns of the record list nest deeper than 64 levels"),
     case("size_is_a_string", _size_is_string, SHOW, EXIT_CORRUPT, "CorruptData",
