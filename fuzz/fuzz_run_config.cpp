@@ -166,6 +166,7 @@ bool yaml(std::string& out, const nlohmann::json& v) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         if (!first) out += ", ";
         first = false;
+        out += "? ";  // explicit key: an implicit one may be at most 1024 characters
         if (!quoted(out, it.key())) return false;
         out += ": ";
         if (!yaml(out, it.value())) return false;
@@ -191,8 +192,11 @@ void round_trip(const nlohmann::json& params) {
   std::size_t values = 0;
   for (auto step = params.begin(); step != params.end(); ++step) {
     if (!step.value().is_object()) finding("a step's parameters are not a mapping");
+    // An explicit key ("? KEY" then ": VALUE"): YAML limits an implicit key
+    // to 1024 characters, and a step name of --set can be longer.
+    text += "? ";
     if (!quoted(text, step.key())) return;  // not UTF-8: cannot be written as YAML text
-    text += ": ";
+    text += "\n: ";
     if (!yaml(text, step.value())) return;
     text += '\n';
     for (const auto& [key, value] : step.value().items()) values += count_values(value);
