@@ -1,8 +1,10 @@
 #include "support.hpp"
 
+#include <amphora/describe.hpp>
 #include <amphora/everyday.hpp>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -488,4 +490,168 @@ TEST_CASE("A child saved with options of its own uses them; its siblings keep th
   CHECK(same_tensor(back.values, p.values));
   CHECK(same_tensor(back.sorted_ids, p.sorted_ids));
   CHECK(back.sorted_ids.dtype() == DType::int64);
+}
+
+namespace {
+
+// A leaf value with an identity, counting its materializer's saves.
+struct Counted {
+  std::shared_ptr<const int> value;  // copies share it, as tensors share buffers
+};
+std::atomic<int> counted_saves{0};
+
+// A part whose save always fails.
+struct Failing {
+  std::shared_ptr<const int> value;
+};
+
+// A materializer that reuses one scratch tensor for two children, refilling
+// it in between: plain save_child, so each child has its own content.
+struct Scratch {
+  std::uint8_t first = 0, second = 0;
+};
+
+}  // namespace
+
+template <>
+struct amphora::materializer<Counted> {
+  static constexpr std::string_view name = "test.counted";
+  static constexpr int version = 1;
+  static void save(const Counted& c, ArtifactWriter& out) {
+    ++counted_saves;
+    out.meta()["value"] = *c.value;
+  }
+  static Counted load(const ArtifactReader& in) { return {std::make_shared<const int>(in.meta<int>("value"))}; }
+  static ValueIdentity identity(const Counted& c) {
+    return {c.value, std::to_string(reinterpret_cast<std::uintptr_t>(c.value.get()))};
+  }
+};
+
+template <>
+struct amphora::materializer<Failing> {
+  static constexpr std::string_view name = "test.failing";
+  static constexpr int version = 1;
+  static void save(const Failing&, ArtifactWriter&) { throw InvalidArgument("this part cannot be saved"); }
+  static Failing load(const ArtifactReader&) { return {}; }
+  static ValueIdentity identity(const Failing& f) {
+    return {f.value, std::to_string(reinterpret_cast<std::uintptr_t>(f.value.get()))};
+  }
+};
+
+template <>
+struct amphora::materializer<Scratch> {
+  static constexpr std::string_view name = "test.scratch";
+  static constexpr int version = 1;
+  static void save(const Scratch& s, ArtifactWriter& out) {
+    Tensor scratch = Tensor::zeros(DType::uint8, {1024});
+    std::memset(scratch.mutable_data(), s.first, scratch.nbytes());
+    out.save_child("first", scratch);
+    std::memset(scratch.mutable_data(), s.second, scratch.nbytes());
+    out.save_child("second", scratch);
+  }
+  static Scratch load(const ArtifactReader& in) {
+    return {in.load_child<Tensor>("first").values<std::uint8_t>()[0], in.load_child<Tensor>("second").values<std::uint8_t>()[0]};
+  }
+};
+
+namespace {
+
+struct TwoCounted {
+  Counted a, b;
+};
+AMPHORA_MATERIALIZE(TwoCounted, "test.two_counted", 1, a, b)
+
+struct TwoFailing {
+  Failing a, b;
+};
+AMPHORA_MATERIALIZE(TwoFailing, "test.two_failing", 1, a, b)
+
+}  // namespace
+
+TEST_CASE("A part met twice in one save is saved once and listed twice", "[composite][parts]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto one = std::make_shared<const int>(7);
+  counted_saves = 0;
+  auto saved = store.save(TwoCounted{{one}, {one}});
+  CHECK(counted_saves == 1);
+  auto reader = store.open_artifact(saved.digest);
+  REQUIRE(reader.children().size() == 2);
+  CHECK(reader.children()[0].digest == reader.children()[1].digest);
+  auto back = store.load<TwoCounted>(saved.digest);
+  CHECK(*back.a.value == 7);
+  CHECK(*back.b.value == 7);
+
+  // Equal content in two objects: each saved, one artifact stored.
+  counted_saves = 0;
+  auto apart = store.save(TwoCounted{{one}, {std::make_shared<const int>(7)}});
+  CHECK(counted_saves == 2);
+  CHECK(apart.digest == saved.digest);
+
+  // The memory lasts one save: the next save of the same object saves it again.
+  counted_saves = 0;
+  store.save(TwoCounted{{one}, {one}});
+  CHECK(counted_saves == 1);
+
+  // 200 list items referring to 3 objects, saved side by side on all cores.
+  std::vector<Counted> many;
+  std::vector<std::shared_ptr<const int>> objects = {std::make_shared<const int>(1), std::make_shared<const int>(2),
+                                                     std::make_shared<const int>(3)};
+  for (int i = 0; i < 200; ++i) many.push_back({objects[static_cast<std::size_t>(i) % 3]});
+  counted_saves = 0;
+  auto list = store.save(many);
+  CHECK(counted_saves == 3);
+  auto items = store.load<std::vector<Counted>>(list.digest);
+  REQUIRE(items.size() == 200);
+  for (std::size_t i = 0; i < items.size(); ++i) CHECK(*items[i].value == static_cast<int>(i % 3) + 1);
+}
+
+TEST_CASE("A tensor referenced from two fields is written once", "[composite][parts]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  Tensor weights = test::random_tensor(DType::float32, {256, 256}, 3);
+  std::uint64_t reported = 0;
+  auto saved = store.save(Pair{weights, weights, "shared"}, {.progress = [&](std::uint64_t n) { reported = n; }});
+  // Pair's materializer uses save_child: both children written, one stored.
+  const std::uint64_t twice = reported;
+  auto reader = store.open_artifact(saved.digest);
+  CHECK(reader.children()[0].digest == reader.children()[1].digest);
+
+  // A struct of AMPHORA_MATERIALIZE saves its fields as parts: once.
+  using Both = std::pair<Tensor, Tensor>;
+  reported = 0;
+  auto pair = store.save(Both{weights, weights}, {.progress = [&](std::uint64_t n) { reported = n; }});
+  CHECK(reported > 0);
+  CHECK(reported * 2 <= twice + 8192);
+  CHECK(reported >= weights.nbytes());
+  auto back = store.load<Both>(pair.digest);
+  CHECK(same_tensor(back.first, weights));
+  CHECK(same_tensor(back.second, weights));
+
+  // Two views of different rows of one buffer are different parts.
+  Tensor top = weights.rows(0, 128), bottom = weights.rows(128, 256);
+  auto halves = store.save(Both{top, bottom});
+  auto halves_back = store.load<Both>(halves.digest);
+  CHECK(same_tensor(halves_back.first, top));
+  CHECK(same_tensor(halves_back.second, bottom));
+  CHECK_FALSE(same_tensor(halves_back.first, halves_back.second));
+}
+
+TEST_CASE("save_child never answers from an earlier child: a scratch value refilled between children keeps both contents",
+          "[composite][parts]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto saved = store.save(Scratch{1, 2});
+  auto back = store.load<Scratch>(saved.digest);
+  CHECK(back.first == 1);
+  CHECK(back.second == 2);
+}
+
+TEST_CASE("A part that fails fails the save for every field that refers to it", "[composite][parts]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  auto one = std::make_shared<const int>(1);
+  CHECK_THROWS_WITH(store.save(TwoFailing{{one}, {one}}, {.name = "failing"}),
+                    Catch::Contains("this part cannot be saved"));
+  CHECK(store.names().empty());
 }

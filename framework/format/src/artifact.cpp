@@ -137,6 +137,15 @@ Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry
 
 Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry& entry, const void* value,
                                   const MaterializerOptions& options) {
+  return save_child_or_part(role, entry, value, options, false);
+}
+
+Digest ArtifactWriter::save_part(std::string_view role, const MaterializerEntry& entry, const void* value) {
+  return save_child_or_part(role, entry, value, impl_->options.options, true);
+}
+
+Digest ArtifactWriter::save_child_or_part(std::string_view role, const MaterializerEntry& entry, const void* value,
+                                          const MaterializerOptions& options, bool part) {
   if (!impl_->context) throw InvalidArgument("this artifact writer is not attached to a store; cannot save child '" + std::string(role) + "'");
   impl_->reserve_role(role);
   Digest digest;
@@ -144,9 +153,12 @@ Digest ArtifactWriter::save_child(std::string_view role, const MaterializerEntry
     std::weak_ptr<Impl> parent = impl_;
     SaveOptions child_options;
     child_options.options = options;
-    digest = impl_->context->save_child(entry, value, child_options, impl_->depth + 1, [parent](std::uint64_t bytes) {
+    auto progress = [parent](std::uint64_t bytes) {
       if (auto p = parent.lock()) p->report(bytes);
-    });
+    };
+    auto& context = *impl_->context;
+    digest = part ? context.save_part(entry, value, child_options, impl_->depth + 1, progress)
+                  : context.save_child(entry, value, child_options, impl_->depth + 1, progress);
   } catch (...) {
     impl_->release_role(role);
     throw;

@@ -24,6 +24,13 @@ class ArtifactContext {
   /// top-level save; its payload bytes are reported to `progress`.
   virtual Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
                             std::function<void(std::uint64_t bytes)> progress) = 0;
+  /// save_child for a part of the value being saved (ArtifactWriter::
+  /// save_part): a context that follows one whole save answers a part met
+  /// before with the digest it saved then. By default, save_child.
+  virtual Digest save_part(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                           std::function<void(std::uint64_t bytes)> progress) {
+    return save_child(entry, value, options, depth, std::move(progress));
+  }
   /// Throws NotFound unless `digest` is published, and protects it from gc's
   /// grace-period collection for another grace period.
   virtual void claim(const Digest& digest) = 0;

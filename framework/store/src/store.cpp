@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
+#include <map>
 #include <mutex>
 #include <new>
 #include <system_error>
@@ -418,17 +420,25 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   std::optional<SaveResult> save_if_stored(const MaterializerEntry& entry, const void* value, const SaveOptions& options,
                                            int depth);
 
+  // What one top-level save's writers save their children through: the
+  // store, remembering the parts it has saved (see SaveSession).
+  class SaveSession;
+  std::shared_ptr<detail::ArtifactContext> new_save_session();
+
   // Writes, finishes and publishes one artifact, then names it when asked to.
+  // Its writer saves children through `context` (a new save session when null).
   SaveResult save(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
-                  std::function<void(std::uint64_t)> progress) {
+                  std::function<void(std::uint64_t)> progress,
+                  std::shared_ptr<detail::ArtifactContext> context = nullptr) {
     if (depth > kMaxChildDepth)
       throw InvalidArgument("value nests child artifacts deeper than " + std::to_string(kMaxChildDepth) +
                             " levels (at materializer " + entry.name + ")");
     std::unique_ptr<ArtifactWriter> writer;
     std::optional<Manifest> finished;
     try {
-      writer = detail::ArtifactAccess::writer(artifacts->begin(), options, Manifest::kMinPieceSize, shared_from_this(),
-                                              depth, std::move(progress));
+      if (!context) context = new_save_session();
+      writer = detail::ArtifactAccess::writer(artifacts->begin(), options, Manifest::kMinPieceSize, context, depth,
+                                              std::move(progress));
       entry.save(value, *writer);
       finished = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
     } catch (const IoError&) {
@@ -510,6 +520,67 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   }
 };
 
+// The context of one top-level save. A part (ArtifactWriter::save_part)
+// whose materializer gives an identity is saved once per save: met again,
+// in another field or on another thread at the same time, it is answered
+// with the first one's digest. The tensor a model and its checkpoint both
+// hold is then written and hashed once, not staged twice, refused once by
+// the store as a duplicate and read back to check the stored copy.
+class Store::Impl::SaveSession : public detail::ArtifactContext, public std::enable_shared_from_this<SaveSession> {
+ public:
+  explicit SaveSession(std::shared_ptr<Store::Impl> store) : store_(std::move(store)) {}
+
+  Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                    std::function<void(std::uint64_t)> progress) override {
+    SaveOptions child_options;
+    child_options.options = options.options;
+    return store_->save(entry, value, child_options, depth, std::move(progress), shared_from_this()).digest;
+  }
+
+  Digest save_part(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
+                   std::function<void(std::uint64_t)> progress) override {
+    if (!entry.identity) return save_child(entry, value, options, depth, std::move(progress));
+    ValueIdentity identity = entry.identity(value);
+    // The C++ type as well as the name: two types may share a materializer
+    // name, and their identities need not be comparable.
+    std::string key = entry.name + '\n' + entry.type.name() + '\n' + identity.key;
+    std::promise<Digest> promise;
+    std::shared_future<Digest> saved;
+    {
+      std::lock_guard lock(mutex_);
+      auto [first, last] = parts_.equal_range(key);
+      for (auto it = first; it != last && !saved.valid(); ++it)
+        if (it->second.options.same_objects(options.options)) saved = it->second.digest;
+      if (!saved.valid())
+        parts_.emplace(std::move(key), Part{options.options, std::move(identity.owner), promise.get_future().share()});
+    }
+    if (saved.valid()) return saved.get();  // saved, or being saved by another thread
+    try {
+      Digest digest = save_child(entry, value, options, depth, std::move(progress));
+      promise.set_value(digest);
+      return digest;
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      throw;
+    }
+  }
+
+  void claim(const Digest& digest) override { store_->claim(digest); }
+  ArtifactReader open(const Digest& digest, std::string label, int depth) override {
+    return store_->open(digest, std::move(label), depth);
+  }
+
+ private:
+  struct Part {
+    MaterializerOptions options;        // saved with these very options
+    std::shared_ptr<const void> owner;  // kept so that no other value takes its address
+    std::shared_future<Digest> digest;
+  };
+  std::shared_ptr<Store::Impl> store_;
+  std::mutex mutex_;
+  std::multimap<std::string, Part> parts_;
+};
+
 namespace {
 
 // A staging area that keeps nothing: for saving a value only to learn its
@@ -558,6 +629,10 @@ class StoredOnlyContext : public detail::ArtifactContext {
 };
 
 }  // namespace
+
+std::shared_ptr<detail::ArtifactContext> Store::Impl::new_save_session() {
+  return std::make_shared<SaveSession>(shared_from_this());
+}
 
 std::optional<SaveResult> Store::Impl::save_if_stored(const MaterializerEntry& entry, const void* value,
                                                       const SaveOptions& options, int depth) {

@@ -74,6 +74,9 @@ class MaterializerOptions {
   bool has() const {
     return by_type_.count(typeid(O)) != 0;
   }
+  /// True when both hold the very same option objects, as copies of one
+  /// MaterializerOptions do (equal contents in separate objects are not).
+  bool same_objects(const MaterializerOptions& other) const { return by_type_ == other.by_type_; }
 
  private:
   std::map<std::type_index, std::shared_ptr<const void>> by_type_;
@@ -264,6 +267,15 @@ class ArtifactWriter {
   Digest save_child(std::string_view role, const T& value, const MaterializerOptions& options);
   Digest save_child(std::string_view role, const MaterializerEntry& entry, const void* value,
                     const MaterializerOptions& options);
+  /// save_child for `value`, a part of the value being saved that stays
+  /// alive and unchanged until the whole save returns (a struct's field, a
+  /// container's element; not a temporary built for the save): a part met
+  /// again in the same save, such as one tensor referenced from two fields,
+  /// is saved once and listed twice, without being written or hashed again.
+  /// Only materializers whose entry gives an identity are recognised so.
+  template <class T>
+  Digest save_part(std::string_view role, const T& value);
+  Digest save_part(std::string_view role, const MaterializerEntry& entry, const void* value);
   /// Lists the artifact `digest`, already in the store, as child `role`.
   /// Throws NotFound when the store has no such artifact.
   void add_child(std::string_view role, const Digest& digest);
@@ -284,6 +296,8 @@ class ArtifactWriter {
   friend struct detail::ArtifactAccess;
   struct Impl;
   explicit ArtifactWriter(std::shared_ptr<Impl> impl);
+  Digest save_child_or_part(std::string_view role, const MaterializerEntry& entry, const void* value,
+                            const MaterializerOptions& options, bool part);
   std::shared_ptr<Impl> impl_;  // shared with its streams, which may outlive it
 };
 

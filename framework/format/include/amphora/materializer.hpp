@@ -11,6 +11,10 @@
 //     // optional: a quick look (metadata only) that the artifact holds a T and
 //     // not another type sharing the name; a cache hit is refused otherwise
 //     static void accept(const amphora::ArtifactReader& in);
+//     // optional, for values that save no children: what names the value's
+//     // content without reading it (ValueIdentity), so that one referenced
+//     // twice in a save is saved once (ArtifactWriter::save_part)
+//     static amphora::ValueIdentity identity(const BBoxes& value);
 //   };
 //
 // Store::save and Store::load use it directly; registering it
@@ -80,6 +84,16 @@ struct json_materializer {
     static constexpr int version = VERSION;                                 \
   }
 
+/// What names a value's content during one save without reading it: two
+/// values with equal keys hold equal content for as long as `owner` lives
+/// and nothing writes to it (a tensor: its buffer, whose address, size,
+/// dtype and shape make the key). The save keeps `owner` until it returns,
+/// so no other value can take its address meanwhile.
+struct ValueIdentity {
+  std::shared_ptr<const void> owner;
+  std::string key;
+};
+
 /// A type-erased materializer. `save` receives a pointer to a value of `type`;
 /// `load` returns a newly allocated value of `type`.
 struct MaterializerEntry {
@@ -98,6 +112,9 @@ struct MaterializerEntry {
   /// where a vector is wanted): throws CorruptData saying what it holds. A
   /// pipeline refuses a cache hit it throws for. Empty = no quick check.
   std::function<void(const ArtifactReader& in)> accept;
+  /// The identity of a value of `type` (see ValueIdentity), for values that
+  /// save no children. Empty = every part is saved on its own.
+  std::function<ValueIdentity(const void* value)> identity;
 };
 
 namespace detail {
@@ -134,6 +151,10 @@ MaterializerEntry make_materializer_entry(std::string origin = "application") {
       entry.validate = [](const ArtifactReader& in) { materializer<T>::validate(in); };
     if constexpr (requires(const ArtifactReader& in) { materializer<T>::accept(in); })
       entry.accept = [](const ArtifactReader& in) { materializer<T>::accept(in); };
+    if constexpr (requires(const T& v) {
+                    { materializer<T>::identity(v) } -> std::same_as<ValueIdentity>;
+                  })
+      entry.identity = [](const void* value) { return materializer<T>::identity(*static_cast<const T*>(value)); };
   }
   return entry;
 }
@@ -149,6 +170,12 @@ template <class T>
 Digest ArtifactWriter::save_child(std::string_view role, const T& value) {
   detail::require_materializable<T>();
   return save_child(role, materializer_entry<T>(), &value);
+}
+
+template <class T>
+Digest ArtifactWriter::save_part(std::string_view role, const T& value) {
+  detail::require_materializable<T>();
+  return save_part(role, materializer_entry<T>(), &value);
 }
 
 template <class T>

@@ -180,10 +180,10 @@ void save_struct(const T& value, ArtifactWriter& out) {
             fields[std::string(f.name)] = std::move(*inline_value);
           } else if constexpr (is_optional<M>::value) {  // engaged: an empty one is inline (null)
             if (!write_member_array(out, f.name, *member))
-              children.emplace_back([&out, &f, &member] { out.save_child(f.name, *member); });
+              children.emplace_back([&out, &f, &member] { out.save_part(f.name, *member); });
           } else {
             if (!write_member_array(out, f.name, member))
-              children.emplace_back([&out, &f, &member] { out.save_child(f.name, member); });
+              children.emplace_back([&out, &f, &member] { out.save_part(f.name, member); });
           }
         };
         (one(field), ...);

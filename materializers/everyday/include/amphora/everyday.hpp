@@ -353,7 +353,7 @@ struct materializer<std::vector<T>> {
     out.meta()["count"] = items.size();
     // Children are whole artifacts, each hashed and written to files of its
     // own: saved side by side, they keep every core busy.
-    parallel_for(items.size(), [&](std::size_t i) { out.save_child(detail::child_role("items/", i), items[i]); });
+    parallel_for(items.size(), [&](std::size_t i) { out.save_part(detail::child_role("items/", i), items[i]); });
   }
   static std::vector<T> load(const ArtifactReader& in) {
     std::size_t count = detail::checked_count(in, "items/");
@@ -373,7 +373,7 @@ struct materializer<std::optional<T>> {
   static constexpr int version = 1;
   static void save(const std::optional<T>& value, ArtifactWriter& out) {
     out.meta()["engaged"] = value.has_value();
-    if (value) out.save_child("value", *value);
+    if (value) out.save_part("value", *value);
   }
   static std::optional<T> load(const ArtifactReader& in) {
     if (!detail::check_optional(in)) return std::nullopt;
@@ -390,7 +390,7 @@ struct materializer<std::array<T, N>> {
   static constexpr int version = 1;
   static void save(const std::array<T, N>& items, ArtifactWriter& out) {
     out.meta()["count"] = N;
-    parallel_for(N, [&](std::size_t i) { out.save_child(detail::child_role("items/", i), items[i]); });
+    parallel_for(N, [&](std::size_t i) { out.save_part(detail::child_role("items/", i), items[i]); });
   }
   static std::array<T, N> load(const ArtifactReader& in) {
     validate(in);
@@ -439,9 +439,9 @@ void save_tuple(const Tuple& value, ArtifactWriter& out) {
       if (auto inline_value = to_inline(element)) {
         fields[key] = std::move(*inline_value);
       } else if constexpr (is_optional<E>::value) {
-        children.emplace_back([&out, key, &element] { out.save_child(key, *element); });
+        children.emplace_back([&out, key, &element] { out.save_part(key, *element); });
       } else {
-        children.emplace_back([&out, key, &element] { out.save_child(key, element); });
+        children.emplace_back([&out, key, &element] { out.save_part(key, element); });
       }
     };
     (one(std::integral_constant<std::size_t, I>{}, std::get<I>(value)), ...);
@@ -517,7 +517,7 @@ struct materializer<std::variant<As...>> {
             if (auto inline_value = detail::to_inline(alternative))
               out.meta()["value"] = std::move(*inline_value);
             else
-              out.save_child("value", alternative);
+              out.save_part("value", alternative);
           }
         },
         value);
@@ -594,7 +594,7 @@ void save_map(const Map& map, ArtifactWriter& out) {
     for (const auto* e : entries) values.push_back(e->second);
     out.write_json("values.json", values);
   } else {
-    parallel_for(entries.size(), [&](std::size_t i) { out.save_child(child_role("values/", i), entries[i]->second); });
+    parallel_for(entries.size(), [&](std::size_t i) { out.save_part(child_role("values/", i), entries[i]->second); });
   }
 }
 

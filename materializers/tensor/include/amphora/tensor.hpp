@@ -159,6 +159,9 @@ struct materializer<Tensor> {
   /// are 0 or 1. Digests are not checked here. Throws CorruptData or
   /// Unsupported naming the artifact.
   static void validate(const ArtifactReader& in);
+  /// Its buffer, named by the address, size, dtype and shape of the bytes:
+  /// copies of one tensor referenced twice in a save are saved once.
+  static ValueIdentity identity(const Tensor& tensor);
 };
 
 /// Reads rows [begin, end) along the first axis of a stored tensor, touching
