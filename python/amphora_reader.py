@@ -1183,6 +1183,7 @@ DTYPES = {
 }
 CHUNK = 1 << 20
 HEADER = 4096
+PAGE_ALIGNED_BYTES = 64 << 10  # smaller tensors have their data at a multiple of 64 (§5.4)
 FRAME_OVERHEAD = 23
 
 
@@ -1298,8 +1299,9 @@ class _TensorLayout:
             raise bad("has an unsupported chunk_bytes")
         self.nbytes = self.dtype.itemsize * _element_count(self.shape, self.dtype.itemsize, art.label)
         descr = _npy_descr(self.dtype)
-        self.header = _npy_header_bytes(descr, self.shape, HEADER if self.nbytes else 64)
-        self.legacy = _npy_header_bytes(descr, self.shape, HEADER) if self.nbytes == 0 else None
+        self.header = _npy_header_bytes(descr, self.shape, HEADER if self.nbytes >= PAGE_ALIGNED_BYTES else 64)
+        page = _npy_header_bytes(descr, self.shape, HEADER)
+        self.legacy = page if page != self.header else None  # what builds before §5.4's rule wrote
 
     def header_ending_at(self, offset):
         if offset == len(self.header):
@@ -1317,10 +1319,14 @@ def _tensor_raw(art, l, mmap):
     """tensor.npy: the header the manifest implies, then exactly nbytes (§5.5)."""
     fd, size = art._open("tensor.npy")
     try:
-        offset = len(l.legacy) if l.legacy is not None and size == len(l.legacy) else len(l.header)
-        expected = l.header_ending_at(offset)
-        if bytes(art._read_at(fd, "tensor.npy", 0, min(size, len(expected)))) != expected:
+        # One of the headers the tensor accepts: this one, or the 4096-byte
+        # one of earlier builds (§5.4).
+        longest = max(len(l.header), len(l.legacy or b""))
+        head = bytes(art._read_at(fd, "tensor.npy", 0, min(size, longest)))
+        expected = l.legacy if l.legacy is not None and head.startswith(l.legacy) else l.header
+        if not head.startswith(expected):
             raise _header_mismatch(art, "tensor.npy", l)
+        offset = len(expected)
         if size != offset + l.nbytes:
             raise CorruptData(f"{art.label}: tensor.npy is {size} bytes; its shape needs {offset + l.nbytes}")
         return art._array_data(fd, "tensor.npy", l.dtype, l.shape, offset, l.nbytes, mmap)
@@ -1345,11 +1351,10 @@ def _chunk_index(art, l, packed_size):
         os.close(fd)
     table = table.reshape((chunks + 1, 2), order="F" if h.fortran else "C")
     packed, raw = [int(x) for x in table[:, 0].tolist()], [int(x) for x in table[:, 1].tolist()]
-    data_offset = len(l.header)
-    if l.nbytes == 0:
-        if l.header_ending_at(raw[1]) is None:
-            raise CorruptData(f"{where}: chunk 1 has a wrong raw offset")
-        data_offset = raw[1]
+    # Chunk 0 restores the header, in either length the tensor accepts (§5.4).
+    if l.header_ending_at(raw[1]) is None:
+        raise CorruptData(f"{where}: chunk 1 has a wrong raw offset")
+    data_offset = raw[1]
     for k in range(chunks + 1):
         expect = 0 if k == 0 else min(data_offset + (k - 1) * CHUNK, data_offset + l.nbytes)
         if raw[k] != expect:

@@ -381,7 +381,8 @@ class CompositeTest(cli_support.StoreTestCase):
         self.assertGreater(row["tree_bytes"], row["payload_bytes"])
         self.assertTrue(row["tree_complete"])
         line = self.run_cli("ls", check=EXIT_OK).stdout.splitlines()[1]
-        self.assertIn(f" {row['tree_bytes'] / 1024:.1f} KiB ", line)
+        shown_size = f"{row['tree_bytes']} B" if row["tree_bytes"] < 1024 else f"{row['tree_bytes'] / 1024:.1f} KiB"
+        self.assertIn(f" {shown_size} ", line)
         # A missing child is not counted, and the size says it is a lower bound.
         hexd = leaf["digest"].split(":")[1]
         shutil.rmtree(os.path.join(self.store, "objects", "sha256", hexd[:2], hexd))

@@ -199,10 +199,24 @@ def lz4_index(art):
     return [int(x) for x in index[:, 0]], [int(x) for x in index[:, 1]]
 
 
+def doc_page_aligned_bytes():
+    """From §5.4: the least nbytes whose data starts at byte 4096."""
+    m = re.search(r"data\s+starts\s+at\s+byte\s+4096\s+when\s+the\s+tensor\s+holds\s+at\s+least\s+(\d+)\s+bytes",
+                  doc().section("5.4"))
+    if not m:
+        raise AssertionError("§5.4 of docs/FORMAT.md no longer says from how many bytes data starts at 4096")
+    return int(m.group(1))
+
+
+def doc_tensor_header(descr, shape, nbytes):
+    """The header §5.4 says a tensor of `nbytes` bytes is written with."""
+    return doc_npy_header(descr, shape, 4096 if nbytes >= doc_page_aligned_bytes() else 64)
+
+
 def doc_npy_header(descr, shape, total):
     """The .npy header §5.4 describes, from the template the document shows:
     `total` bytes long, or with total == 64 the shortest multiple of 64 (the
-    header of a tensor without elements)."""
+    header of a small tensor)."""
     templates = [b for b in doc().blocks_under("5.4") if "'fortran_order'" in b.text]
     if len(templates) != 1:
         raise AssertionError("expected one dictionary template block under §5.4 of docs/FORMAT.md, found "
@@ -351,7 +365,7 @@ class FormatDocTest(unittest.TestCase):
             ("symlinked payload (same bytes)", multi, symlink_payload),
             ("symlinked LZ4 payload (same bytes)", packed, lambda a: symlink_payload(a, "tensor.npy.lz4")),
             ("missing payload", multi, lambda a: os.remove(os.path.join(a, "tensor.npy"))),
-            # tensor.npy of an empty tensor is 4096 bytes, as big as a directory on ext4.
+            # tensor.npy of an empty tensor is a header alone, smaller than a directory.
             ("payload replaced by a directory", self.digests["empty_i16", "none"], payload_dir),
             ("symlinked manifest.json (same bytes)", multi, symlink_manifest),
         ]
@@ -413,10 +427,11 @@ class FormatDocTest(unittest.TestCase):
                     kinds.add("stored" if struct.unpack_from("<I", frame, 15)[0] >> 31 else "compressed")
                     out += decode_frame(frame, raw[k + 1] - raw[k])
                 want = le_c_bytes(arr)
-                # Data starts at 4096, or for a tensor without elements right
-                # after its header padded to 64 bytes (§5.4).
+                # Data starts at 4096, or for a small tensor right after its
+                # header padded to 64 bytes (§5.4).
                 start = raw[1]
-                self.assertEqual(start, 4096 if len(want) else len(doc_npy_header("<u1", list(arr.shape), 64)))
+                descr = np.dtype(arr.dtype).newbyteorder("<").str if arr.dtype.itemsize > 1 else arr.dtype.str
+                self.assertEqual(start, len(doc_tensor_header(descr, list(arr.shape), len(want))))
                 self.assertEqual(len(out), start + len(want))
                 self.assertEqual(bytes(out[start:]), want, "decoded data differ from the array")
                 self.assertEqual(bytes(out), read(os.path.join(self.store.artifact(self.digests[name, "none"]),
@@ -676,8 +691,8 @@ class FormatDocTest(unittest.TestCase):
                 art = self.store.artifact(digest)
                 m = json.loads(read(os.path.join(art, "manifest.json")))
                 shape, descr = m["meta"]["shape"], table[m["meta"]["dtype"]][1]
-                empty = int(np.prod(shape, dtype=np.int64)) == 0
-                want = doc_npy_header(descr, shape, 64 if empty else 4096)
+                nbytes = int(np.prod(shape, dtype=np.int64)) * table[m["meta"]["dtype"]][0]
+                want = doc_tensor_header(descr, shape, nbytes)
                 if compress == "none":
                     got = read(os.path.join(art, "tensor.npy"))[:len(want)]
                 else:

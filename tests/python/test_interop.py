@@ -30,6 +30,7 @@ from cli_support import le_c_bytes
 CLI = os.environ.get("AMPHORA_CLI", "")
 
 HEADER_BYTES = 4096
+PAGE_ALIGNED_BYTES = 64 << 10  # smaller tensors are 64-byte aligned
 CHUNK_BYTES = 1 << 20
 MIN_PIECE = 2 * 1024 * 1024  # writers' piece size, doubled until a file has at most 256 pieces (docs/FORMAT.md)
 MAX_PIECES = 256
@@ -87,9 +88,9 @@ def le_dtype(dt):
 
 
 def data_offset(arr):
-    """Where Amphora's .npy for `arr` starts its data: byte 4096, or for an array
-    without elements the next multiple of 64 after the header (docs/FORMAT.md 5.4)."""
-    if arr.nbytes:
+    """Where Amphora's .npy for `arr` starts its data: byte 4096 from 64 KiB of
+    data, else the next multiple of 64 after the header (docs/FORMAT.md 5.4)."""
+    if arr.nbytes >= PAGE_ALIGNED_BYTES:
         return HEADER_BYTES
     text = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (le_dtype(arr.dtype).str, tuple(arr.shape))
     return -(-(10 + len(text) + 1) // 64) * 64
@@ -425,9 +426,8 @@ class NumpyLoadsPayloadTest(StoreTestCase):
                     info = self.import_file(self.save(arr, f"{name}.npy"), name, "none")
                     payload = os.path.join(self.object_dir(info["digest"]), "tensor.npy")
                     self.assertEqual(os.path.getsize(payload), data_offset(arr) + arr.nbytes)
-                    if arr.size == 0:
-                        self.assertLess(data_offset(arr), HEADER_BYTES)
-                        self.assertEqual(data_offset(arr) % 64, 0)
+                    self.assertLess(data_offset(arr), HEADER_BYTES)
+                    self.assertEqual(data_offset(arr) % 64, 0)
                     mm = np.load(payload, mmap_mode="r")
                     self.assertIsInstance(mm, np.memmap)
                     self.assertEqual(mm.dtype, le_dtype(arr.dtype))
@@ -569,7 +569,7 @@ class Lz4InteropTest(StoreTestCase):
 
         # lz4 -d of the whole file == tensor.npy of the uncompressed import, byte for byte
         decoded = self.lz4_decompress(packed_bytes)
-        self.assertEqual(len(decoded), HEADER_BYTES + arr.nbytes)
+        self.assertEqual(len(decoded), data_offset(arr) + arr.nbytes)
         self.assertEqual(decoded, raw_npy)
         out = self.path("decoded.npy")
         with open(out, "wb") as f:
@@ -594,11 +594,11 @@ class Lz4InteropTest(StoreTestCase):
         self.assertEqual(raw_off[0], 0)
         self.assertEqual(packed_off[-1], len(packed_bytes))
         self.assertEqual(packed_off[-1], os.path.getsize(lz4_path))
-        self.assertEqual(raw_off[-1], HEADER_BYTES + arr.nbytes)
+        self.assertEqual(raw_off[-1], data_offset(arr) + arr.nbytes)
         self.assertEqual(raw_off[-1], len(raw_npy))
         self.assertTrue(all(a < b for a, b in zip(packed_off, packed_off[1:])), packed_off)
         self.assertTrue(all(a < b for a, b in zip(raw_off, raw_off[1:])), raw_off)
-        expect_raw = [0, HEADER_BYTES] + [min(HEADER_BYTES + k * CHUNK_BYTES, HEADER_BYTES + arr.nbytes)
+        expect_raw = [0, data_offset(arr)] + [min(data_offset(arr) + k * CHUNK_BYTES, data_offset(arr) + arr.nbytes)
                                           for k in range(1, n_data + 1)]
         self.assertEqual(raw_off, expect_raw)
         for k in range(meta["chunks"]):
@@ -860,7 +860,7 @@ class BadInputTest(StoreTestCase):
                     self.assertIn("big.npy", err)
         # whatever was stored is a complete, valid copy of the original
         for row in json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout):
-            self.assertEqual(row["payload_bytes"], HEADER_BYTES + big.nbytes)
+            self.assertEqual(row["payload_bytes"], data_offset(big) + big.nbytes)
         self.amphora("verify", check=EXIT_OK)
         os.remove(src)
 
@@ -951,7 +951,7 @@ class BadInputTest(StoreTestCase):
         payload = os.path.join(self.object_dir(info["digest"]), "tensor.npy")
 
         def flip(d):
-            d[HEADER_BYTES + 12345] ^= 0x01
+            d[data_offset(arr) + 12345] ^= 0x01
             return d
 
         self.damage(payload, flip)
@@ -1069,7 +1069,7 @@ class DedupVersionsTest(StoreTestCase):
             self.assertEqual(r["name"], "emb")
             self.assertEqual(r["digest"], digest)
             self.assertEqual(r["materializer"], "amphora.tensor")
-            self.assertEqual(r["payload_bytes"], HEADER_BYTES + arr.nbytes)
+            self.assertEqual(r["payload_bytes"], data_offset(arr) + arr.nbytes)
             self.assertNotIn("versions", r)
         top = json.loads(self.amphora("ls", "--json", check=EXIT_OK).stdout)
         self.assertEqual(len(top), 1)

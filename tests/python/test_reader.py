@@ -240,7 +240,7 @@ class ReaderTest(StoreTestCase):
         write_bytes(path, bytes(raw))
 
     def test_verify_finds_a_flipped_byte(self):
-        self.damage("tensor_f32", "tensor.npy", 4096 + 5)
+        self.damage("tensor_f32", "tensor.npy", -1)
         reader.load(self.store, "tensor_f32")  # structure intact: only hashing can tell
         with self.assertRaisesRegex(reader.CorruptData, "tensor.npy"):
             reader.load(self.store, "tensor_f32", verify=True)

@@ -251,8 +251,9 @@ TEST_CASE("Bool elements other than 0 or 1 are refused on save, import and load"
   CHECK_THROWS_MATCHES(materializer<Tensor>::validate(store.open_artifact(d.str())), CorruptData,
                        MessageHas({d.short_str(), "tensor.npy: bool element 2 holds the byte 255"}));
 
-  // And of a packed one: 4096 bools, so both frames hold 4096 bytes.
-  std::string header = make_tensor_npy_header(DType::bool_, std::vector<std::int64_t>{4096});
+  // And of a packed one: 4096 bools after the 4096-byte header of earlier
+  // builds (still read, docs/FORMAT.md §5.4), so both frames hold 4096 bytes.
+  std::string header = make_npy_header(DType::bool_, std::vector<std::int64_t>{4096}, 4096);
   std::string data(4096, '\1');
   data[3000] = '\x09';
   std::string packed = stored_frame_4096(header) + stored_frame_4096(data);
@@ -299,6 +300,38 @@ TEST_CASE("Importing something other than a regular file fails at once", "[bad][
   CHECK_THROWS_MATCHES(read_npy(dir / "folder.npy"), InvalidArgument,
                        MessageHas({"folder.npy is not a regular file (a directory)"}));
   CHECK_THROWS_MATCHES(read_npy(dir / "missing.npy"), NotFound, MessageHas({"missing.npy"}));
+}
+
+TEST_CASE("A scalar saves in a few hundred bytes; tensors written with the 4096-byte header of earlier builds still load",
+          "[tensor][npy]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  auto scalar = store.save(3.25);
+  CHECK(fs::file_size(test::object_dir(dir.path(), scalar.digest) / "tensor.npy") == 128 + 8);
+  CHECK(store.load<double>(scalar.digest.str()) == 3.25);
+
+  // Planted as builds before the 64-byte rule wrote them, raw and packed.
+  Tensor t = test::random_tensor(DType::int32, {5, 7}, 11);
+  const std::string page = make_npy_header(DType::int32, t.shape(), 4096);
+  const std::string whole = page + std::string(reinterpret_cast<const char*>(t.data()), t.nbytes());
+  nlohmann::json meta = {{"dtype", "int32"}, {"shape", {5, 7}}, {"encoding", "npy"}, {"stats", nullptr}};
+  Digest raw = plant_tensor(dir.path(), meta, {{"tensor.npy", whole}});
+  CHECK(store.load<Tensor>(raw.str()).bit_equal(t));
+  CHECK(store.load<Tensor>(raw.str(), {.eager = true}).bit_equal(t));
+  CHECK_NOTHROW(materializer<Tensor>::validate(store.open_artifact(raw.str())));
+  // Saved now, the same tensor has the short header and its own digest.
+  auto now = store.save(t, {.options = TensorOptions{Compression::none}});
+  CHECK(now.digest != raw);
+  CHECK(fs::file_size(test::object_dir(dir.path(), now.digest) / "tensor.npy") == 128 + t.nbytes());
+  // Cut short, either is damaged, and says what its shape needs.
+  Digest cut = plant_tensor(dir.path(), meta, {{"tensor.npy", whole.substr(0, whole.size() - 4)}});
+  CHECK_THROWS_MATCHES(store.load<Tensor>(cut.str()), CorruptData,
+                       MessageHas({"tensor.npy is " + std::to_string(whole.size() - 4) + " bytes; its shape needs " +
+                                   std::to_string(whole.size())}));
+  const std::string short_header = make_tensor_npy_header(DType::int32, t.shape());
+  Digest cut_now = plant_tensor(dir.path(), meta, {{"tensor.npy", short_header + std::string(8, '\0')}});
+  CHECK_THROWS_MATCHES(materializer<Tensor>::validate(store.open_artifact(cut_now.str())), CorruptData,
+                       MessageHas({"tensor.npy is 136 bytes; its shape needs " + std::to_string(128 + t.nbytes())}));
 }
 
 TEST_CASE("Damaged artifacts fail to load with a message naming them", "[bad][store]") {
@@ -441,10 +474,10 @@ TEST_CASE("Empty tensors stored with the 4096-byte header of earlier builds stil
   CHECK(saved.digest != raw);
   CHECK(test::read_text(test::object_dir(dir.path(), saved.digest) / "tensor.npy") == current);
 
-  // Neither header with anything else in its place.
+  // The short header padded to 4096 bytes is neither header: too long.
   Digest padded = plant_tensor(dir.path(), meta, {{"tensor.npy", current + std::string(4096 - 128, ' ')}});
   CHECK_THROWS_MATCHES(materializer<Tensor>::validate(store.open_artifact(padded.str())), CorruptData,
-                       MessageHas({padded.short_str(), "tensor.npy header does not match its manifest"}));
+                       MessageHas({padded.short_str(), "tensor.npy is 4096 bytes; its shape needs 128"}));
   Digest longer = plant_tensor(dir.path(), meta, {{"tensor.npy", current + "x"}});
   CHECK_THROWS_MATCHES(store.load<Tensor>(longer.str()), CorruptData,
                        MessageHas({longer.short_str(), "tensor.npy is 129 bytes; its shape needs 128"}));

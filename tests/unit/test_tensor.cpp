@@ -213,17 +213,29 @@ TEST_CASE("Summary statistics are recorded beside the payload", "[tensor][stats]
   CHECK(meta(Tensor::zeros(DType::float32, {0}))["stats"].is_null());
 }
 
-TEST_CASE("write_npy and read_npy round-trip and align data to 4096", "[tensor][npy]") {
+TEST_CASE("write_npy and read_npy round-trip; data is page-aligned from 64 KiB, 64-byte aligned below", "[tensor][npy]") {
   test::TempDir dir;
-  Tensor t = test::random_tensor(DType::complex64, {3, 4}, 5);
-  write_npy(t, dir / "x.npy");
-  auto bytes = test::read_text(dir / "x.npy");
-  REQUIRE(bytes.size() == 4096 + t.nbytes());
+  Tensor big = test::random_tensor(DType::complex64, {128, 64}, 5);  // exactly 64 KiB
+  write_npy(big, dir / "big.npy");
+  auto bytes = test::read_text(dir / "big.npy");
+  REQUIRE(bytes.size() == 4096 + big.nbytes());
   CHECK(bytes[4095] == '\n');
-  auto header = parse_npy_header(Buffer::map_file(dir / "x.npy")->bytes(), "x.npy");
+  auto header = parse_npy_header(Buffer::map_file(dir / "big.npy")->bytes(), "big.npy");
   CHECK(header.descr == "<c8");
   CHECK(header.data_offset == 4096);
-  CHECK(read_npy(dir / "x.npy").bit_equal(t));
+  CHECK(read_npy(dir / "big.npy").bit_equal(big));
+
+  Tensor small = test::random_tensor(DType::complex64, {3, 4}, 5);
+  write_npy(small, dir / "small.npy");
+  bytes = test::read_text(dir / "small.npy");
+  REQUIRE(bytes.size() == 128 + small.nbytes());
+  CHECK(bytes[127] == '\n');
+  CHECK(parse_npy_header(Buffer::map_file(dir / "small.npy")->bytes(), "small.npy").data_offset == 128);
+  CHECK(read_npy(dir / "small.npy").bit_equal(small));
+  // One byte under 64 KiB is small; a 0-d double takes 128 + 8 bytes.
+  CHECK(make_tensor_npy_header(DType::uint8, std::vector<std::int64_t>{65535}).size() == 128);
+  CHECK(make_tensor_npy_header(DType::uint8, std::vector<std::int64_t>{65536}).size() == 4096);
+  CHECK(make_tensor_npy_header(DType::float64, std::vector<std::int64_t>{}).size() == 128);
   CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{5}).find("'shape': (5,)") != std::string::npos);
   CHECK(make_npy_header(DType::int8, std::vector<std::int64_t>{}).find("'shape': ()") != std::string::npos);
 }
@@ -254,9 +266,9 @@ TEST_CASE("Tensors without elements put their data at a multiple of 64, not 4096
     CHECK(test::read_text(dir / "e.npy") == header);
     CHECK(read_npy(dir / "e.npy").shape() == shape);
   }
-  // Anything with an element keeps the 4096-byte header, 0-d included.
-  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{}).size() == 4096);
-  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{1, 1}).size() == 4096);
+  // Small tensors with elements have the same 64-byte rule, 0-d included.
+  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{}).size() == 128);
+  CHECK(make_tensor_npy_header(DType::int8, std::vector<std::int64_t>{1, 1}).size() == 128);
 }
 
 TEST_CASE("An eager load reads the payload into memory and equals the mapped load", "[tensor][eager]") {

@@ -50,11 +50,12 @@ void fortran_to_c(const std::byte* src, std::byte* dst, const std::vector<std::i
 }  // namespace
 
 std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> shape) {
-  // numpy.load(mmap_mode="r") maps from the page holding the data offset; at
-  // 4096 with no data after it that is a mapping of zero bytes, which fails.
-  // Below 4096 the mapping starts at byte 0 and covers the header.
-  bool empty = checked_element_count(shape, dtype) == 0;
-  return make_npy_header(dtype, shape, empty ? 64 : 4096);
+  // Page-aligned data lets a mapped tensor of any size be used in place; a
+  // tensor under 64 KiB gains nothing measurable from it (it is read or
+  // mapped whole in a page or few either way) and would pay a 4 KiB header,
+  // 512 times the size of a double. 64 bytes is numpy's own alignment.
+  const std::uint64_t nbytes = checked_element_count(shape, dtype) * dtype_size(dtype);
+  return make_npy_header(dtype, shape, nbytes < kPageAlignedTensorBytes ? 64 : 4096);
 }
 
 Tensor read_npy(std::shared_ptr<const Buffer> file, std::string_view where) {

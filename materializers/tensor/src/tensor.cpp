@@ -281,7 +281,7 @@ struct Layout {
   std::vector<std::int64_t> value_shape;
   std::uint64_t nbytes;
   std::string header;         // the header this build writes
-  std::string legacy_header;  // for an empty tensor, the 4096-byte header of earlier builds; else empty
+  std::string legacy_header;  // for a tensor under 64 KiB, the 4096-byte header of earlier builds; else empty
   bool packed;
 
   // The header a payload starts with when its data starts at `offset`, or
@@ -353,7 +353,7 @@ Layout read_layout(const ArtifactReader& in) {
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
   l.header = make_tensor_npy_header(l.dtype, l.shape);
-  if (l.nbytes == 0) l.legacy_header = make_npy_header(l.dtype, l.shape, kHeaderBytes);
+  if (l.header.size() != kHeaderBytes) l.legacy_header = make_npy_header(l.dtype, l.shape, kHeaderBytes);
   return l;
 }
 
@@ -394,11 +394,16 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
   } else {
     p.size = in.file_size(kRawFile);
   }
-  // An empty tensor's file is all header, so its size says which header it has.
-  if (l.nbytes == 0) p.data_offset = p.size == l.legacy_header.size() ? l.legacy_header.size() : l.header.size();
-  const std::string& expected = *l.header_ending_at(p.data_offset);
-  auto head = p.file ? p.file : in.read(kRawFile, 0, static_cast<std::size_t>(std::min<std::uint64_t>(p.size, expected.size())));
+  // The payload starts with one of the headers the tensor accepts (§5.4):
+  // this build's, or the 4096-byte one of earlier builds.
+  const std::size_t longest = std::max(l.header.size(), l.legacy_header.size());
+  auto head = p.file ? p.file : in.read(kRawFile, 0, static_cast<std::size_t>(std::min<std::uint64_t>(p.size, longest)));
+  auto starts_with = [&](const std::string& h) {
+    return !h.empty() && head->size() >= h.size() && std::memcmp(head->data(), h.data(), h.size()) == 0;
+  };
+  const std::string& expected = starts_with(l.header) || !starts_with(l.legacy_header) ? l.header : l.legacy_header;
   check_header(l, expected, head->bytes(), in, kRawFile);
+  p.data_offset = expected.size();
   if (p.size != p.data_offset + l.nbytes)
     throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(p.size) +
                       " bytes; its shape needs " + std::to_string(p.data_offset + l.nbytes));
@@ -433,11 +438,9 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
     ix.packed.push_back(v[2 * k]);
     ix.raw.push_back(v[2 * k + 1]);
   }
-  // An empty tensor has one chunk, its header, in either accepted length.
-  if (l.nbytes == 0) {
-    if (!l.header_ending_at(ix.raw[1])) throw CorruptData(where + ": chunk 1 has a wrong raw offset");
-    ix.data_offset = static_cast<std::size_t>(ix.raw[1]);
-  }
+  // Chunk 0 restores the header, in either length the tensor accepts (§5.4).
+  if (!l.header_ending_at(ix.raw[1])) throw CorruptData(where + ": chunk 1 has a wrong raw offset");
+  ix.data_offset = static_cast<std::size_t>(ix.raw[1]);
   for (std::size_t k = 0; k <= chunks; ++k) {
     std::uint64_t expect_raw =
         k == 0 ? 0 : std::min<std::uint64_t>(ix.data_offset + (k - 1) * kChunkBytes, ix.data_offset + l.nbytes);

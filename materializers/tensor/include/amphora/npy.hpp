@@ -5,6 +5,7 @@
 #include <amphora/npy_format.hpp>
 #include <amphora/tensor.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -13,10 +14,13 @@ AMPHORA_API_BEGIN
 
 namespace amphora {
 
+/// Tensors of at least this many bytes have their data page-aligned.
+inline constexpr std::uint64_t kPageAlignedTensorBytes = 64u << 10;
+
 /// The header Amphora writes before a tensor's data (payloads and exports):
-/// data at byte 4096, or at the next multiple of 64 when the tensor has no
-/// elements (docs/FORMAT.md section 5.4). Throws InvalidArgument for a shape
-/// checked_element_count refuses.
+/// data at byte 4096 for a tensor of kPageAlignedTensorBytes or more, else at
+/// the next multiple of 64 (docs/FORMAT.md section 5.4). Throws
+/// InvalidArgument for a shape checked_element_count refuses.
 std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> shape);
 
 /// Reads a .npy file into fresh memory (read on all cores, never mapped, so

@@ -1,8 +1,9 @@
 #pragma once
 // N-dimensional arrays and their materializer, "amphora.tensor".
-// Payload: a NumPy .npy file whose data starts at byte 4096 (at the next
-// multiple of 64 after the header for a tensor without elements), or the same
-// file as independent LZ4 frames with a chunk index (docs/FORMAT.md).
+// Payload: a NumPy .npy file whose data starts at byte 4096 for a tensor of
+// 64 KiB or more (at the next multiple of 64 after the header for a smaller
+// one), or the same file as independent LZ4 frames with a chunk index
+// (docs/FORMAT.md).
 
 #include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
