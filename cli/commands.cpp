@@ -22,9 +22,16 @@
 
 namespace amphora::cli {
 
+std::shared_ptr<Registry> make_registry(const Args& a) {
+  auto registry = Registry::with_defaults();
+  registry->load_env_plugins();
+  for (const auto& plugin : a.plugins) registry->load_plugin(plugin);
+  return registry;
+}
+
 Store open_store(const Args& a, bool create) {
   std::filesystem::path dir = a.store ? std::filesystem::path(*a.store) : Store::default_path();
-  return Store::open(dir, {.create = create});  // with the built-in materializers
+  return Store::open(dir, {.create = create, .registry = make_registry(a)});
 }
 
 namespace {
@@ -232,7 +239,7 @@ int cmd_show(const Args& a) {
   }
   std::cout << "digest        " << reader.digest().str() << "\n";
   std::cout << "materializer  " << printable(m.materializer) << " (format " << m.materializer_version << ")"
-            << (registered ? "" : "  [not registered: cannot be loaded by this build]") << "\n";
+            << (registered ? "" : "  [not registered: loading it needs the plugin that provides it (--plugin PATH)]") << "\n";
   std::cout << "names         ";
   for (std::size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
   std::cout << (names.empty() ? "(none)" : "") << "\n";
@@ -557,6 +564,60 @@ int cmd_rm(const Args& a) {
   for (const auto& v : store.remove(name, version))
     std::cout << "removed " << v.name << "@" << v.version << " ("
               << (v.record.is_null() ? std::string("unreadable record") : v.digest.str()) << ")\n";
+  return 0;
+}
+
+int cmd_plugins(const Args& a) {
+  auto registry = make_registry(a);
+  const auto entries = registry->entries();
+  const auto formats = registry->formats();
+  const auto plugins = registry->plugins();
+  if (a.json) {
+    nlohmann::json out = {{"materializers", nlohmann::json::array()},
+                          {"formats", nlohmann::json::array()},
+                          {"plugins", nlohmann::json::array()}};
+    for (const auto& e : entries)
+      out["materializers"].push_back(
+          {{"name", e->name}, {"version", e->version}, {"type", type_display_name(e->type)}, {"origin", e->origin}});
+    for (const auto& f : formats)
+      out["formats"].push_back({{"extension", f->extension},
+                                {"materializer", f->materializer},
+                                {"description", f->description},
+                                {"origin", f->origin}});
+    for (const auto& p : plugins)
+      out["plugins"].push_back({{"name", p.name},
+                                {"version", p.version},
+                                {"path", p.path.string()},
+                                {"materializers", p.materializers},
+                                {"formats", p.formats}});
+    std::cout << json_text(out) << "\n";
+    return 0;
+  }
+  // Columns as wide as their longest cell.
+  auto width = [](std::size_t least, const auto& rows, auto cell) {
+    for (const auto& r : rows) least = std::max(least, cell(r).size());
+    return static_cast<int>(least);
+  };
+  const int name_w = width(12, entries, [](const auto& e) { return e->name; });
+  const int type_w = width(4, entries, [](const auto& e) { return type_display_name(e->type); });
+  std::printf("%-*s  %7s  %-*s  %s\n", name_w, "MATERIALIZER", "VERSION", type_w, "TYPE", "ORIGIN");
+  for (const auto& e : entries)
+    std::printf("%-*s  %7d  %-*s  %s\n", name_w, e->name.c_str(), e->version, type_w,
+                type_display_name(e->type).c_str(), printable(e->origin).c_str());
+  const int ext_w = width(9, formats, [](const auto& f) { return f->extension; });
+  const int mat_w = width(12, formats, [](const auto& f) { return f->materializer; });
+  std::printf("\n%-*s  %-*s  %s\n", ext_w, "EXTENSION", mat_w, "MATERIALIZER", "ORIGIN");
+  for (const auto& f : formats)
+    std::printf("%-*s  %-*s  %s\n", ext_w, f->extension.c_str(), mat_w, f->materializer.c_str(),
+                printable(f->origin).c_str());
+  if (plugins.empty()) {
+    std::printf("\n(no plugins loaded: give --plugin PATH, or directories in $AMPHORA_PLUGIN_PATH)\n");
+  } else {
+    std::printf("\n%s:\n", count_of(plugins.size(), "plugin", "plugins").c_str());
+    for (const auto& p : plugins)
+      std::printf("  %s %s  %s\n", printable(p.name).c_str(), printable(p.version).c_str(),
+                  printable(p.path.string()).c_str());
+  }
   return 0;
 }
 

@@ -26,7 +26,12 @@ struct Args {
   std::uint64_t keep_last = 0;       ///< gc --keep-last (0 = every version)
   bool explain = false;              ///< runs --explain
   bool dot = false;                  ///< lineage --dot
+  std::vector<std::string> plugins;  ///< --plugin PATH, each
 };
+
+/// The built-in materializers, the plugins of $AMPHORA_PLUGIN_PATH and those
+/// of --plugin, in that order.
+std::shared_ptr<amphora::Registry> make_registry(const Args& a);
 
 /// Opens --store (or the default store); with `create`, initialises it.
 amphora::Store open_store(const Args& a, bool create = false);
@@ -42,5 +47,6 @@ int cmd_gc(const Args& a);
 int cmd_runs(const Args& a);
 int cmd_why(const Args& a);
 int cmd_lineage(const Args& a);
+int cmd_plugins(const Args& a);
 
 }  // namespace amphora::cli

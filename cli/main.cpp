@@ -31,6 +31,8 @@ constexpr int kOk = 0, kFailure = 1, kUsage = 2, kNotFound = 3, kCorrupt = 4;
 
 constexpr const char* kStoreHelp =
     "the store: a directory, or a URI such as file:///srv/store\n(default: $AMPHORA_STORE, else ./.amphora)";
+constexpr const char* kPluginHelp =
+    "load the plugin library PATH (repeatable), after those of $AMPHORA_PLUGIN_PATH\n(directories separated by ':')";
 constexpr const char* kRefHelp = "NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits";
 
 // A whole-number option of at least `least`, refused in the user's terms
@@ -70,6 +72,9 @@ class Parser {
     formatter->label("Positionals", "Arguments");
     store_ = app_.add_option("--store", args_.store, kStoreHelp)->type_name("DIR");
     version_ = app_.add_flag("--version", show_version_, "print the version and exit");
+    app_.add_option("--plugin", args_.plugins, kPluginHelp)
+        ->type_name("PATH")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app_.footer(
         "REF is NAME (latest version), NAME@N, sha256:HEX or a unique hex prefix of 8+ digits.\n"
         "Exit status: 0 success, 1 failure, 2 usage error, 3 not found, 4 damaged data.\n"
@@ -229,6 +234,19 @@ class Parser {
     lineage->add_flag("--dot", args_.dot, "print Graphviz dot");
     lineage->add_flag("--json", args_.json, "print the chain as a JSON array");
 
+    auto* plugins = add("plugins", "List the materializers and file formats this command knows, and where each comes from.",
+                        amphora::cli::cmd_plugins,
+                        "Built-in ones, then those of the plugins in the directories of $AMPHORA_PLUGIN_PATH\n"
+                        "(every *.so) and of each --plugin PATH. A plugin that cannot be loaded is an\n"
+                        "error naming its path. --json prints {materializers: [{name, version, type,\n"
+                        "origin}], formats: [{extension, materializer, description, origin}], plugins:\n"
+                        "[{name, version, path, materializers, formats}]}.\n\n"
+                        "Examples:\n"
+                        "  amphora plugins\n"
+                        "  amphora --plugin ./shapes.so plugins --json\n"
+                        "  AMPHORA_PLUGIN_PATH=~/amphora-plugins amphora plugins");
+    plugins->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
+
     // Leftover arguments are reported by name (an unknown command, a stray
     // argument) instead of as CLI11's generic list.
     app_.allow_extras();
@@ -241,8 +259,8 @@ class Parser {
       int first = 1;  // the first argument after the global options
       while (first < argc) {
         const std::string_view arg = argv[first];
-        if (arg == "--store") first += 2;
-        else if (arg.starts_with("--store=")) first += 1;
+        if (arg == "--store" || arg == "--plugin") first += 2;
+        else if (arg.starts_with("--store=") || arg.starts_with("--plugin=")) first += 1;
         else break;
       }
       if (first < argc && std::string_view(argv[first]) == "help") {
@@ -268,6 +286,9 @@ class Parser {
     sub->group("Commands");
     sub->footer(footer);
     CLI::Option* store = sub->add_option("--store", sub_store_, kStoreHelp)->type_name("DIR");
+    sub->add_option("--plugin", sub_plugins_, kPluginHelp)
+        ->type_name("PATH")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     commands_.push_back({sub, run, store});
     return sub;
   }
@@ -294,6 +315,7 @@ class Parser {
       if (store_->count()) throw UsageError("--store given twice (before and after the command)");
       args_.store = sub_store_;
     }
+    args_.plugins.insert(args_.plugins.end(), sub_plugins_.begin(), sub_plugins_.end());
     return command->run(args_);
   }
 
@@ -354,6 +376,7 @@ class Parser {
   CLI::App app_;
   Args args_;
   std::string sub_store_;
+  std::vector<std::string> sub_plugins_;
   bool show_version_ = false;
   bool double_dash_ = false;
   CLI::Option* store_ = nullptr;

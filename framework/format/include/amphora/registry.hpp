@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -36,6 +37,41 @@ struct FileFormat {
   /// materializer's type, equal to saving what `read` returns, without
   /// holding the file's value in memory. Store::import_file prefers it.
   std::function<void(const std::filesystem::path& file, ArtifactWriter& out)> import{};
+  /// "built-in", "application" or a plugin's path: who added it.
+  std::string origin{};
+};
+
+namespace detail {
+
+/// The type-erased codec of T's values, materializer `materializer`.
+template <class T>
+FileFormat make_file_format(std::string materializer, std::string extension, std::string description,
+                            std::function<T(const std::filesystem::path&)> read,
+                            std::function<void(const T&, const std::filesystem::path&)> write,
+                            std::function<void(const std::filesystem::path&, ArtifactWriter&)> import) {
+  FileFormat format;
+  format.extension = std::move(extension);
+  format.materializer = std::move(materializer);
+  format.description = std::move(description);
+  format.read = [read = std::move(read)](const std::filesystem::path& file) -> std::shared_ptr<void> {
+    return std::make_shared<T>(read(file));
+  };
+  format.write = [write = std::move(write)](const void* value, const std::filesystem::path& file) {
+    write(*static_cast<const T*>(value), file);
+  };
+  format.import = std::move(import);
+  return format;
+}
+
+}  // namespace detail
+
+/// A plugin a registry loaded (Registry::load_plugin).
+struct PluginInfo {
+  std::string name;                        ///< as the plugin declares it
+  std::string version;                     ///< the plugin's own version
+  std::filesystem::path path;              ///< the library, as loaded (absolute, links resolved)
+  std::vector<std::string> materializers;  ///< names it registered
+  std::vector<std::string> formats;        ///< file extensions it registered
 };
 
 /// Thread-safe: lookups may run concurrently with each other and with add().
@@ -76,17 +112,10 @@ class Registry {
                        std::function<T(const std::filesystem::path&)> read,
                        std::function<void(const T&, const std::filesystem::path&)> write,
                        std::function<void(const std::filesystem::path&, ArtifactWriter&)> import = {}) {
-    FileFormat format;
-    format.extension = std::move(extension);
-    format.materializer = for_type(typeid(T))->name;
-    format.description = std::move(description);
-    format.read = [read = std::move(read)](const std::filesystem::path& file) -> std::shared_ptr<void> {
-      return std::make_shared<T>(read(file));
-    };
-    format.write = [write = std::move(write)](const void* value, const std::filesystem::path& file) {
-      write(*static_cast<const T*>(value), file);
-    };
-    format.import = std::move(import);
+    auto entry = for_type(typeid(T));
+    FileFormat format = detail::make_file_format<T>(entry->name, std::move(extension), std::move(description),
+                                                    std::move(read), std::move(write), std::move(import));
+    format.origin = entry->origin;
     add_format(std::move(format));
   }
   void add_format(FileFormat format);
@@ -105,6 +134,28 @@ class Registry {
   /// All entries, sorted by name.
   std::vector<std::shared_ptr<const MaterializerEntry>> entries() const;
 
+  /// Loads the plugin library `library` (<amphora/plugin.hpp>) and adds what
+  /// it registers, all or nothing, with the library's path as their origin.
+  /// The library is opened with RTLD_NOW | RTLD_LOCAL and never unloaded; its
+  /// ABI tag and layout are checked before anything of it is called. Loading
+  /// a library this registry has loaded already returns its info again.
+  /// Throws, naming the library: NotFound when it does not exist;
+  /// InvalidArgument when it cannot be opened, exports no entry point, its
+  /// registration throws, or it adds a name, type or extension already
+  /// registered (a plugin of the same name from another path included);
+  /// Unsupported when it was built for another Amphora or standard library.
+  /// Thread-safe.
+  PluginInfo load_plugin(const std::filesystem::path& library);
+  /// Loads every `*.so` of each directory in `search_path` (directories
+  /// separated by ':'; empty entries and directories that do not exist are
+  /// skipped), each directory's in name order. Throws as load_plugin at the
+  /// first that fails; those loaded before it stay loaded.
+  std::vector<PluginInfo> load_plugins(std::string_view search_path);
+  /// load_plugins($AMPHORA_PLUGIN_PATH); nothing when it is unset.
+  std::vector<PluginInfo> load_env_plugins();
+  /// The plugins loaded, in the order they were.
+  std::vector<PluginInfo> plugins() const;
+
  private:
   // Checks everything `other` holds against this registry, then adds it all.
   void merge(const Registry& other);
@@ -117,6 +168,8 @@ class Registry {
   std::unordered_map<std::string, std::shared_ptr<const MaterializerEntry>> by_name_;
   std::unordered_map<std::type_index, std::shared_ptr<const MaterializerEntry>> by_type_;
   std::vector<std::shared_ptr<const FileFormat>> formats_;
+  std::vector<PluginInfo> plugins_;
+  mutable std::mutex plugins_mutex_;  // one load at a time: a plugin is checked against those loaded
 };
 
 /// Makes `contribute` (named by its `library`, e.g. "amphora.builtins")
