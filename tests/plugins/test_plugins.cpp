@@ -118,6 +118,11 @@ TEST_CASE("A value saved through a plugin round-trips, and its errors reach the 
   CHECK_THROWS_WITH(plain.load_erased("apex"),
                     Catch::Contains("materializer 'test.point' (format version 1), which is not registered"));
   CHECK(plain.verify().ok());
+  // ... and which plugin on $AMPHORA_PLUGIN_PATH would.
+  ::setenv("AMPHORA_PLUGIN_PATH", (kBrokenDir.string() + ":" + kGoodDir.string()).c_str(), 1);
+  CHECK_THROWS_WITH(plain.load_erased("apex"),
+                    Catch::Contains("the plugin " + fs::canonical(kPoints).string() + " on $AMPHORA_PLUGIN_PATH provides it"));
+  ::unsetenv("AMPHORA_PLUGIN_PATH");
 }
 
 TEST_CASE("Broken plugins are refused, naming the library, and leave the registry as it was") {

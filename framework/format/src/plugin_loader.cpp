@@ -108,8 +108,12 @@ PluginInfo Registry::load_plugin(const fs::path& library) {
   return info;
 }
 
-std::vector<PluginInfo> Registry::load_plugins(std::string_view search_path) {
-  std::vector<PluginInfo> loaded;
+namespace {
+
+// Every `*.so` of each directory of `search_path`, each directory's in name
+// order; empty entries and directories that do not exist are skipped.
+std::vector<fs::path> plugin_libraries(std::string_view search_path) {
+  std::vector<fs::path> all;
   for (std::size_t start = 0; start <= search_path.size();) {
     std::size_t colon = search_path.find(':', start);
     if (colon == std::string_view::npos) colon = search_path.size();
@@ -122,9 +126,32 @@ std::vector<PluginInfo> Registry::load_plugins(std::string_view search_path) {
       if (it->path().extension() == ".so") libraries.push_back(it->path());
     if (ec) throw IoError("plugin directory " + dir.string() + " cannot be listed: " + ec.message());
     std::sort(libraries.begin(), libraries.end());
-    for (const auto& library : libraries) loaded.push_back(load_plugin(library));
+    all.insert(all.end(), libraries.begin(), libraries.end());
   }
+  return all;
+}
+
+}  // namespace
+
+std::vector<PluginInfo> Registry::load_plugins(std::string_view search_path) {
+  std::vector<PluginInfo> loaded;
+  for (const auto& library : plugin_libraries(search_path)) loaded.push_back(load_plugin(library));
   return loaded;
+}
+
+std::vector<fs::path> plugins_providing(std::string_view materializer, std::string_view search_path) {
+  std::vector<fs::path> found;
+  for (const auto& library : plugin_libraries(search_path)) {
+    Registry scratch;
+    try {
+      const PluginInfo info = scratch.load_plugin(library);
+      if (std::find(info.materializers.begin(), info.materializers.end(), materializer) != info.materializers.end())
+        found.push_back(info.path);
+    } catch (const Error&) {
+      // A library that cannot be loaded provides nothing; loading it says why.
+    }
+  }
+  return found;
 }
 
 std::vector<PluginInfo> Registry::load_env_plugins() {

@@ -863,10 +863,17 @@ std::shared_ptr<void> Store::load_reader(const ArtifactReader& reader, std::stri
   const Manifest& m = reader.manifest();
   auto entry = impl_->registry->find(m.materializer);
   if (!entry) {
-    std::string advice = std::string_view(m.materializer).starts_with("amphora.")
-                             ? "it is one of Amphora's built-ins: link amphora::materializers and include one of "
-                               "its headers, or call amphora::register_builtins on the store's registry"
-                             : "register it or load the plugin that provides it";
+    std::string advice = "register it or load the plugin that provides it";
+    if (std::string_view(m.materializer).starts_with("amphora.")) {
+      advice = "it is one of Amphora's built-ins: link amphora::materializers and include one of its headers, or "
+               "call amphora::register_builtins on the store's registry";
+    } else if (const char* search_path = std::getenv("AMPHORA_PLUGIN_PATH")) {
+      auto providers = plugins_providing(m.materializer, search_path);
+      if (!providers.empty())
+        advice = "the plugin " + providers.front().string() +
+                 " on $AMPHORA_PLUGIN_PATH provides it: load it (Registry::load_plugin or load_env_plugins; "
+                 "amphora --plugin PATH)";
+    }
     throw Unsupported(reader.label() + " was written by materializer '" + m.materializer + "' (format version " +
                       std::to_string(m.materializer_version) + "), which is not registered; " + advice);
   }

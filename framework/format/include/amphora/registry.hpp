@@ -172,6 +172,13 @@ class Registry {
   mutable std::mutex plugins_mutex_;  // one load at a time: a plugin is checked against those loaded
 };
 
+/// The plugin libraries in the directories of `search_path` (as
+/// Registry::load_plugins reads it) that register materializer
+/// `materializer`, found by loading each into a registry of its own; those
+/// that fail to load are passed over. For messages that say which plugin an
+/// artifact needs.
+std::vector<std::filesystem::path> plugins_providing(std::string_view materializer, std::string_view search_path);
+
 /// Makes `contribute` (named by its `library`, e.g. "amphora.builtins")
 /// part of every registry's defaults, and of those already made when they
 /// next call add_defaults(). For a library's static initializer:
