@@ -687,6 +687,9 @@ void open_marker(Medium& medium, bool create) {
     if (!create) throw NotFound(where + " is not an Amphora store (it has no " + kMarker + ")" + kHowToCreate);
     nlohmann::json doc = {{"format", "amphora-store"}, {"layout_version", kLayoutVersion}};
     for (const char* folder : kFolders) medium.make_folder(folder);
+    // The two lock files every save and gc use, made with the layout so
+    // that a store's first save does not create them.
+    for (const char* lock : {"gc", "names"}) (void)medium.lease(lock, LeaseMode::shared, true);
     medium.put(kMarker, doc.dump(2) + "\n", PutCondition::absent());  // or another process made it first
     text = medium.get(kMarker, kMaxMarkerBytes);
   }
