@@ -57,12 +57,15 @@ std::uint64_t count_field(const nlohmann::json& record, const char* key) {
 }
 
 nlohmann::json version_json(const amphora::VersionInfo& v) {
-  return {{"name", v.name},
-          {"version", v.version},
-          {"digest", v.digest.str()},
-          {"materializer", text_field(v.record, "materializer")},
-          {"payload_bytes", count_field(v.record, "payload_bytes")},
-          {"created_at", text_field(v.record, "created_at")}};
+  nlohmann::json out = {{"name", v.name},
+                        {"version", v.version},
+                        {"digest", v.digest.str()},
+                        {"materializer", text_field(v.record, "materializer")},
+                        {"payload_bytes", count_field(v.record, "payload_bytes")},
+                        {"created_at", text_field(v.record, "created_at")}};
+  if (auto from = v.record.find("migrated_from"); from != v.record.end() && from->is_object())
+    if (auto digest = text_field(*from, "digest"); !digest.empty()) out["migrated_from"] = digest;
+  return out;
 }
 
 // What `ls` shows as SIZE: the bytes of the whole tree a version names (a
@@ -564,6 +567,36 @@ int cmd_rm(const Args& a) {
   for (const auto& v : store.remove(name, version))
     std::cout << "removed " << v.name << "@" << v.version << " ("
               << (v.record.is_null() ? std::string("unreadable record") : v.digest.str()) << ")\n";
+  return 0;
+}
+
+int cmd_migrate(const Args& a) {
+  Store store = open_store(a);
+  const auto result = store.migrate(*a.ref, a.name);
+  if (a.json) {
+    nlohmann::json out = {{"from", result.from.str()},
+                          {"to", result.to.str()},
+                          {"rewritten", result.rewritten},
+                          {"name", result.name},
+                          {"version", result.version},
+                          {"upgrades", nlohmann::json::array()}};
+    for (const auto& u : result.upgrades)
+      out["upgrades"].push_back({{"materializer", u.materializer}, {"from", u.from}, {"to", u.to}, {"artifacts", u.artifacts}});
+    std::cout << json_text(out) << "\n";
+    return 0;
+  }
+  std::string upgrades;
+  for (const auto& u : result.upgrades)
+    upgrades += (upgrades.empty() ? "" : ", ") + u.materializer + " format " + std::to_string(u.from) + " -> " +
+                std::to_string(u.to) + " (" + count_of(u.artifacts, "artifact", "artifacts") + ")";
+  if (!result.rewritten) {
+    std::cout << printable(*a.ref) << " (" << result.from.short_str() << ") is already at the format versions this build writes"
+              << (upgrades.empty() ? "" : " (" + printable(upgrades) + " saves the same bytes)") << "; nothing written\n";
+    return 0;
+  }
+  std::cout << "migrated " << printable(*a.ref) << " (" << result.from.short_str() << ") to " << printable(result.name) << "@"
+            << result.version << " (" << result.to.short_str() << ")"
+            << (upgrades.empty() ? "" : ": " + printable(upgrades)) << "\n";
   return 0;
 }
 

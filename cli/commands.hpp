@@ -15,7 +15,7 @@ struct Args {
   std::optional<std::string> store;  ///< --store DIR, before or after the command
   std::optional<std::string> ref;    ///< REF, NAME or NAME[@N] (optional for ls and verify)
   std::string file;                  ///< FILE of import and export
-  std::string name;                  ///< import --name
+  std::string name;                  ///< import --name, migrate --name
   std::string compress = "auto";     ///< import --compress
   std::vector<std::string> encode;   ///< import --encode: delta, squeeze, shuffle
   bool json = false;                 ///< ls, show --json
@@ -47,6 +47,7 @@ int cmd_gc(const Args& a);
 int cmd_runs(const Args& a);
 int cmd_why(const Args& a);
 int cmd_lineage(const Args& a);
+int cmd_migrate(const Args& a);
 int cmd_plugins(const Args& a);
 
 }  // namespace amphora::cli

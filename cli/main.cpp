@@ -92,7 +92,8 @@ class Parser {
     auto* ls = add("ls", "List names with their latest versions, or every version of NAME.", amphora::cli::cmd_ls,
                    "Unreadable name records are skipped with a warning on standard error.\n"
                    "--json prints an array of {name, version, digest, materializer, payload_bytes,\n"
-                   "created_at}, plus \"versions\" (how many) when listing every name.\n\n"
+                   "created_at}, plus \"versions\" (how many) when listing every name, and\n"
+                   "\"migrated_from\" (a digest) for a version `amphora migrate` wrote.\n\n"
                    "Examples:\n"
                    "  amphora ls\n"
                    "  amphora ls emb --json");
@@ -233,6 +234,26 @@ class Parser {
     lineage->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     lineage->add_flag("--dot", args_.dot, "print Graphviz dot");
     lineage->add_flag("--json", args_.json, "print the chain as a JSON array");
+
+    auto* migrate = add("migrate", "Rewrite an artifact written by older format versions at the current ones.",
+                        amphora::cli::cmd_migrate,
+                        "Loads REF as its materializer reads old format versions and saves it again as the\n"
+                        "next version of its name (or of --name NAME), whose record says which artifact\n"
+                        "it was migrated from (migrated_from in `amphora ls NAME --json`). Children are\n"
+                        "rewritten too, "
+                        "with default options. The old version stays until it is removed (rm)\n"
+                        "and collected (gc). Nothing is written when REF is already current. A plugin's\n"
+                        "materializer needs the plugin (--plugin PATH or $AMPHORA_PLUGIN_PATH). --json\n"
+                        "prints {from, to, rewritten, name, version, upgrades: [{materializer, from, to,\n"
+                        "artifacts}]}.\n\n"
+                        "Examples:\n"
+                        "  amphora migrate model\n"
+                        "  amphora --plugin ./shapes.so migrate shapes@3 --json\n"
+                        "  amphora migrate 1f3a9c07 --name model");
+    migrate->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
+    migrate->add_option("--name", args_.name, "record the rewritten artifact under this name (default: REF's name)")
+        ->type_name("NAME");
+    migrate->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
 
     auto* plugins = add("plugins", "List the materializers and file formats this command knows, and where each comes from.",
                         amphora::cli::cmd_plugins,

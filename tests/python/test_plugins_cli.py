@@ -124,6 +124,59 @@ class PluginsCliTest(cli_support.StoreTestCase):
         with open(self.path("raw", "manifest.json")) as f:
             self.assertEqual(json.load(f)["materializer"], {"name": "test.point", "version": 1})
 
+    def test_a_plugin_format_evolves_and_migrate_rewrites_it(self):
+        v1, v2 = (os.path.join(PLUGINS, f"evolving-v{n}", "test_evolving_plugin.so") for n in (1, 2))
+        with open(self.path("warmup.setting"), "w") as f:
+            f.write("warmup 0.25\n")
+        self.cli("--plugin", v1, "import", self.path("warmup.setting"), "--name", "s", check=EXIT_OK)
+        shown = json.loads(self.cli("--plugin", v1, "show", "s", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(shown["materializer"], {"name": "test.setting", "version": 1})
+
+        # Release 2 reads what release 1 wrote, through its migration.
+        self.cli("--plugin", v2, "export", "s", self.path("read.setting"), check=EXIT_OK)
+        with open(self.path("read.setting")) as f:
+            self.assertEqual(f.read(), "warmup 0.25\n")
+        self.cli("--plugin", v2, "verify", "s", check=EXIT_OK)
+
+        # Without the plugin: not rewritten, and said why.
+        proc = self.cli("migrate", "s", check=EXIT_FAILURE)
+        self.assertIn("'test.setting'", proc.stderr)
+        self.assertIn("not registered", proc.stderr)
+
+        migrated = json.loads(self.cli("--plugin", v2, "migrate", "s", "--json", check=EXIT_OK).stdout)
+        self.assertTrue(migrated["rewritten"])
+        self.assertEqual((migrated["name"], migrated["version"]), ("s", 2))
+        self.assertEqual(migrated["from"], shown["digest"])
+        self.assertNotEqual(migrated["to"], migrated["from"])
+        self.assertEqual(migrated["upgrades"], [{"materializer": "test.setting", "from": 1, "to": 2, "artifacts": 1}])
+        now = json.loads(self.cli("--plugin", v2, "show", "s", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(now["materializer"], {"name": "test.setting", "version": 2})
+        self.assertEqual(now["digest"], migrated["to"])
+        self.cli("--plugin", v2, "export", "s", self.path("after.setting"), check=EXIT_OK)
+        with open(self.path("after.setting")) as f:
+            self.assertEqual(f.read(), "warmup 0.25\n")
+
+        # Release 1 refuses what release 2 wrote, naming both versions and the plugin.
+        proc = self.cli("--plugin", v1, "export", "s", self.path("old.setting"), check=EXIT_FAILURE)
+        self.assertIn("'test.setting' format version 2, newer than the version 1 this build reads", proc.stderr)
+        self.assertIn(os.path.realpath(v1), proc.stderr)
+        self.assertFalse(os.path.exists(self.path("old.setting")))
+        self.cli("--plugin", v1, "export", "s@1", self.path("old.setting"), check=EXIT_OK)
+
+        # Current already: nothing written.
+        text = self.cli("--plugin", v2, "migrate", "s", check=EXIT_OK).stdout
+        self.assertIn("already at the format versions this build writes; nothing written", text)
+        versions = json.loads(self.cli("ls", "s", "--json", check=EXIT_OK).stdout)
+        self.assertEqual([v["version"] for v in versions], [1, 2])
+        self.assertNotIn("migrated_from", versions[0])
+        self.assertEqual(versions[1]["migrated_from"], shown["digest"])
+        # A digest needs --name.
+        proc = self.cli("--plugin", v2, "migrate", shown["digest"], check=EXIT_USAGE)
+        self.assertIn("--name NAME", proc.stderr)
+        text = self.cli("--plugin", v2, "migrate", shown["digest"], "--name", "s-copy", check=EXIT_OK).stdout
+        self.assertIn("to s-copy@1", text)
+        self.assertIn("test.setting format 1 -> 2 (1 artifact)", text)
+
 
 def main():
     global PLUGINS

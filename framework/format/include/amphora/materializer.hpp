@@ -27,6 +27,7 @@
 
 #include <amphora/export.hpp>
 #include <amphora/artifact.hpp>
+#include <amphora/migration.hpp>
 
 #include <concepts>
 #include <functional>
@@ -56,7 +57,10 @@ concept Materializable = requires(const T& value, ArtifactWriter& writer, const 
 
 /// A materializer storing a type with nlohmann `to_json`/`from_json` as one
 /// canonical JSON document, "value.json". Inherit it in the specialization,
-/// which adds the name and version, or use AMPHORA_JSON_MATERIALIZER.
+/// which adds the name and version, or use AMPHORA_JSON_MATERIALIZER. When
+/// the specialization declares `migrations` (a migration_chain over
+/// nlohmann::json, <amphora/migration.hpp>), a document written by an older
+/// version goes through it before converting.
 template <class T>
 struct json_materializer {
   static void save(const T& value, ArtifactWriter& out) { out.write_json("value.json", nlohmann::json(value)); }
@@ -64,6 +68,7 @@ struct json_materializer {
   /// converts to a T (a field missing or of another type).
   static T load(const ArtifactReader& in) {
     auto document = in.read_json("value.json");
+    if constexpr (HasMigrations<T>) upgrade<T>(in, document);
     try {
       return document.template get<T>();
     } catch (const nlohmann::json::exception& e) {

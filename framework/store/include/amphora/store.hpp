@@ -71,6 +71,24 @@ struct GcReport {
   StagingSweep staging;
 };
 
+/// What Store::migrate found and did.
+struct MigrateResult {
+  /// Artifacts of one materializer stored at an older format version than
+  /// the registry's.
+  struct Upgrade {
+    std::string materializer;
+    int from = 0;               ///< the stored format version
+    int to = 0;                 ///< the registered one
+    std::size_t artifacts = 0;  ///< how many in the tree were at `from`
+  };
+  Digest from;                   ///< the artifact the ref resolved to
+  Digest to;                     ///< the rewritten artifact; `from` when nothing was rewritten
+  bool rewritten = false;        ///< false when every artifact was current
+  std::string name;              ///< the name the rewritten artifact was recorded under
+  std::uint64_t version = 0;     ///< its version of `name`; 0 when nothing was rewritten
+  std::vector<Upgrade> upgrades; ///< what was outdated, by materializer and version
+};
+
 /// Called with (done, total) units of work; may be empty.
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
@@ -157,6 +175,19 @@ class Store {
   /// manifest.
   SaveResult name_artifact(const Digest& digest, std::string_view name,
                            const nlohmann::json& provenance = nlohmann::json::object());
+
+  /// Rewrites the artifact `ref`, children included, at the format versions
+  /// of this store's registry, for users who want to drop old readers: loads
+  /// it as its materializer reads old versions (its migrations) and saves the
+  /// value again as the next version of `name` (default: the name in `ref`),
+  /// whose record says `migrated_from` (the old digest and ref, and what was
+  /// upgraded). Children are saved with default MaterializerOptions. Writes
+  /// nothing when every artifact in the tree is current, or when saving again
+  /// gives the same digest. Throws InvalidArgument when a rewrite is needed
+  /// and no name is given or in `ref`; Unsupported when the materializer is
+  /// not registered or an artifact is newer than the registry reads; as
+  /// load and save do otherwise.
+  MigrateResult migrate(std::string_view ref, std::string_view name = {});
 
   /// Saves the file `file` as what the registry's format for its extension
   /// reads (".npy" a tensor, ".csv" a table, ...), through the format's
