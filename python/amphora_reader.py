@@ -38,7 +38,9 @@ sha256:HEX, a hex prefix of 8 or more digits) and returns:
   amphora.tuple          tuple (std::pair, std::tuple)
   amphora.variant        the value it holds (None for std::monostate)
   a declared struct      dict of its members in declaration order
-                         (AMPHORA_MATERIALIZE types)
+                         (AMPHORA_MATERIALIZE types, from plugins too)
+  a registered name      what its reader function returns (Reader plugins,
+                         below)
 
 Inside a composite, a 0-d array (a number saved on its own) is the Python
 number it holds.
@@ -55,8 +57,9 @@ really hold. verify=True also re-hashes every payload file of the artifact and
 its children against the manifests and refuses files the manifests do not
 list.
 
-Errors. Everything this module raises is one of these classes (AmphoraError
-and its subclasses), never another exception:
+Errors. Everything this module raises reading a store is one of these
+classes (AmphoraError and its subclasses), never another exception (only
+register_reader raises ValueError or TypeError, for arguments it refuses):
 
   NotFound       the store, a name, a version or an artifact does not exist
   CorruptData    the store or an artifact is damaged or crafted: a manifest
@@ -66,14 +69,69 @@ and its subclasses), never another exception:
                  not hold, JSON nested too deep, a symbolic link, FIFO or
                  device inside the store, a payload whose digests do not match
   Unsupported    written by a newer Amphora (store layout, manifest or
-                 materializer version), an unknown dtype, encoding or
-                 materializer, or an LZ4 tensor without the lz4 module
+                 materializer version, or newer than a registered reader
+                 reads), an unknown dtype, encoding or materializer (not
+                 built in, not a declared struct and no reader registered),
+                 or an LZ4 tensor without the lz4 module
   AmphoraError   itself: an invalid or ambiguous ref, or a file of the store
                  that the system refuses to read (permissions, I/O errors)
 
 The one exception is MemoryError when an intact artifact holds more than the
 machine can load: a crafted size never gets that far, as it is checked against
 the files first.
+
+Reader plugins. A materializer a plugin adds (a name outside "amphora.") is
+loaded generically when its layout is the toolkit's: a declared struct (meta
+"fields", member arrays MEMBER.npy, members as children) is a dict, whatever
+the plugin. For any other layout, register a function that reads it:
+
+    def read_setting(artifact, load_child):
+        value = artifact.json_file("value.json")
+        if artifact.version == 1:                  # format 1 stored a percentage
+            value["rate"] = value.pop("rate_percent") / 100
+        return value
+
+    amphora_reader.register_reader("test.setting", read_setting, version=2)
+
+register_reader(materializer, reader, version=1) makes `reader` load every
+artifact of that materializer, its children included; `version` is the
+newest format version the function reads, and an artifact stored with a
+newer one raises Unsupported naming both versions. Registering a name again
+replaces the function; a name starting with "amphora." (the built-in kinds)
+raises ValueError. unregister_reader(materializer) removes it (no error when
+none is registered) and readers() returns a copy of the registry,
+{materializer: (reader, version)}. The registry is global to the process.
+
+The function is called as reader(artifact, load_child) and returns the value.
+load_child(role) loads the child `role` as load() would (through the same
+dispatch, once per distinct artifact in one load, children nested at most 64
+deep; a 0-d array as its number). `artifact` is an Artifact, whose public
+surface is:
+
+  label, digest          how messages name it ("artifact NAME / role"), and
+                         "sha256:HEX"
+  materializer, version  the materializer name and the format version stored
+  meta                   the manifest's meta (a dict of JSON values)
+  files, children        {path: {"path", "size", "piece_size", "sha256"}} of
+                         the payload files; {role: digest} of the children
+  mmap                   whether the load maps arrays (load(mmap=...))
+  has(name)              whether the manifest lists payload file `name`
+  read(name)             the bytes of payload file `name`
+  array(name, mmap=None, dtype=None, ndim=None)
+                         a .npy payload as a numpy array (mapped read-only
+                         when mmap, by default as the load maps), its header
+                         and size checked; with dtype or ndim, checked for them
+  strings(name)          merged strings (NAME.offsets.npy + NAME.bytes), a list
+  json_file(name)        a JSON payload, parsed with the nesting limit
+  meta_value(key, kind)  meta[key], CorruptData unless present and a `kind`
+                         (int: an unsigned 64-bit integer, or str, bool, ...)
+  child(role)            the child `role` as an Artifact, not loaded
+
+Those that read check what they read, and raise CorruptData naming the
+artifact. An exception the function raises that is an AmphoraError passes
+through as it is; any other (a KeyError on a missing key, say) becomes
+CorruptData naming the artifact and its materializer, so load() keeps the
+promise above.
 """
 
 import hashlib
@@ -86,7 +144,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["load", "resolve", "open_artifact", "verify", "AmphoraError", "NotFound", "CorruptData", "Unsupported"]
+__all__ = ["load", "resolve", "open_artifact", "verify", "register_reader", "unregister_reader", "readers",
+           "Artifact", "AmphoraError", "NotFound", "CorruptData", "Unsupported"]
 
 MANIFEST_MAX = 64 << 20
 RECORD_MAX = 1 << 20
@@ -897,13 +956,15 @@ def _check_bools(a, where, first=0):
 
 
 class Artifact:
-    """One artifact: its digest, parsed manifest and directory."""
+    """One artifact: its digest, parsed manifest and directory. What a
+    registered reader function may use is listed in the module docstring."""
 
     def __init__(self, store, digest, depth=0, label=None, loaded=None, root=None):
         self.store, self.digest, self.depth = os.fspath(store), digest, depth
         # Values already loaded in this load, by digest, shared with the
         # children: a child listed under many parents is read once.
         self.loaded = {} if loaded is None else loaded
+        self.mmap = True  # how array() reads by default: the load's mmap, for a registered reader
         self._root = root if root is not None else _open_store(self.store)
         if not _is_digest(digest):
             raise AmphoraError(f"'{digest}' is not a digest (sha256: and 64 lower-case hex digits)")
@@ -978,12 +1039,15 @@ class Artifact:
                 head = bytes(self._read_at(fd, name, 0, 8 + width + length))
         return _parse_npy_header(head, size, where)
 
-    def array(self, name, mmap=True, dtype=None, ndim=None):
+    def array(self, name, mmap=None, dtype=None, ndim=None):
         """A .npy payload as an array (read_array, docs/FORMAT.md §6.2): its header,
         order, alignment and exact size checked before anything is allocated,
         then decoded when meta.encodings holds a recipe for it, and checked
-        against the expected dtype and dimensions."""
+        against the expected dtype and dimensions. Mapped read-only when
+        `mmap` (None: self.mmap), else read into memory."""
         where = f"{self.label}: '{name}'"
+        if mmap is None:
+            mmap = self.mmap
         fd, size = self._open(name)
         try:
             h = self._npy(name, fd, size)
@@ -1992,7 +2056,9 @@ def _variant(art, mmap):
 def _struct(art, mmap):
     fields = art.meta.get("fields")
     if not isinstance(fields, dict):
-        raise Unsupported(f"{art.label}: materializer '{art.materializer}' is not one this reader knows")
+        hint = "" if art.materializer.startswith("amphora.") else \
+            ": register a reader for it with amphora_reader.register_reader"
+        raise Unsupported(f"{art.label}: materializer '{art.materializer}' is not one this reader knows{hint}")
     values = dict(fields)
     for name in art.files:  # small arrays kept in the struct's own payload: MEMBER.npy
         member = name[:-len(".npy")]
@@ -2059,7 +2125,66 @@ def _load_artifact(art, mmap):
         return _tuple(art, mmap)
     if m == "amphora.variant":
         return _variant(art, mmap)
+    registered = _READERS.get(m)
+    if registered is not None:
+        return _registered(art, mmap, *registered)
     return _struct(art, mmap)
+
+
+# ---------------------------------------------------------------------------
+# reader plugins: Python functions for the materializers plugins add
+
+_READERS = {}  # materializer name -> (reader function, the newest format version it reads)
+
+
+def register_reader(materializer, reader, version=1):
+    """Loads every artifact of `materializer` with `reader(artifact, load_child)`
+    from now on (see "Reader plugins" in the module docstring). `version` is
+    the newest format version `reader` reads. Replaces the function registered
+    for that name, if any. ValueError for a name starting with "amphora." (a
+    built-in kind), an empty name or a version outside 1 to 1000000;
+    TypeError when `reader` is not callable."""
+    if not isinstance(materializer, str) or not materializer:
+        raise ValueError(f"a materializer name is a non-empty string, not {materializer!r}")
+    if materializer.startswith("amphora."):
+        raise ValueError(f"'{materializer}' is a built-in materializer name (amphora.*): this module reads those "
+                         "itself, and a reader cannot be registered for them")
+    if not callable(reader):
+        raise TypeError(f"the reader for '{materializer}' is not callable ({type(reader).__name__})")
+    if not _is_int(version) or not 1 <= version <= 1_000_000:
+        raise ValueError(f"the format version of the reader for '{materializer}' must be an integer from 1 to "
+                         f"1000000, not {version!r}")
+    _READERS[materializer] = (reader, version)
+
+
+def unregister_reader(materializer):
+    """Removes the reader registered for `materializer`; nothing when there is none."""
+    _READERS.pop(materializer, None)
+
+
+def readers():
+    """A copy of the registry: {materializer: (reader, version)}."""
+    return dict(_READERS)
+
+
+def _registered(art, mmap, reader, newest):
+    """`art` loaded by the registered function `reader`, which reads format versions up to `newest`."""
+    m = art.materializer
+    if art.version > newest:
+        raise Unsupported(f"{art.label}: {m} format version {art.version} is newer than the version {newest} "
+                          "the reader registered for it reads")
+
+    def load_child(role):
+        return _scalar(_load(art.child(role), mmap))
+
+    art.mmap = mmap
+    try:
+        return reader(art, load_child)
+    except (AmphoraError, MemoryError):
+        raise
+    except Exception as e:
+        raise CorruptData(f"{art.label}: the reader registered for materializer '{m}' failed on it "
+                          f"({type(e).__name__}: {e})") from e
 
 
 def load(store_dir, ref, verify=False, mmap=True):

@@ -89,6 +89,23 @@ def parse_args(script, flags=()):
     return given, [sys.argv[0]] + args
 
 
+def parse_plugin_args(script):
+    """parse_args for a test also given `--plugins DIR` (the test plugins'
+    build directory): returns that directory, absolute, and the arguments
+    left for unittest."""
+    args = sys.argv[1:]
+    plugins = ""
+    if "--plugins" in args:
+        i = args.index("--plugins")
+        plugins = os.path.abspath(args[i + 1]) if i + 1 < len(args) else ""
+        del args[i:i + 2]
+    sys.argv[1:] = args
+    _, argv = parse_args(f"{script} --plugins DIR")
+    if not plugins:
+        sys.exit(f"usage: {script} --cli PATH --plugins DIR")
+    return plugins, argv
+
+
 # -- crafted stores: what no save writes, for the hostile-input tests --------
 
 

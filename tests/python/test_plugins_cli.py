@@ -180,15 +180,7 @@ class PluginsCliTest(cli_support.StoreTestCase):
 
 def main():
     global PLUGINS
-    args = sys.argv[1:]
-    if "--plugins" in args:
-        i = args.index("--plugins")
-        PLUGINS = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    sys.argv[1:] = args
-    _, argv = cli_support.parse_args("test_plugins_cli.py --plugins DIR")
-    if not PLUGINS:
-        sys.exit("usage: test_plugins_cli.py --cli PATH --plugins DIR")
+    PLUGINS, argv = cli_support.parse_plugin_args("test_plugins_cli.py")
     unittest.main(argv=argv)
 
 

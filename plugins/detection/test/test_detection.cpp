@@ -10,53 +10,20 @@
 #include <amphora_detection/detection.hpp>
 #include <catch2/catch.hpp>
 
-#include <cstdio>
-#include <filesystem>
+#include "plugin_test.hpp"
+
 #include <fstream>
-#include <random>
-#include <string>
-#include <sys/wait.h>
 
 namespace fs = std::filesystem;
+using plugin_test::object_dir;
+using plugin_test::Scratch;
 
 namespace {
 
 const std::string kCli = AMPHORA_TEST_CLI;
 const std::string kPlugin = AMPHORA_DETECTION_PLUGIN;
 
-struct Scratch {
-  Scratch() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("amphora-detection-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
-
-struct Ran {
-  int status;
-  std::string output;  // standard output and error
-};
-
-// Where docs/FORMAT.md puts an artifact's files.
-fs::path object_dir(const fs::path& store, const amphora::Digest& d) {
-  return store / "objects" / "sha256" / d.hex().substr(0, 2) / d.hex();
-}
-
-Ran run_cli(const fs::path& store, const std::string& args) {
-  const std::string command = "'" + kCli + "' --store '" + store.string() + "' " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  std::string output;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+plugin_test::Ran run_cli(const fs::path& store, const std::string& args) { return plugin_test::run_cli(kCli, store, args); }
 
 detection::Dataset sample() {
   detection::Dataset d;
