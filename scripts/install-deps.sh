@@ -4,10 +4,13 @@ set -euo pipefail
 
 # Files and directories go through std::filesystem (Boost.Filesystem's
 # standardised successor), so no Boost. yaml-cpp reads pipeline run
-# configurations; Graphviz renders `amphora lineage --dot` in the tests.
+# configurations; Graphviz renders `amphora lineage --dot` in the tests;
+# Eigen (header-only) is the third-party library the Eigen example plugin
+# teaches Amphora from outside (plugins/eigen).
 packages=(
   build-essential cmake pkg-config ccache
   nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
+  libeigen3-dev
   python3-numpy python3-scipy python3-pandas python3-lz4 lz4
 )
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <sys/wait.h>
@@ -50,6 +51,14 @@ inline Ran run_shell(const std::string& command) {
 /// Runs `cli --store STORE ARGS` (ARGS quoted by the caller).
 inline Ran run_cli(const std::string& cli, const fs::path& store, const std::string& args) {
   return run_shell("'" + cli + "' --store '" + store.string() + "' " + args);
+}
+
+/// Runs the Python program `source` with Debian's interpreter (the one with
+/// numpy), written to DIR/check.py, with `args` (quoted by the caller).
+inline Ran run_python(const fs::path& dir, const std::string& source, const std::string& args) {
+  const fs::path script = dir / "check.py";
+  std::ofstream(script) << source;
+  return run_shell("/usr/bin/python3 '" + script.string() + "' " + args);
 }
 
 /// Where docs/FORMAT.md puts the files of artifact `d`.

@@ -23,7 +23,7 @@ using plugin_test::Scratch;
 namespace {
 
 const std::string kCli = AMPHORA_TEST_CLI;
-const std::string kPlugin = AMPHORA_CONFIGURED_MODEL_PLUGIN;
+const std::string kPlugin = AMPHORA_TEST_PLUGIN;
 
 plugin_test::Ran run_cli(const fs::path& store, const std::string& args) { return plugin_test::run_cli(kCli, store, args); }
 
@@ -170,9 +170,7 @@ TEST_CASE("With the plugin the command line shows, verifies, exports and imports
       "r.unregister_reader('configured_model.config')\n"
       "try:\n    r.load(sys.argv[1], sys.argv[2]); sys.exit('loaded without a reader')\n"
       "except r.Unsupported as e:\n    assert 'configured_model.config' in str(e), e\n";
-  std::ofstream(dir.path / "check.py") << python;
-  const auto read_back = plugin_test::run_shell("/usr/bin/python3 '" + (dir.path / "check.py").string() + "' '" +
-                                                 store_dir.string() + "' " + saved.digest.str());
+  const auto read_back = plugin_test::run_python(dir.path, python, "'" + store_dir.string() + "' " + saved.digest.str());
   CHECK(read_back.output == "");
   CHECK(read_back.status == 0);
 

@@ -21,7 +21,7 @@ using plugin_test::Scratch;
 namespace {
 
 const std::string kCli = AMPHORA_TEST_CLI;
-const std::string kPlugin = AMPHORA_DETECTION_PLUGIN;
+const std::string kPlugin = AMPHORA_TEST_PLUGIN;
 
 plugin_test::Ran run_cli(const fs::path& store, const std::string& args) { return plugin_test::run_cli(kCli, store, args); }
 
