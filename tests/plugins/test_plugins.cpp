@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <sys/stat.h>
 
 namespace fs = std::filesystem;
 using namespace amphora;
@@ -179,4 +180,22 @@ TEST_CASE("Plugins are found on a search path and on $AMPHORA_PLUGIN_PATH") {
     auto registry = Registry::with_defaults();
     CHECK_THROWS_WITH(registry->load_plugins(kBrokenDir.string()), Catch::Contains(kBrokenDir.string()));
   }
+}
+
+TEST_CASE("What is not a regular file is refused by path, at once, never opened") {
+  // A FIFO would block dlopen until a writer came; a directory or a device
+  // is no library. Each is refused before it is opened, naming it.
+  TempDir dir;
+  REQUIRE(::mkfifo((dir / "fifo.so").c_str(), 0600) == 0);
+  fs::create_directory(dir / "folder.so");
+  auto registry = Registry::with_defaults();
+  const auto before = contents(*registry);
+  for (const fs::path path : {dir / "fifo.so", dir / "folder.so", fs::path("/dev/null")}) {
+    INFO(path.string());
+    CHECK_THROWS_AS(registry->load_plugin(path), InvalidArgument);
+    CHECK_THROWS_WITH(registry->load_plugin(path), Catch::Contains(path.string()) && Catch::Contains("not a regular file"));
+  }
+  // On a search path too: the directory's first such entry is named.
+  CHECK_THROWS_WITH(registry->load_plugins(dir.path().string()), Catch::Contains("not a regular file"));
+  CHECK(contents(*registry) == before);
 }
