@@ -104,6 +104,14 @@ TEST_CASE("With the plugin the command line verifies and exports matrices numpy 
   CHECK(same_bits(*std::static_pointer_cast<Eigen::MatrixXd>(erased), sample()));
 
   const std::string with = "--plugin '" + kPlugin + "' ";
+  const auto shown = plugin_test::run_cli(kCli, store_dir, with + "show m --json");
+  REQUIRE(shown.status == 0);
+  const auto json = nlohmann::json::parse(shown.output);
+  CHECK(json["registered"] == true);
+  CHECK(json["meta"] == nlohmann::json({{"cols", 4}, {"rows", 3}}));
+  const auto listed = plugin_test::run_cli(kCli, store_dir, with + "plugins");
+  CHECK(listed.output.find("eigen.matrix_f64") != std::string::npos);
+  CHECK(listed.output.find("Eigen::Matrix<double, -1, -1") != std::string::npos);
   CHECK(plugin_test::run_cli(kCli, store_dir, with + "verify").status == 0);
   const auto exported = plugin_test::run_cli(kCli, store_dir, with + "export m '" + (dir.path / "out").string() + "'");
   CHECK(exported.status == 0);
