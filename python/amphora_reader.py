@@ -1384,11 +1384,14 @@ def _tensor_raw(art, l, mmap):
     fd, size = art._open("tensor.npy")
     try:
         # One of the headers the tensor accepts: this one, or the 4096-byte
-        # one of earlier builds (§5.4).
-        longest = max(len(l.header), len(l.legacy or b""))
-        head = bytes(art._read_at(fd, "tensor.npy", 0, min(size, longest)))
-        expected = l.legacy if l.legacy is not None and head.startswith(l.legacy) else l.header
-        if not head.startswith(expected):
+        # one of earlier builds (§5.4), read only when this one does not match.
+        expected = l.header
+        head = bytes(art._read_at(fd, "tensor.npy", 0, min(size, len(expected))))
+        if head != expected and l.legacy is not None:
+            longer = bytes(art._read_at(fd, "tensor.npy", 0, min(size, len(l.legacy))))
+            if longer == l.legacy:
+                expected, head = l.legacy, longer
+        if head != expected:
             raise _header_mismatch(art, "tensor.npy", l)
         offset = len(expected)
         if size != offset + l.nbytes:

@@ -395,13 +395,21 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
     p.size = in.file_size(kRawFile);
   }
   // The payload starts with one of the headers the tensor accepts (§5.4):
-  // this build's, or the 4096-byte one of earlier builds.
-  const std::size_t longest = std::max(l.header.size(), l.legacy_header.size());
-  auto head = p.file ? p.file : in.read(kRawFile, 0, static_cast<std::size_t>(std::min<std::uint64_t>(p.size, longest)));
-  auto starts_with = [&](const std::string& h) {
+  // this build's, or the 4096-byte one of earlier builds. A read reads this
+  // build's first, and the longer one only when that does not match.
+  auto read_head = [&](const std::string& h) {
+    return p.file ? p.file : in.read(kRawFile, 0, static_cast<std::size_t>(std::min<std::uint64_t>(p.size, h.size())));
+  };
+  auto starts_with = [](const std::shared_ptr<const Buffer>& head, const std::string& h) {
     return !h.empty() && head->size() >= h.size() && std::memcmp(head->data(), h.data(), h.size()) == 0;
   };
-  const std::string& expected = starts_with(l.header) || !starts_with(l.legacy_header) ? l.header : l.legacy_header;
+  auto head = read_head(l.header);
+  bool legacy = false;
+  if (!starts_with(head, l.header) && !l.legacy_header.empty()) {
+    auto longer = read_head(l.legacy_header);
+    if (starts_with(longer, l.legacy_header)) legacy = true, head = std::move(longer);
+  }
+  const std::string& expected = legacy ? l.legacy_header : l.header;
   check_header(l, expected, head->bytes(), in, kRawFile);
   p.data_offset = expected.size();
   if (p.size != p.data_offset + l.nbytes)
