@@ -402,6 +402,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     return open(digest, label);
   }
 
+  // Writers are given a SaveSession, readers this store, and readers save
+  // nothing; a child saved here all the same is a save of its own (its
+  // own session), never one that shares another save's parts.
   Digest save_child(const MaterializerEntry& entry, const void* value, const SaveOptions& options, int depth,
                     std::function<void(std::uint64_t)> progress) override {
     SaveOptions child_options;
