@@ -579,6 +579,7 @@ int cmd_migrate(const Args& a) {
                           {"rewritten", result.rewritten},
                           {"name", result.name},
                           {"version", result.version},
+                          {"unchecked", result.unchecked},
                           {"upgrades", nlohmann::json::array()}};
     for (const auto& u : result.upgrades)
       out["upgrades"].push_back({{"materializer", u.materializer}, {"from", u.from}, {"to", u.to}, {"artifacts", u.artifacts}});
@@ -590,8 +591,9 @@ int cmd_migrate(const Args& a) {
     upgrades += (upgrades.empty() ? "" : ", ") + u.materializer + " format " + std::to_string(u.from) + " -> " +
                 std::to_string(u.to) + " (" + count_of(u.artifacts, "artifact", "artifacts") + ")";
   if (!result.rewritten) {
-    std::cout << printable(*a.ref) << " (" << result.from.short_str() << ") is already at the format versions this build writes"
-              << (upgrades.empty() ? "" : " (" + printable(upgrades) + " saves the same bytes)") << "; nothing written\n";
+    std::cout << printable(*a.ref) << " (" << result.from.short_str() << ") "
+              << (result.unchecked ? "saves to the same bytes with this build" : "is already at the format versions this build writes")
+              << "; nothing written\n";
     return 0;
   }
   std::cout << "migrated " << printable(*a.ref) << " (" << result.from.short_str() << ") to " << printable(result.name) << "@"

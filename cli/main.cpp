@@ -244,11 +244,12 @@ class Parser {
                         "with default options. The old version stays until it is removed (rm)\n"
                         "and collected (gc). Nothing is written when REF is already current. A plugin's\n"
                         "materializer needs the plugin (--plugin PATH or $AMPHORA_PLUGIN_PATH). --json\n"
-                        "prints {from, to, rewritten, name, version, upgrades: [{materializer, from, to,\n"
-                        "artifacts}]}.\n\n"
+                        "prints {from, to, rewritten, name, version, unchecked, upgrades: [{materializer,\n"
+                        "from, to, artifacts}]} (name \"\" and version 0 when nothing was written). NAME@N\n"
+                        "other than NAME's latest needs --name: its copy would become the latest.\n\n"
                         "Examples:\n"
                         "  amphora migrate model\n"
-                        "  amphora --plugin ./shapes.so migrate shapes@3 --json\n"
+                        "  amphora --plugin ./shapes.so migrate shapes --json\n"
                         "  amphora migrate 1f3a9c07 --name model");
     migrate->add_option("REF", args_.ref, kRefHelp)->required()->type_name("");
     migrate->add_option("--name", args_.name, "record the rewritten artifact under this name (default: REF's name)")

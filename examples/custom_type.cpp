@@ -27,7 +27,8 @@ class Histogram {
 
   /// What breaks the invariant, or "".
   static std::string check(std::span<const double> edges, std::span<const std::int64_t> counts) {
-    if (edges.size() < 2 || counts.size() != edges.size() - 1)
+    if (edges.size() < 2) return "a histogram needs at least 2 edges, not " + std::to_string(edges.size());
+    if (counts.size() != edges.size() - 1)
       return std::to_string(edges.size()) + " edges need " + std::to_string(edges.size() - 1) + " counts, not " +
              std::to_string(counts.size());
     for (std::size_t i = 1; i < edges.size(); ++i)

@@ -1129,8 +1129,10 @@ class Artifact:
             raise CorruptData(f"{self.label}: no child '{role}'")
         if self.depth + 1 > MAX_DEPTH:
             raise CorruptData(f"{self.label}: children nest deeper than {MAX_DEPTH} levels")
-        return Artifact(self.store, self.children[role], self.depth + 1, f"{self.label} / {role}", self.loaded,
-                        self._root)
+        child = Artifact(self.store, self.children[role], self.depth + 1, f"{self.label} / {role}", self.loaded,
+                         self._root)
+        child.mmap = self.mmap  # a reader reading a child's arrays reads them as the load does
+        return child
 
     # -- verification (docs/FORMAT.md §3.5, §4.5) ----------------------------
 

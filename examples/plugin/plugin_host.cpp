@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     const std::shared_ptr<void> value = store.load_erased(saved.digest, "shapes.circle");
     const auto report = store.verify("circle");
     std::cout << "imported circle@" << saved.version << " as " << entry->name << " ("
-              << amphora::type_display_name(entry->type) << "), fields " << artifact.meta()["fields"].dump()
+              << amphora::type_display_name(entry->type) << "), fields " << artifact.meta().value("fields", nlohmann::json()).dump()
               << ", loaded " << (value ? "yes" : "no") << ", verify " << (report.ok() ? "ok" : "FAILED") << "\n";
     return value && report.ok() ? 0 : 1;
   } catch (const amphora::Error& e) {

@@ -9,12 +9,17 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdlib.h>
 #include <string>
 #include <sys/wait.h>
 
 namespace plugin_test {
 
 namespace fs = std::filesystem;
+
+/// The tests say which plugins each command loads: none from the caller's
+/// $AMPHORA_PLUGIN_PATH, or "without the plugin" would not be.
+inline const bool kNoCallerPlugins = (::unsetenv("AMPHORA_PLUGIN_PATH"), true);
 
 /// A fresh directory, removed with everything in it at scope exit.
 struct Scratch {

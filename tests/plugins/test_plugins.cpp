@@ -190,7 +190,7 @@ TEST_CASE("What is not a regular file is refused by path, at once, never opened"
   fs::create_directory(dir / "folder.so");
   auto registry = Registry::with_defaults();
   const auto before = contents(*registry);
-  for (const fs::path path : {dir / "fifo.so", dir / "folder.so", fs::path("/dev/null")}) {
+  for (const fs::path& path : {dir / "fifo.so", dir / "folder.so", fs::path("/dev/null")}) {
     INFO(path.string());
     CHECK_THROWS_AS(registry->load_plugin(path), InvalidArgument);
     CHECK_THROWS_WITH(registry->load_plugin(path), Catch::Contains(path.string()) && Catch::Contains("not a regular file"));

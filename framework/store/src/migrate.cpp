@@ -3,6 +3,7 @@
 
 #include <amphora/store.hpp>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -26,6 +27,25 @@ std::string name_in_ref(const Store& store, std::string_view ref) {
 }  // namespace
 
 MigrateResult Store::migrate(std::string_view ref, std::string_view name) {
+  // An unregistered root is said as such, before anything else is asked.
+  if (!registry().find(open_artifact(ref).manifest().materializer)) (void)load_erased(ref);
+  return migrate_with(ref, name, [this](const Digest& digest) {
+    const auto entry = registry().find(open_artifact(digest).manifest().materializer);
+    try {
+      const auto value = load_erased(digest);  // throws, naming the plugin, when unregistered
+      return save_erased(*entry, value.get(), SaveOptions{}).digest;
+    } catch (const TypeMismatch&) {
+      throw;
+    } catch (const Unsupported& e) {
+      // A container's own artifact (amphora.list, amphora.map, ...) loads
+      // only as its C++ type, which a type-erased tool does not have.
+      throw Unsupported(std::string(e.what()) + "; a program that has its C++ type migrates it with Store::migrate<T>(ref)");
+    }
+  });
+}
+
+MigrateResult Store::migrate_with(std::string_view ref, std::string_view name,
+                                  const std::function<Digest(const Digest&)>& rewrite) {
   MigrateResult result;
   if (!name.empty()) (void)version_numbers(name);  // throws InvalidArgument, saying why, for a bad name
   result.from = resolve(ref);
@@ -34,8 +54,9 @@ MigrateResult Store::migrate(std::string_view ref, std::string_view name) {
   // What the tree holds, each distinct artifact once. A child whose
   // materializer is not registered is read by its parent's materializer,
   // which knows its version; whether it is current shows only when saved.
+  // So do records whose struct versions are kept in the metadata of their
+  // record list, except the record's own (meta "element", "element_version").
   std::map<std::tuple<std::string, int, int>, std::size_t> outdated;
-  bool unknown = false;
   std::set<Digest> seen{result.from};
   std::vector<Digest> pending{result.from};
   while (!pending.empty()) {
@@ -45,30 +66,50 @@ MigrateResult Store::migrate(std::string_view ref, std::string_view name) {
     const Manifest& manifest = artifact.manifest();
     auto entry = registry().find(manifest.materializer);
     if (!entry)
-      unknown = true;
+      result.unchecked = true;
     else
       artifact.require_version(entry->version, entry->origin);  // a newer one cannot be read, so not rewritten
     if (entry && manifest.materializer_version < entry->version)
       ++outdated[{manifest.materializer, manifest.materializer_version, entry->version}];
+    const auto& meta = manifest.meta;
+    if (auto element = meta.find("element"), version = meta.find("element_version");
+        element != meta.end() && element->is_string() && version != meta.end() && version->is_number_integer()) {
+      auto records = registry().find(element->get<std::string>());
+      if (!records)
+        result.unchecked = true;
+      else if (version->get<int>() < records->version)
+        ++outdated[{records->name, version->get<int>(), records->version}];
+    }
+    if (meta.contains("struct_versions")) result.unchecked = true;
     for (const auto& child : manifest.children)
       if (seen.insert(child.digest).second) pending.push_back(child.digest);
   }
   for (const auto& [key, count] : outdated)
     result.upgrades.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), count});
-  if (outdated.empty() && !unknown) return result;
+  if (outdated.empty() && !result.unchecked) return result;
 
-  const std::string target = name.empty() ? name_in_ref(*this, ref) : std::string(name);
-  if (target.empty())
-    throw InvalidArgument("'" + std::string(ref) + "' (" + result.from.short_str() +
-                          ") is not a name: give the name to record the rewritten artifact under "
-                          "(amphora migrate REF --name NAME)");
-  const auto value = load_erased(result.from);  // throws, naming the plugin, when unregistered
-  const auto entry = registry().find(open_artifact(result.from).manifest().materializer);
-  if (!entry) throw Unsupported("the materializer of " + result.from.short_str() + " was unregistered during migrate");
-  // Saved unnamed first: a tree that only looked outdated (an unregistered
-  // child already current) saves to the digest it had, and gets no version.
-  const Digest rewritten = save_erased(*entry, value.get(), SaveOptions{}).digest;
+  // Where the rewritten artifact goes: REF's name, unless that would make
+  // an older version NAME's latest.
+  std::string target(name);
+  if (target.empty()) {
+    target = name_in_ref(*this, ref);
+    if (target.empty())
+      throw InvalidArgument("'" + std::string(ref) + "' (" + result.from.short_str() +
+                            ") is not a name: give the name to record the rewritten artifact under "
+                            "(amphora migrate REF --name NAME)");
+    if (ref.find('@') != std::string_view::npos && resolve(target) != result.from)
+      throw InvalidArgument("'" + std::string(ref) + "' is not the latest version of '" + target +
+                            "': its rewritten copy would become the latest; give --name NAME (" + target +
+                            " itself to do that on purpose)");
+  }
+  const Digest latest_before = version_numbers(target).empty() ? Digest() : resolve(target);
+  const Digest rewritten = rewrite(result.from);
+  // A tree that only looked outdated (what the registry cannot judge was
+  // current) saves to the digest it had, and gets no version.
   if (rewritten == result.from) return result;
+  if ((version_numbers(target).empty() ? Digest() : resolve(target)) != latest_before)
+    throw InvalidArgument("'" + target + "' got a new version while " + std::string(ref) +
+                          " was migrated; run migrate again");
 
   nlohmann::json upgraded = nlohmann::json::array();
   for (const auto& u : result.upgrades)

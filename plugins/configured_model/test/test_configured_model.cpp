@@ -115,8 +115,44 @@ TEST_CASE("A model's digest follows its configuration's meaning, not its formatt
   CHECK(store.save(retrained).digest != first);
 
   CHECK_THROWS_WITH(configured_model::parse_config("a: [1, 2", "broken.yaml"), Catch::Contains("broken.yaml is not YAML"));
+  CHECK_THROWS_WITH(configured_model::parse_config("a: 1\n---\nb: 2\n", "two.yaml"),
+                    Catch::Contains("two.yaml holds 2 YAML documents"));
   CHECK_THROWS_WITH(store.save(configured_model::Config{configured_model::parse_config("a: 1\na: 2\n", "x").root}),
                     Catch::Contains("repeats the key 'a'"));
+}
+
+TEST_CASE("Canonical YAML keeps what a reader would see and refuses what it cannot bound") {
+  using configured_model::canonical_yaml;
+  using configured_model::parse_config;
+  // Quoting style is not meaning: `a` and "a" are one key.
+  CHECK_THROWS_WITH(canonical_yaml(parse_config("a: 1\n\"a\": 2\n", "x").root), Catch::Contains("repeats the key 'a'"));
+  // Explicit tags are meaning: kept, and they survive a round trip.
+  const std::string tagged = canonical_yaml(parse_config("zip: !!str 007\nref: !Ref x\n", "x").root);
+  CHECK(tagged.find("!<tag:yaml.org,2002:str> 007") != std::string::npos);
+  CHECK(tagged != canonical_yaml(parse_config("zip: 007\nref: !Ref x\n", "x").root));
+  CHECK(canonical_yaml(parse_config(tagged, "x").root) == tagged);
+  // Aliases are expanded; one inside its own anchor, or a few that expand
+  // to billions of nodes, are refused rather than followed.
+  CHECK(canonical_yaml(parse_config("base: &b {lr: 1}\nrun: *b\n", "x").root) == "base:\n  lr: 1\nrun:\n  lr: 1\n");
+  CHECK_THROWS_WITH(canonical_yaml(parse_config("a: &x [*x]\n", "x").root), Catch::Contains("deeper than 128 levels"));
+  std::string laughs = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    const std::string previous = "*l" + std::to_string(i - 1);
+    laughs += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [" + previous;
+    for (int k = 1; k < 10; ++k) laughs += ", " + previous;
+    laughs += "]\n";
+  }
+  CHECK(laughs.size() < 1024);
+  CHECK_THROWS_WITH(canonical_yaml(parse_config(laughs, "x").root), Catch::Contains("more than 1000000 nodes"));
+  // A Config is a value: a copy changed leaves the original alone.
+  const Model a = sample();
+  Model b = a;
+  b.config.root["seed"] = 8;
+  CHECK(a.config.root["seed"].as<int>() == 7);
+  b = a;
+  CHECK(b.config.root["seed"].as<int>() == 7);
+  b.config.root["seed"] = 9;
+  CHECK(a.config.root["seed"].as<int>() == 7);
 }
 
 TEST_CASE("With the plugin the command line shows, verifies, exports and imports; without it the model is refused by name") {
@@ -174,20 +210,22 @@ TEST_CASE("With the plugin the command line shows, verifies, exports and imports
   CHECK(read_back.output == "");
   CHECK(read_back.status == 0);
 
-  // A damaged configuration: verify names the file.
-  const auto config_digest = store.open_artifact("classifier").open_child("config").digest();
-  const fs::path config_file = plugin_test::object_dir(store_dir, config_digest) / "config.yaml";
-  const auto size = fs::file_size(config_file);
-  fs::permissions(config_file, fs::perms::owner_write, fs::perm_options::add);
-  {
-    std::fstream f(config_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(0);
-    f << '[';  // same size, now an unclosed sequence
-  }
-  CHECK(fs::file_size(config_file) == size);
-  const auto damaged = run_cli(store_dir, with + "verify classifier");
+  // Intact bytes that are not YAML (saved by a forged writer, so every hash
+  // matches): only the plugin's own check finds them.
+  amphora::MaterializerEntry forged;
+  forged.name = "configured_model.config";
+  forged.version = 1;
+  forged.save = [](const void*, amphora::ArtifactWriter& out) {
+    const std::string unclosed = "a: [1, 2\n";
+    out.write_file("config.yaml", std::as_bytes(std::span(unclosed)));
+    out.meta()["keys"] = nlohmann::json::array({"a"});
+  };
+  forged.load = [](const amphora::ArtifactReader&) { return std::shared_ptr<void>(); };
+  const auto lie = store.save_erased(forged, &forged, {}).digest;
+  CHECK(run_cli(store_dir, "verify " + lie.str()).status == 0);  // hashes alone: intact
+  const auto damaged = run_cli(store_dir, with + "verify " + lie.str());
   CHECK(damaged.status == 4);
-  CHECK(damaged.output.find("config.yaml") != std::string::npos);
+  CHECK(damaged.output.find("'config.yaml' is not YAML") != std::string::npos);
 
   const auto bare = run_cli(store_dir, "show classifier");
   CHECK(bare.status == 0);

@@ -87,6 +87,11 @@ struct MigrateResult {
   std::string name;              ///< the name the rewritten artifact was recorded under
   std::uint64_t version = 0;     ///< its version of `name`; 0 when nothing was rewritten
   std::vector<Upgrade> upgrades; ///< what was outdated, by materializer and version
+  /// Some artifact's version could not be judged from the registry (its
+  /// materializer is not registered, or records keep struct versions in
+  /// their list's metadata): the tree was saved again to find out, and is
+  /// rewritten only if that gave another digest.
+  bool unchecked = false;
 };
 
 /// Called with (done, total) units of work; may be empty.
@@ -181,13 +186,28 @@ class Store {
   /// it as its materializer reads old versions (its migrations) and saves the
   /// value again as the next version of `name` (default: the name in `ref`),
   /// whose record says `migrated_from` (the old digest and ref, and what was
-  /// upgraded). Children are saved with default MaterializerOptions. Writes
-  /// nothing when every artifact in the tree is current, or when saving again
-  /// gives the same digest. Throws InvalidArgument when a rewrite is needed
-  /// and no name is given or in `ref`; Unsupported when the materializer is
-  /// not registered or an artifact is newer than the registry reads; as
-  /// load and save do otherwise.
+  /// upgraded). The whole tree is saved again with default
+  /// MaterializerOptions (a compressed tensor is stored as the defaults
+  /// choose). Writes nothing when every artifact in the tree is current, or
+  /// when saving again gives the same digest. Throws InvalidArgument when a
+  /// rewrite is needed and no name is given or in `ref`, when `ref` is
+  /// NAME@N and N is not NAME's latest version (its copy would become the
+  /// latest; give `name`), or when `name` gets another version meanwhile;
+  /// Unsupported when the materializer is not registered, when the root is
+  /// a container only its C++ type loads (see migrate<T>), or when an
+  /// artifact is newer than the registry reads; as load and save do
+  /// otherwise.
   MigrateResult migrate(std::string_view ref, std::string_view name = {});
+  /// migrate(ref, name) through materializer<T> rather than the registry:
+  /// loads `ref` as a T and saves it again. For what a type-erased load
+  /// cannot rebuild: a container's own artifact (std::vector, std::map,
+  /// std::optional of your types, a record list). Throws as migrate and
+  /// load<T> do.
+  template <class T>
+  MigrateResult migrate(std::string_view ref, std::string_view name = {}) {
+    detail::require_materializable<T>();
+    return migrate_with(ref, name, [this](const Digest& digest) { return save(load<T>(digest)).digest; });
+  }
 
   /// Saves the file `file` as what the registry's format for its extension
   /// reads (".npy" a tensor, ".csv" a table, ...), through the format's
@@ -285,6 +305,8 @@ class Store {
  private:
   friend struct detail::StoreAccess;
   struct Impl;
+  MigrateResult migrate_with(std::string_view ref, std::string_view name,
+                             const std::function<Digest(const Digest&)>& rewrite);
   explicit Store(std::shared_ptr<Impl> impl);
   template <class T>
   T load_from(const ArtifactReader& reader) const {

@@ -13,8 +13,8 @@
 // 1) holds one file, "config.yaml": the configuration in canonical form
 // (below); its meta lists the top-level keys as "keys". The configuration
 // is part of the digest: changing it changes the model's digest, and equal
-// models (the same configuration, however it was formatted) have equal
-// digests.
+// models (the same configuration, whatever its layout, comments, key order
+// or quoting style) have equal digests.
 
 #include <amphora/describe.hpp>
 #include <amphora/everyday.hpp>
@@ -31,14 +31,46 @@
 
 namespace configured_model {
 
-/// A configuration tree, as yaml-cpp parses it.
+/// A configuration tree, as yaml-cpp parses it. Copies are deep: a
+/// YAML::Node is a reference (copying one shares the tree, and assigning to
+/// one writes through to the tree it refers to), which a value type must
+/// not be.
 struct Config {
   YAML::Node root;
+
+  Config() = default;
+  explicit Config(YAML::Node tree) : root(std::move(tree)) {}
+  Config(const Config& other) : root(YAML::Clone(other.root)) {}
+  Config(Config&& other) noexcept : root(other.root) {}
+  Config& operator=(const Config& other) {
+    if (this != &other) root.reset(YAML::Clone(other.root));
+    return *this;
+  }
+  Config& operator=(Config&& other) noexcept {
+    root.reset(other.root);
+    return *this;
+  }
 };
 
 namespace detail {
 
-inline void emit(YAML::Emitter& out, const YAML::Node& node) {
+/// How far canonical_yaml follows a tree: aliases make a small file a huge
+/// (or, with an anchor inside itself, endless) tree.
+inline constexpr std::size_t kMaxDepth = 128;
+inline constexpr std::size_t kMaxNodes = 1'000'000;
+
+// yaml-cpp's tags for what carries no explicit tag: "?" a plain scalar or
+// any collection, "!" a quoted scalar.
+inline bool explicit_tag(const std::string& tag) { return !tag.empty() && tag != "?" && tag != "!"; }
+
+inline void emit(YAML::Emitter& out, const YAML::Node& node, std::size_t depth, std::size_t& nodes) {
+  if (depth > kMaxDepth)
+    throw amphora::InvalidArgument("the configuration nests deeper than " + std::to_string(kMaxDepth) +
+                                   " levels (an alias inside its own anchor?)");
+  if (++nodes > kMaxNodes)
+    throw amphora::InvalidArgument("the configuration expands to more than " + std::to_string(kMaxNodes) +
+                                   " nodes (aliases repeating aliases?)");
+  if (explicit_tag(node.Tag())) out << YAML::VerbatimTag(node.Tag());  // !!str 007 stays a string
   switch (node.Type()) {
     case YAML::NodeType::Null:
       out << YAML::Null;
@@ -50,7 +82,7 @@ inline void emit(YAML::Emitter& out, const YAML::Node& node) {
       return;
     case YAML::NodeType::Sequence:
       out << YAML::BeginSeq;
-      for (const auto& item : node) emit(out, item);
+      for (const auto& item : node) emit(out, item, depth + 1, nodes);
       out << YAML::EndSeq;
       return;
     case YAML::NodeType::Map: {
@@ -58,22 +90,29 @@ inline void emit(YAML::Emitter& out, const YAML::Node& node) {
       // it refers to, so nodes must not be moved about by std::sort.
       std::vector<std::pair<YAML::Node, YAML::Node>> pairs;
       std::vector<std::pair<std::string, std::size_t>> order;
+      std::vector<std::string> scalar_keys;
       for (const auto& kv : node) {
         YAML::Emitter key;
-        emit(key, kv.first);
+        emit(key, kv.first, depth + 1, nodes);
         order.emplace_back(key.c_str(), pairs.size());
         pairs.emplace_back(kv.first, kv.second);
+        // `a` and "a" are one key to a reader, whatever the quoting.
+        if (kv.first.IsScalar()) scalar_keys.push_back(kv.first.Scalar());
       }
       std::sort(order.begin(), order.end());
+      std::sort(scalar_keys.begin(), scalar_keys.end());
+      for (std::size_t i = 1; i < scalar_keys.size(); ++i)
+        if (scalar_keys[i] == scalar_keys[i - 1])
+          throw amphora::InvalidArgument("the configuration repeats the key '" + scalar_keys[i] + "'");
       for (std::size_t i = 1; i < order.size(); ++i)
         if (order[i].first == order[i - 1].first)
           throw amphora::InvalidArgument("the configuration repeats the key '" + order[i].first + "'");
       out << YAML::BeginMap;
       for (const auto& [text, index] : order) {
         out << YAML::Key;
-        emit(out, pairs[index].first);
+        emit(out, pairs[index].first, depth + 1, nodes);
         out << YAML::Value;
-        emit(out, pairs[index].second);
+        emit(out, pairs[index].second, depth + 1, nodes);
       }
       out << YAML::EndMap;
       return;
@@ -86,24 +125,35 @@ inline void emit(YAML::Emitter& out, const YAML::Node& node) {
 
 }  // namespace detail
 
-/// The configuration as canonical YAML: block style, every mapping's keys
-/// in byte order, comments, anchors and formatting dropped, scalars as
-/// written (quoted ones double-quoted). Two files meaning the same tree give
-/// the same text. Throws InvalidArgument for a repeated key.
+/// The configuration as canonical YAML: block style, every mapping's entries
+/// ordered by their keys' canonical text, comments, anchors, aliases
+/// (expanded) and layout dropped, scalars as written (quoted ones
+/// double-quoted, explicit tags kept as verbatim tags). Files that differ
+/// only in layout, comments, key order or quoting style give the same text;
+/// scalars are not normalised (`0.001` and `1e-3` differ). Throws
+/// InvalidArgument for a repeated key, a tree deeper than 128 levels or of
+/// more than a million nodes once aliases are expanded.
 inline std::string canonical_yaml(const YAML::Node& root) {
   YAML::Emitter out;
-  detail::emit(out, root);
+  std::size_t nodes = 0;
+  detail::emit(out, root, 0, nodes);
   if (!out.good()) throw amphora::InvalidArgument("the configuration cannot be written as YAML: " + out.GetLastError());
   return std::string(out.c_str()) + "\n";
 }
 
-/// Parses YAML text; throws InvalidArgument naming `what` and the position.
+/// Parses YAML text of one document (none: a null configuration); throws
+/// InvalidArgument naming `what` and the position, or for several documents.
 inline Config parse_config(const std::string& text, const std::string& what) {
+  std::vector<YAML::Node> documents;
   try {
-    return {YAML::Load(text)};
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw amphora::InvalidArgument(what + " is not YAML: " + e.what());
   }
+  if (documents.size() > 1)
+    throw amphora::InvalidArgument(what + " holds " + std::to_string(documents.size()) +
+                                   " YAML documents; a configuration is one");
+  return Config(documents.empty() ? YAML::Node() : documents.front());
 }
 
 inline bool operator==(const Config& a, const Config& b) { return canonical_yaml(a.root) == canonical_yaml(b.root); }

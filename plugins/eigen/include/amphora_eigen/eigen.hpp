@@ -64,11 +64,17 @@ struct amphora::materializer<Eigen::Matrix<S, Rows, Cols, Options, MaxRows, MaxC
   static constexpr int version = 1;
 
   static void save(const Value& value, ArtifactWriter& out) {
-    const RowMajor rows_first = value;  // numpy's C order, whatever the value's own
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(value.rows())};
     if (!is_vector) shape.push_back(static_cast<std::int64_t>(value.cols()));
-    out.write_array("matrix.npy", dtype_of<S>::value, shape,
-                    std::as_bytes(std::span<const S>(rows_first.data(), static_cast<std::size_t>(rows_first.size()))));
+    const auto count = static_cast<std::size_t>(value.size());
+    // numpy's C order: a vector or a row-major matrix already is; another
+    // matrix is copied into it.
+    if constexpr (is_vector || static_cast<bool>(Value::IsRowMajor) || Rows == 1) {
+      out.write_array("matrix.npy", dtype_of<S>::value, shape, std::as_bytes(std::span<const S>(value.data(), count)));
+    } else {
+      const RowMajor rows_first = value;
+      out.write_array("matrix.npy", dtype_of<S>::value, shape, std::as_bytes(std::span<const S>(rows_first.data(), count)));
+    }
     out.meta()["rows"] = static_cast<std::int64_t>(value.rows());
     out.meta()["cols"] = static_cast<std::int64_t>(value.cols());
   }
