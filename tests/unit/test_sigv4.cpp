@@ -1,12 +1,18 @@
 // AWS Signature Version 4, held to the worked examples of AWS's S3
 // documentation ("Examples: Signature Calculations" and the browser POST
 // example): same canonical request, string to sign and signature, byte for
-// byte, with AWS's example credentials.
+// byte, with AWS's example credentials. Then where credentials come from.
 
+#include "credentials.hpp"
 #include "sigv4.hpp"
+#include "support.hpp"
 
 #include <amphora/error.hpp>
 #include <catch2/catch.hpp>
+
+#include <fstream>
+#include <functional>
+#include <map>
 
 using namespace amphora::detail::sigv4;
 
@@ -91,4 +97,89 @@ TEST_CASE("Canonical forms: encoding, header folding, refusals", "[sigv4]") {
   Request injected{"GET", "/k", {}, {{"Host", "h\r\nx-evil: 1"}}, "UNSIGNED-PAYLOAD"};
   CHECK_THROWS_AS(canonical_request(injected), amphora::InvalidArgument);
   CHECK_THROWS_AS(authorization(r, kExample, "2013-05-24", "us-east-1"), amphora::InvalidArgument);
+}
+
+// ------------------------------------------------------------ credentials
+
+namespace {
+
+Environment environment_of(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {
+    auto it = values.find(std::string(name));
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const amphora::Error& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+}  // namespace
+
+TEST_CASE("Credentials come from the environment, else the shared credentials file's profile", "[sigv4][credentials]") {
+  test::TempDir dir;
+  const auto file = dir / "credentials";
+  std::ofstream(file) << "# team keys\n[default]\naws_access_key_id = AKDEFAULT\naws_secret_access_key=default-secret\n\n"
+                         "[ci] ; the farm\n  aws_access_key_id=AKCI  \naws_secret_access_key = ci-secret\n"
+                         "aws_session_token = ci-token\n[broken]\naws_access_key_id = AKBROKEN\n";
+
+  const auto from_env = find_credentials(environment_of(
+      {{"AWS_ACCESS_KEY_ID", "AKENV"}, {"AWS_SECRET_ACCESS_KEY", "env-secret"}, {"AWS_SESSION_TOKEN", "env-token"},
+       {"AWS_PROFILE", "ci"}, {"AWS_SHARED_CREDENTIALS_FILE", file.string()}}));
+  CHECK(from_env.access_key == "AKENV");
+  CHECK(from_env.secret_key == "env-secret");
+  CHECK(from_env.session_token == "env-token");
+
+  const auto shared = environment_of({{"AWS_SHARED_CREDENTIALS_FILE", file.string()}});
+  CHECK(find_credentials(shared).access_key == "AKDEFAULT");
+  CHECK(find_credentials(shared).secret_key == "default-secret");
+  const auto ci = find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", file.string()}, {"AWS_PROFILE", "ci"}}));
+  CHECK(ci.access_key == "AKCI");
+  CHECK(ci.secret_key == "ci-secret");
+  CHECK(ci.session_token == "ci-token");
+  // A profile asked for explicitly wins over the environment's keys.
+  CHECK(find_credentials(environment_of({{"AWS_ACCESS_KEY_ID", "AKENV"}, {"AWS_SECRET_ACCESS_KEY", "env-secret"},
+                                         {"AWS_SHARED_CREDENTIALS_FILE", file.string()}}),
+                         "ci")
+            .access_key == "AKCI");
+  // ~/.aws/credentials under $HOME.
+  std::filesystem::create_directories(dir / "home" / ".aws");
+  std::filesystem::copy_file(file, dir / "home" / ".aws" / "credentials");
+  CHECK(find_credentials(environment_of({{"HOME", (dir / "home").string()}})).access_key == "AKDEFAULT");
+}
+
+TEST_CASE("Missing or malformed credentials are refused, naming where, never a secret", "[sigv4][credentials]") {
+  test::TempDir dir;
+  const auto file = dir / "credentials";
+  std::ofstream(file) << "[default]\naws_access_key_id = AKDEFAULT\naws_secret_access_key = default-secret\n"
+                         "[half]\naws_access_key_id = AKHALF\n";
+  const std::string path = file.string();
+
+  CHECK_THROWS_AS(find_credentials(environment_of({{"HOME", (dir / "nowhere").string()}})), amphora::NotFound);
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"HOME", (dir / "nowhere").string()}})); }),
+             Catch::Contains("AWS_ACCESS_KEY_ID") && Catch::Contains("nowhere"));
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"AWS_ACCESS_KEY_ID", "AKONLY"}})); }),
+             Catch::Contains("without AWS_SECRET_ACCESS_KEY") && !Catch::Contains("AKONLY"));
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"AWS_SECRET_ACCESS_KEY", "s3cr3t"}})); }),
+             !Catch::Contains("s3cr3t"));
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", path}, {"AWS_PROFILE", "prod"}})); }),
+             Catch::Contains("no profile 'prod' in " + path));
+  const std::string half =
+      message_of([&] { find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", path}}), "half"); });
+  CHECK_THAT(half, Catch::Contains("has no aws_secret_access_key"));
+
+  for (const char* bad : {"aws_access_key_id = AKLOOSE\n[default]\n", "[default\naws_access_key_id = x\n",
+                          "[default]\njust some words\n"}) {
+    INFO(bad);
+    std::ofstream(file) << bad;
+    const auto broken = environment_of({{"AWS_SHARED_CREDENTIALS_FILE", path}});
+    CHECK_THROWS_AS(find_credentials(broken), amphora::CorruptData);
+    CHECK_THAT(message_of([&] { find_credentials(broken); }), Catch::Contains(path + " line ") && !Catch::Contains("AKLOOSE"));
+  }
 }
