@@ -8,7 +8,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz demo bench stress install clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz demo bench stress remote-up remote-down install clean
 
 all: build
 
@@ -116,6 +116,18 @@ stress: build
 	AMPHORA_TEST_SCALE=$${AMPHORA_TEST_SCALE:-8} $(BUILD_DIR)/bin/amphora_tests "[processes],[stress]"
 	AMPHORA_IMPORT_TEST_MB=$${AMPHORA_IMPORT_TEST_MB:-2048} /usr/bin/python3 tests/python/test_import_memory.py \
 	  --cli $(BUILD_DIR)/bin/amphora
+
+# A one-node Ceph RADOS Gateway on 127.0.0.1 (in memory; scripts/rgw.sh),
+# the S3 server the remote tier's tests start for themselves, for a
+# developer: remote-up prints its endpoint and test keys (also in
+# $(RGW_DIR)/env); remote-down stops it and removes $(RGW_DIR).
+RGW_DIR ?= $(BUILD_DIR)/rgw
+
+remote-up: deps
+	bash scripts/rgw.sh up $(RGW_DIR)
+
+remote-down:
+	bash scripts/rgw.sh down $(RGW_DIR)
 
 install: build
 	cmake --install $(BUILD_DIR) $(if $(PREFIX),--prefix $(PREFIX),)

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A single-node Ceph cluster with a RADOS Gateway on 127.0.0.1, for the
+# remote tier's tests and for developers (make remote-up / remote-down):
+#   scripts/rgw.sh up DIR [PORT]   start it under DIR (created; must not hold a cluster)
+#   scripts/rgw.sh down DIR        stop it and remove DIR
+# `up` prints, and writes to DIR/env (shell syntax), AMPHORA_TEST_S3_ENDPOINT
+# and the test user's fixed keys as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+# One monitor, one memstore OSD (data in memory, size-1 pools), no manager,
+# no cephx: a test server, never a place for data. Needs Debian's ceph-mon,
+# ceph-osd, radosgw and ceph-common (scripts/install-deps.sh installs them).
+set -euo pipefail
+
+readonly ACCESS_KEY=AMPHORATESTACCESSKEY
+readonly SECRET_KEY=amphora-test-secret-key-not-for-real-use
+
+usage() {
+  echo "usage: scripts/rgw.sh up DIR [PORT] | down DIR" >&2
+  exit 2
+}
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+stop() {
+  local dir=$1 pid
+  for name in client.rgw.test osd.0 mon.a; do
+    if [[ -f "$dir/run/$name.pid" ]]; then
+      pid=$(cat "$dir/run/$name.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+}
+
+up() {
+  local dir=$1 port=${2:-} mon fsid
+  for tool in monmaptool ceph-mon ceph-osd radosgw radosgw-admin ceph; do
+    command -v "$tool" >/dev/null || { echo "rgw.sh: $tool is missing: run scripts/install-deps.sh" >&2; exit 1; }
+  done
+  [[ -e "$dir/ceph.conf" ]] && { echo "rgw.sh: $dir already holds a cluster (rgw.sh down $dir first)" >&2; exit 1; }
+  mkdir -p "$dir"/{run,log,mon/ceph-a,osd/ceph-0,rgw}
+  dir=$(cd "$dir" && pwd)
+  mon=$(free_port)
+  [[ -n "$port" ]] || port=$(free_port)
+  fsid=$(cat /proc/sys/kernel/random/uuid)
+  # No cephx: with auth "none" only CRC connection modes work, so every
+  # messenger mode list allows crc. Size-1 pools on one OSD, CRUSH choosing
+  # OSDs rather than hosts, and a short Paxos interval for a start in seconds.
+  cat > "$dir/ceph.conf" <<CONF
+[global]
+fsid = $fsid
+mon_host = v2:127.0.0.1:$mon
+mon_initial_members = a
+auth_cluster_required = none
+auth_service_required = none
+auth_client_required = none
+ms_mon_cluster_mode = crc secure
+ms_mon_service_mode = crc secure
+ms_mon_client_mode = crc secure
+ms_cluster_mode = crc secure
+ms_service_mode = crc secure
+ms_client_mode = crc secure
+ms_bind_ipv6 = false
+osd_pool_default_size = 1
+osd_pool_default_min_size = 1
+mon_allow_pool_size_one = true
+mon_warn_on_pool_no_redundancy = false
+osd_crush_chooseleaf_type = 0
+paxos_propose_interval = 0.05
+osd_objectstore = memstore
+memstore_device_bytes = 4294967296
+run_dir = $dir/run
+pid_file = $dir/run/\$name.pid
+log_file = $dir/log/\$name.log
+admin_socket = $dir/run/\$name.asok
+mon_data = $dir/mon/\$cluster-\$id
+osd_data = $dir/osd/\$cluster-\$id
+[client.rgw.test]
+rgw_frontends = beast endpoint=127.0.0.1:$port
+rgw_data = $dir/rgw
+CONF
+  local conf=(-c "$dir/ceph.conf")
+  trap 'echo "rgw.sh: start failed; logs in $dir/log" >&2; stop "$dir"' ERR
+  monmaptool --create --addv a "[v2:127.0.0.1:$mon]" --fsid "$fsid" "$dir/monmap" >/dev/null
+  ceph-mon "${conf[@]}" --mkfs -i a --monmap "$dir/monmap"
+  ceph-mon "${conf[@]}" -i a
+  timeout 30 ceph "${conf[@]}" osd create >/dev/null
+  timeout 60 ceph-osd "${conf[@]}" -i 0 --mkfs 2>/dev/null
+  ceph-osd "${conf[@]}" -i 0 2>/dev/null
+  radosgw "${conf[@]}" -n client.rgw.test
+  local code=000
+  for _ in $(seq 300); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/" || true)
+    [[ "$code" != 000 ]] && break
+    sleep 0.1
+  done
+  [[ "$code" != 000 ]] || { echo "rgw.sh: the gateway did not answer on port $port" >&2; false; }
+  timeout 60 radosgw-admin "${conf[@]}" user create --uid=amphora-test --display-name="Amphora tests" \
+    --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null
+  trap - ERR
+  cat > "$dir/env" <<ENV
+AMPHORA_TEST_S3_ENDPOINT=http://127.0.0.1:$port
+AWS_ACCESS_KEY_ID=$ACCESS_KEY
+AWS_SECRET_ACCESS_KEY=$SECRET_KEY
+AWS_DEFAULT_REGION=us-east-1
+ENV
+  cat "$dir/env"
+}
+
+case "${1:-}" in
+  up) [[ $# -ge 2 && $# -le 3 ]] || usage; up "$2" "${3:-}" ;;
+  down)
+    [[ $# -eq 2 ]] || usage
+    [[ -e "$2/ceph.conf" ]] || { echo "rgw.sh: $2 holds no cluster" >&2; exit 1; }
+    stop "$2"
+    rm -rf "$2"
+    ;;
+  *) usage ;;
+esac
