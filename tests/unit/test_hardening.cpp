@@ -4,6 +4,7 @@
 // what is wrong.
 
 #include "support.hpp"
+#include "posix.hpp"
 #include "artifact_context.hpp"
 
 #include <amphora/npy.hpp>
@@ -257,6 +258,20 @@ TEST_CASE("Re-saving identical content repairs a copy with a flipped byte", "[ha
   CHECK(store.load<Tensor>("t@1").bit_equal(t));
   // An intact copy is left alone.
   CHECK_FALSE(store.save(t, {.name = "t", .options = TensorOptions{Compression::none}}).created);
+}
+
+TEST_CASE("A directory removed while it is listed is NotFound, not an I/O failure", "[hardening][repair]") {
+  // What a save checking a damaged copy meets when another thread's repair
+  // swaps that copy out and deletes it between the open and the listing.
+  test::TempDir dir;
+  fs::create_directory(dir / "doomed");
+  std::ofstream(dir / "doomed" / "file") << "x";
+  amphora::detail::Fd fd(::open((dir / "doomed").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(fd);
+  fs::remove_all(dir / "doomed");
+  CHECK_THROWS_AS(amphora::detail::list_names_at(fd.get(), dir / "doomed"), NotFound);
+  CHECK_THROWS_WITH(amphora::detail::list_names_at(fd.get(), dir / "doomed"),
+                    Catch::Contains("was removed while it was being listed"));
 }
 
 TEST_CASE("Two threads repairing one damaged artifact at once", "[hardening][repair][concurrency]") {

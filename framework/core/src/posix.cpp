@@ -211,6 +211,9 @@ void read_directory(int dirfd, const std::filesystem::path& shown, F&& each) {
     long n = ::syscall(SYS_getdents64, dirfd, buffer, sizeof buffer);
     if (n < 0) {
       if (errno == EINTR) continue;
+      // The directory was removed while open (a repair swapped it out and
+      // deleted it): gone, as if it had been missing when opened.
+      if (errno == ENOENT) throw NotFound(shown.string() + " was removed while it was being listed");
       throw_errno("cannot list", shown);
     }
     if (n == 0) break;
