@@ -111,6 +111,11 @@ class PluginsCliTest(cli_support.StoreTestCase):
         with open(self.path("out.point")) as f:
             self.assertEqual(f.read(), "1.5 -2.25 apex\n")
 
+        # A plugin's format is never handed a FIFO (it would block reading it).
+        os.mkfifo(self.path("pipe.point"))
+        proc = self.cli("--plugin", good(), "import", self.path("pipe.point"), "--name", "piped", check=EXIT_USAGE)
+        self.assertIn("pipe.point is not a regular file (a FIFO)", proc.stderr)
+
         # Without the plugin: listed, shown, verified; not loaded, and said why.
         self.assertIn("apex", self.cli("ls", check=EXIT_OK).stdout)
         bare = json.loads(self.cli("show", "apex", "--json", check=EXIT_OK).stdout)

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sys/stat.h>
 
 using namespace amphora::detail::sigv4;
 
@@ -173,6 +174,15 @@ TEST_CASE("Missing or malformed credentials are refused, naming where, never a s
   const std::string half =
       message_of([&] { find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", path}}), "half"); });
   CHECK_THAT(half, Catch::Contains("has no aws_secret_access_key"));
+
+  // Never blocked on a FIFO, never read past a size no such file has.
+  const auto fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", fifo.string()}})); }),
+             Catch::Contains("is not a regular file"));
+  std::ofstream(dir / "huge") << std::string(2 << 20, '#');
+  CHECK_THAT(message_of([&] { find_credentials(environment_of({{"AWS_SHARED_CREDENTIALS_FILE", (dir / "huge").string()}})); }),
+             Catch::Contains("larger than 1 MiB"));
 
   for (const char* bad : {"aws_access_key_id = AKLOOSE\n[default]\n", "[default\naws_access_key_id = x\n",
                           "[default]\njust some words\n"}) {

@@ -21,6 +21,12 @@ std::string trimmed(std::string_view text) {
 // '#' and ';' start comments. Values are not kept for sections not asked for.
 std::optional<std::map<std::string, std::string>> read_profile(const std::filesystem::path& file,
                                                                const std::string& profile) {
+  // A FIFO would block the read, and no credentials file is megabytes long.
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (ec || !std::filesystem::exists(status)) return std::nullopt;
+  if (!std::filesystem::is_regular_file(status)) throw InvalidArgument(file.string() + " is not a regular file");
+  if (std::filesystem::file_size(file, ec) > (1u << 20)) throw InvalidArgument(file.string() + " is larger than 1 MiB");
   std::ifstream in(file);
   if (!in) return std::nullopt;
   std::optional<std::map<std::string, std::string>> found;

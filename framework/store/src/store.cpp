@@ -5,6 +5,7 @@
 #include "artifact_context.hpp"
 #include "error_boundary.hpp"
 #include "guarded_medium.hpp"
+#include "posix.hpp"
 #include "store_access.hpp"
 #include "store_areas.hpp"
 
@@ -20,6 +21,7 @@
 #include <ctime>
 #include <limits>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace amphora {
@@ -837,6 +839,11 @@ SaveResult Store::import_file(const fs::path& file, const SaveOptions& options) 
 }
 
 SaveResult Store::import_checked(const fs::path& file, const SaveOptions& options) {
+  // Every format reads a regular file: a FIFO would block its reader and a
+  // directory or a device is no input. Checked once here, for the formats
+  // plugins add as well as the built-in ones.
+  if (struct stat st {}; ::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw InvalidArgument(file.string() + " is not a regular file (" + detail::describe_file_type(st.st_mode) + ")");
   const auto format = registry().format_for(file);
   if (!format) {
     std::string known;
