@@ -8,13 +8,14 @@ set -euo pipefail
 # Eigen (header-only) is the third-party library the Eigen example plugin
 # teaches Amphora from outside (plugins/eigen). Ceph's monitor, OSD and
 # RADOS Gateway are the S3 server the remote tier's tests start
-# (scripts/rgw.sh); boto3 is the S3 client they compare with.
+# (scripts/rgw.sh, which waits for the gateway with curl); boto3 is the S3
+# client they compare with.
 packages=(
   build-essential cmake pkg-config ccache
   nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
   libeigen3-dev
   python3-numpy python3-scipy python3-pandas python3-lz4 lz4
-  ceph-mon ceph-osd radosgw ceph-common python3-boto3
+  ceph-mon ceph-osd radosgw ceph-common python3-boto3 curl
 )
 
 # `make fuzz` and `make test` (test-fuzz) also need clang and its libFuzzer

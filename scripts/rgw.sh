@@ -22,16 +22,22 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# All three told to stop at once, then given 2 s before they are killed
+# (radosgw often outlasts that; its data is in memory and thrown away).
 stop() {
-  local dir=$1 pid
+  local dir=$1 pids=() pid
   for name in client.rgw.test osd.0 mon.a; do
-    if [[ -f "$dir/run/$name.pid" ]]; then
-      pid=$(cat "$dir/run/$name.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
+    [[ -f "$dir/run/$name.pid" ]] && pids+=("$(cat "$dir/run/$name.pid")")
   done
+  [[ ${#pids[@]} -gt 0 ]] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 20); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 1 ]] || return 0
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 up() {
