@@ -66,6 +66,16 @@ inline Ran run_python(const fs::path& dir, const std::string& source, const std:
   return run_shell("/usr/bin/python3 '" + script.string() + "' " + args);
 }
 
+#if defined(AMPHORA_TEST_CLI) && defined(AMPHORA_TEST_PLUGIN)
+/// The `amphora` command and the plugin under test, as amphora_example_plugin
+/// (plugins/CMakeLists.txt) gives every example plugin's test.
+inline const std::string kCli = AMPHORA_TEST_CLI;
+inline const std::string kPlugin = AMPHORA_TEST_PLUGIN;
+
+/// Runs `amphora --store STORE ARGS` (ARGS quoted by the caller).
+inline Ran run_cli(const fs::path& store, const std::string& args) { return run_cli(kCli, store, args); }
+#endif
+
 /// Where docs/FORMAT.md puts the files of artifact `d`.
 inline fs::path object_dir(const fs::path& store, const amphora::Digest& d) {
   return store / "objects" / "sha256" / d.hex().substr(0, 2) / d.hex();

@@ -16,14 +16,11 @@
 
 namespace fs = std::filesystem;
 using plugin_test::object_dir;
+using plugin_test::kPlugin;
+using plugin_test::run_cli;
 using plugin_test::Scratch;
 
 namespace {
-
-const std::string kCli = AMPHORA_TEST_CLI;
-const std::string kPlugin = AMPHORA_TEST_PLUGIN;
-
-plugin_test::Ran run_cli(const fs::path& store, const std::string& args) { return plugin_test::run_cli(kCli, store, args); }
 
 detection::Dataset sample() {
   detection::Dataset d;

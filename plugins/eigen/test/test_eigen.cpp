@@ -18,12 +18,11 @@
 #include <limits>
 
 namespace fs = std::filesystem;
+using plugin_test::kPlugin;
+using plugin_test::run_cli;
 using plugin_test::Scratch;
 
 namespace {
-
-const std::string kCli = AMPHORA_TEST_CLI;
-const std::string kPlugin = AMPHORA_TEST_PLUGIN;
 
 // Every bit pattern of the value's bytes, compared as bytes: NaNs too.
 template <class M>
@@ -104,16 +103,16 @@ TEST_CASE("With the plugin the command line verifies and exports matrices numpy 
   CHECK(same_bits(*std::static_pointer_cast<Eigen::MatrixXd>(erased), sample()));
 
   const std::string with = "--plugin '" + kPlugin + "' ";
-  const auto shown = plugin_test::run_cli(kCli, store_dir, with + "show m --json");
+  const auto shown = run_cli(store_dir, with + "show m --json");
   REQUIRE(shown.status == 0);
   const auto json = nlohmann::json::parse(shown.output);
   CHECK(json["registered"] == true);
   CHECK(json["meta"] == nlohmann::json({{"cols", 4}, {"rows", 3}}));
-  const auto listed = plugin_test::run_cli(kCli, store_dir, with + "plugins");
+  const auto listed = run_cli(store_dir, with + "plugins");
   CHECK(listed.output.find("eigen.matrix_f64") != std::string::npos);
   CHECK(listed.output.find("Eigen::Matrix<double, -1, -1") != std::string::npos);
-  CHECK(plugin_test::run_cli(kCli, store_dir, with + "verify").status == 0);
-  const auto exported = plugin_test::run_cli(kCli, store_dir, with + "export m '" + (dir.path / "out").string() + "'");
+  CHECK(run_cli(store_dir, with + "verify").status == 0);
+  const auto exported = run_cli(store_dir, with + "export m '" + (dir.path / "out").string() + "'");
   CHECK(exported.status == 0);
 
   // numpy opens the stored file, and the Python reader loads the artifact
@@ -141,11 +140,11 @@ TEST_CASE("With the plugin the command line verifies and exports matrices numpy 
   std::ofstream(plugin_test::object_dir(store_dir, lie) / "manifest.json", std::ios::binary) << amphora::canonical_json(manifest);
   fs::copy_file(plugin_test::object_dir(store_dir, saved.digest) / "matrix.npy",
                 plugin_test::object_dir(store_dir, lie) / "matrix.npy");
-  const auto checked = plugin_test::run_cli(kCli, store_dir, with + "verify " + lie.str());
+  const auto checked = run_cli(store_dir, with + "verify " + lie.str());
   CHECK(checked.status == 4);
   CHECK(checked.output.find("does not hold the 4x4 values its meta says") != std::string::npos);
 
-  const auto bare = plugin_test::run_cli(kCli, store_dir, "show m");
+  const auto bare = run_cli(store_dir, "show m");
   CHECK(bare.status == 0);
   CHECK(bare.output.find("eigen.matrix_f64 (format 1)  [not registered") != std::string::npos);
   CHECK_THROWS_WITH(amphora::Store::open(store_dir).load_erased("m"), Catch::Contains("materializer 'eigen.matrix_f64'"));
