@@ -141,6 +141,12 @@ TEST_CASE("Canonical YAML keeps what a reader would see and refuses what it cann
   }
   CHECK(laughs.size() < 1024);
   CHECK_THROWS_WITH(canonical_yaml(parse_config(laughs, "x").root), Catch::Contains("more than 1000000 nodes"));
+  // Nesting: past yaml-cpp's own limit the parse refuses it; below that,
+  // past 128 levels, the canonical form does; neither recurses unbounded.
+  const auto nested = [](int levels) { return "a: " + std::string(levels, '[') + std::string(levels, ']') + "\n"; };
+  CHECK_THROWS_AS(parse_config(nested(100000), "deep.yaml"), amphora::InvalidArgument);
+  CHECK_THROWS_WITH(canonical_yaml(parse_config(nested(300), "x").root), Catch::Contains("deeper than 128 levels"));
+  CHECK(canonical_yaml(parse_config(nested(100), "x").root).size() > 100);
   // A Config is a value: a copy changed leaves the original alone.
   const Model a = sample();
   Model b = a;
