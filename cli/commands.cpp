@@ -13,7 +13,9 @@
 #include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <sys/stat.h>
@@ -655,5 +657,106 @@ int cmd_plugins(const Args& a) {
   }
   return 0;
 }
+
+int cmd_remote(const Args& a) {
+  Store store = open_store(a);
+  if (a.action == "list") {
+    if (!a.remote_name.empty()) throw InvalidArgument("remote list takes no NAME");
+    const auto remotes = store.remotes();
+    if (a.json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& r : remotes)
+        out.push_back({{"name", r.name}, {"url", r.url}, {"endpoint", r.endpoint}, {"region", r.region}});
+      std::cout << json_text(out) << "\n";
+      return 0;
+    }
+    for (const auto& r : remotes)
+      std::cout << printable(r.name) << "\t" << printable(r.url)
+                << (r.endpoint.empty() ? "" : "  (endpoint " + printable(r.endpoint) + ")")
+                << (r.region.empty() ? "" : "  (region " + printable(r.region) + ")") << "\n";
+    if (remotes.empty()) std::cerr << "amphora: no remotes; add one with `amphora remote add NAME URL`\n";
+    return 0;
+  }
+  if (a.remote_name.empty()) throw InvalidArgument("remote " + a.action + " needs the remote's NAME");
+  if (a.action == "remove") {
+    if (!a.url.empty()) throw InvalidArgument("remote remove takes only NAME");
+    store.remove_remote(a.remote_name);
+    std::cout << "removed remote " << printable(a.remote_name) << " (nothing on it was touched)\n";
+    return 0;
+  }
+  if (a.url.empty()) throw InvalidArgument("remote add needs NAME and URL (s3://BUCKET/PREFIX or file:///PATH)");
+  store.add_remote({a.remote_name, a.url, a.endpoint, a.region});
+  std::cout << "added remote " << printable(a.remote_name) << " " << printable(a.url) << "\n";
+  return 0;
+}
+
+namespace {
+
+// Bytes, rate and time left, redrawn at most ten times a second, on a
+// terminal only.
+std::function<void(const TransferStatus&)> transfer_progress(const char* what) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  const auto start = std::chrono::steady_clock::now();
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [what, start, last](const TransferStatus& s) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool done = s.bytes_done >= s.bytes_total && s.artifacts_done >= s.artifacts_total;
+    if (!done && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    const double rate = seconds > 0 ? static_cast<double>(s.bytes_done) / seconds : 0;
+    std::string eta = "";
+    if (rate > 0 && s.bytes_total > s.bytes_done)
+      eta = ", " + std::to_string(static_cast<long long>(static_cast<double>(s.bytes_total - s.bytes_done) / rate + 0.5)) + " s left";
+    std::fprintf(stderr, "\r\033[K%s %s / %s (%3.0f%%), %s/s%s, %zu/%zu artifacts", what,
+                 human_bytes(s.bytes_done).c_str(), human_bytes(s.bytes_total).c_str(),
+                 s.bytes_total ? 100.0 * static_cast<double>(s.bytes_done) / static_cast<double>(s.bytes_total) : 100.0,
+                 human_bytes(static_cast<std::uint64_t>(rate)).c_str(), eta.c_str(), s.artifacts_done, s.artifacts_total);
+    if (done) std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  };
+}
+
+int report_transfer(const Args& a, const TransferReport& r, const char* verb, const char* direction, double seconds) {
+  if (a.json) {
+    nlohmann::json out = {{"remote", r.remote},
+                          {"location", r.location},
+                          {"roots", nlohmann::json::array()},
+                          {"artifacts_copied", r.artifacts_copied},
+                          {"artifacts_present", r.artifacts_present},
+                          {"bytes_copied", r.bytes_copied},
+                          {"named", nlohmann::json::array()},
+                          {"seconds", std::round(seconds * 1000) / 1000}};
+    for (const auto& d : r.roots) out["roots"].push_back(d.str());
+    for (const auto& v : r.named) out["named"].push_back({{"name", v.name}, {"version", v.version}, {"digest", v.digest.str()}});
+    std::cout << json_text(out) << "\n";
+    return 0;
+  }
+  std::cout << verb << " " << count_of(r.artifacts_copied, "artifact", "artifacts") << " ("
+            << human_bytes(r.bytes_copied) << ") " << direction << " " << printable(r.remote) << " ("
+            << printable(r.location) << ") in " << std::fixed << std::setprecision(1) << seconds << " s";
+  if (r.artifacts_present) std::cout << "; " << r.artifacts_present << " already there";
+  std::cout << "\n";
+  for (const auto& v : r.named)
+    std::cout << "  " << printable(v.name) << "@" << v.version << " -> " << v.digest.short_str() << "\n";
+  return 0;
+}
+
+int transfer(const Args& a, bool push) {
+  Store store = open_store(a);
+  TransferOptions options;
+  options.remote = a.remote;
+  options.jobs = static_cast<std::size_t>(a.jobs);
+  options.progress = transfer_progress(push ? "pushing" : "pulling");
+  const auto start = std::chrono::steady_clock::now();
+  const auto report = push ? store.push(a.refs, options) : store.pull(a.refs, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report_transfer(a, report, push ? "pushed" : "pulled", push ? "to" : "from", seconds);
+}
+
+}  // namespace
+
+int cmd_push(const Args& a) { return transfer(a, true); }
+int cmd_pull(const Args& a) { return transfer(a, false); }
 
 }  // namespace amphora::cli

@@ -27,6 +27,14 @@ struct Args {
   bool explain = false;              ///< runs --explain
   bool dot = false;                  ///< lineage --dot
   std::vector<std::string> plugins;  ///< --plugin PATH, each
+  std::vector<std::string> refs;     ///< push, pull: REF...
+  std::string action;                ///< remote: add, list or remove
+  std::string remote_name;           ///< remote add/remove NAME
+  std::string url;                   ///< remote add URL
+  std::string endpoint;              ///< remote add --endpoint
+  std::string region;                ///< remote add --region
+  std::string remote;                ///< push, pull --remote NAME
+  std::uint64_t jobs = 8;            ///< push, pull -j N
 };
 
 /// The built-in materializers, the plugins of $AMPHORA_PLUGIN_PATH and those
@@ -49,5 +57,8 @@ int cmd_why(const Args& a);
 int cmd_lineage(const Args& a);
 int cmd_migrate(const Args& a);
 int cmd_plugins(const Args& a);
+int cmd_remote(const Args& a);
+int cmd_push(const Args& a);
+int cmd_pull(const Args& a);
 
 }  // namespace amphora::cli

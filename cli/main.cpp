@@ -271,6 +271,75 @@ class Parser {
                         "  AMPHORA_PLUGIN_PATH=~/amphora-plugins amphora plugins");
     plugins->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
 
+    auto* remote = add("remote", "Add, list or remove the store's remotes (S3 buckets, shared directories).",
+                       amphora::cli::cmd_remote,
+                       "  amphora remote add NAME URL [--endpoint URL] [--region R]\n"
+                       "  amphora remote list [--json]\n"
+                       "  amphora remote remove NAME\n\n"
+                       "URL is s3://BUCKET/PREFIX (any S3-compatible service; --endpoint for one that\n"
+                       "is not AWS, addressed path-style) or file:///PATH (a directory on a shared file\n"
+                       "system). Remotes are kept in the store's remotes.json; credentials never are:\n"
+                       "they come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN,\n"
+                       "else from ~/.aws/credentials ($AWS_SHARED_CREDENTIALS_FILE), section\n"
+                       "$AWS_PROFILE or default. Removing a remote touches nothing on it. --json prints\n"
+                       "an array of {name, url, endpoint, region}.\n\n"
+                       "Examples:\n"
+                       "  amphora remote add team s3://ml-artifacts/amphora\n"
+                       "  amphora remote add lab s3://models --endpoint http://rgw.lab:7480\n"
+                       "  amphora remote add hpc file:///lustre/project/amphora\n"
+                       "  amphora remote list");
+    remote->add_option("ACTION", args_.action, "add, list or remove")
+        ->required()
+        ->check(CLI::IsMember({"add", "list", "remove"}))
+        ->type_name("");
+    remote->add_option("NAME", args_.remote_name, "the remote's name (add, remove)")->type_name("");
+    remote->add_option("URL", args_.url, "s3://BUCKET/PREFIX or file:///PATH (add)")->type_name("");
+    remote->add_option("--endpoint", args_.endpoint, "an S3 service that is not AWS: http(s)://HOST[:PORT]")
+        ->type_name("URL");
+    remote->add_option("--region", args_.region, "the S3 region (default: $AWS_REGION, else us-east-1)")
+        ->type_name("R");
+    remote->add_flag("--json", args_.json, "print JSON (list)");
+
+    auto* push = add("push", "Copy artifacts and their names to a remote.", amphora::cli::cmd_push,
+                     "Copies each REF (default: every version of every name) with every artifact it\n"
+                     "reaches, then records the names on the remote: a version is added there unless\n"
+                     "one of its versions has the same digest, and a NAME leaves the remote's latest\n"
+                     "version of NAME where the local latest is. Version numbers are the remote's\n"
+                     "own. What the remote holds already is not sent again; every piece sent is\n"
+                     "checked against its manifest first, and each artifact's manifest is written\n"
+                     "after its files, so the remote never shows a partial artifact. Progress (bytes,\n"
+                     "rate, time left) is shown on a terminal. --json prints {remote, location,\n"
+                     "roots, artifacts_copied, artifacts_present, bytes_copied, named: [{name,\n"
+                     "version, digest}], seconds}.\n\n"
+                     "Examples:\n"
+                     "  amphora push\n"
+                     "  amphora push model emb@2 --remote team\n"
+                     "  amphora push model -j 16 --json");
+    push->add_option("REF", args_.refs, "what to push (default: every version of every name)")->type_name("");
+    push->add_option("--remote", args_.remote, "the remote (default: the store's only one)")->type_name("NAME");
+    push->add_option("-j,--jobs", args_.jobs, "transfers at once (default: 8)")
+        ->check(whole_number(1, "transfers"))
+        ->type_name("N");
+    push->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
+
+    auto* pull = add("pull", "Copy artifacts and their names from a remote into the store.", amphora::cli::cmd_pull,
+                     "Copies each REF, resolved on the remote (NAME, NAME@N in the remote's numbering,\n"
+                     "a digest or a unique prefix), with every artifact it reaches. Every byte is\n"
+                     "checked against its manifest before anything is published, and each artifact\n"
+                     "appears at once, whole, as a save's does. A NAME or NAME@N is then recorded\n"
+                     "as a new local version of NAME unless one has its digest already (for NAME:\n"
+                     "unless the local latest has it). --json prints what push --json prints.\n\n"
+                     "Examples:\n"
+                     "  amphora pull model\n"
+                     "  amphora pull model@3 emb --remote team\n"
+                     "  amphora pull 1f3a9c07 --json");
+    pull->add_option("REF", args_.refs, kRefHelp)->required()->type_name("");
+    pull->add_option("--remote", args_.remote, "the remote (default: the store's only one)")->type_name("NAME");
+    pull->add_option("-j,--jobs", args_.jobs, "transfers at once (default: 8)")
+        ->check(whole_number(1, "transfers"))
+        ->type_name("N");
+    pull->add_flag("--json", args_.json, "print JSON (stable fields, ASCII)");
+
     // Leftover arguments are reported by name (an unknown command, a stray
     // argument) instead of as CLI11's generic list.
     app_.allow_extras();

@@ -3,8 +3,10 @@
 # remote tier's tests and for developers (make remote-up / remote-down):
 #   scripts/rgw.sh up DIR [PORT]   start it under DIR (created; must not hold a cluster)
 #   scripts/rgw.sh down DIR        stop it and remove DIR
-# `up` prints, and writes to DIR/env (shell syntax), AMPHORA_TEST_S3_ENDPOINT
-# and the test user's fixed keys as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+# `up` prints, and writes to DIR/env (shell syntax), AMPHORA_TEST_S3_ENDPOINT,
+# the test user's fixed keys as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, and
+# AMPHORA_TEST_S3_BUCKET, an empty bucket it creates (with boto3, from
+# Debian's python3-boto3).
 # One monitor, one memstore OSD (data in memory, size-1 pools), no manager,
 # no cephx: a test server, never a place for data. Needs Debian's ceph-mon,
 # ceph-osd, radosgw and ceph-common (scripts/install-deps.sh installs them).
@@ -12,6 +14,7 @@ set -euo pipefail
 
 readonly ACCESS_KEY=AMPHORATESTACCESSKEY
 readonly SECRET_KEY=amphora-test-secret-key-not-for-real-use
+readonly BUCKET=amphora
 
 usage() {
   echo "usage: scripts/rgw.sh up DIR [PORT] | down DIR" >&2
@@ -84,7 +87,9 @@ admin_socket = $dir/run/\$name.asok
 mon_data = $dir/mon/\$cluster-\$id
 osd_data = $dir/osd/\$cluster-\$id
 [client.rgw.test]
-rgw_frontends = beast endpoint=127.0.0.1:$port
+# tcp_nodelay: an answer written as headers, then body (a listing) would
+# otherwise wait 40 ms for the client's delayed acknowledgement.
+rgw_frontends = beast endpoint=127.0.0.1:$port tcp_nodelay=1
 rgw_data = $dir/rgw
 CONF
   local conf=(-c "$dir/ceph.conf")
@@ -105,12 +110,18 @@ CONF
   [[ "$code" != 000 ]] || { echo "rgw.sh: the gateway did not answer on port $port" >&2; false; }
   timeout 60 radosgw-admin "${conf[@]}" user create --uid=amphora-test --display-name="Amphora tests" \
     --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null
+  timeout 60 /usr/bin/python3 -c "
+import boto3, botocore.config
+boto3.client('s3', endpoint_url='http://127.0.0.1:$port', aws_access_key_id='$ACCESS_KEY',
+             aws_secret_access_key='$SECRET_KEY', region_name='us-east-1',
+             config=botocore.config.Config(s3={'addressing_style': 'path'})).create_bucket(Bucket='$BUCKET')"
   trap - ERR
   cat > "$dir/env" <<ENV
 AMPHORA_TEST_S3_ENDPOINT=http://127.0.0.1:$port
 AWS_ACCESS_KEY_ID=$ACCESS_KEY
 AWS_SECRET_ACCESS_KEY=$SECRET_KEY
 AWS_DEFAULT_REGION=us-east-1
+AMPHORA_TEST_S3_BUCKET=$BUCKET
 ENV
   cat "$dir/env"
 }

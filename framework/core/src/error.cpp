@@ -11,6 +11,7 @@ CorruptData::~CorruptData() = default;
 Unsupported::~Unsupported() = default;
 TypeMismatch::~TypeMismatch() = default;
 IoError::~IoError() = default;
+RemoteError::~RemoteError() = default;
 OutOfResources::~OutOfResources() = default;
 
 }  // namespace amphora

@@ -110,6 +110,9 @@ class GuardedMedium : public Medium {
   std::unique_ptr<Staging> begin_staging() override {
     return std::make_unique<GuardedStaging>(guarded(where_, [&] { return inner_->begin_staging(); }), where_);
   }
+  std::unique_ptr<Staging> begin_staging_at(std::string_view prefix) override {
+    return std::make_unique<GuardedStaging>(guarded(where_, [&] { return inner_->begin_staging_at(prefix); }), where_);
+  }
   std::uint64_t remove_folder(std::string_view prefix, std::string_view marker) override {
     return guarded(where_, [&] { return inner_->remove_folder(prefix, marker); });
   }

@@ -400,6 +400,7 @@ class LocalStaging : public Staging {
     int at = parent ? parent.get() : dir_fd_->get();
     std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
     detail::Fd fd(::openat(at, leaf.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd && errno == EEXIST) throw InvalidArgument("staged file '" + rel + "' is created twice");
     if (!fd) detail::throw_errno("cannot create", shown(id_ + "/" + rel));
     return std::make_unique<LocalStagedFile>(std::move(fd), dir_fd_, rel, shown(id_ + "/" + rel), durable_);
   }

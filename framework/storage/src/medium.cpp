@@ -3,6 +3,7 @@
 
 #include <amphora/storage/medium.hpp>
 
+#include "builtin_schemes.hpp"
 #include "posix.hpp"
 
 #include <algorithm>
@@ -78,6 +79,9 @@ Schemes& schemes() {
         throw InvalidArgument("'" + request.uri + "' is not a file URI of an absolute path: write file:///PATH");
       return open_local_medium(request.rest, request.create, request.durable);
     });
+    detail::add_remote_schemes([s](std::string scheme, MediumFactory factory) {
+      s->factories.emplace(std::move(scheme), std::move(factory));
+    });
     return s;
   }();
   return *all;
@@ -114,6 +118,8 @@ std::shared_ptr<const Buffer> Medium::map(std::string_view key) {
 void Medium::make_folder(std::string_view) {}
 
 std::unique_ptr<Staging> Medium::begin_staging() { return std::make_unique<MemoryStaging>(*this); }
+
+std::unique_ptr<Staging> Medium::begin_staging_at(std::string_view) { return begin_staging(); }
 
 std::uint64_t Medium::remove_folder(std::string_view prefix, std::string_view marker) {
   const std::string marker_key = std::string(prefix) + std::string(marker);

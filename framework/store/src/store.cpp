@@ -795,6 +795,7 @@ std::optional<std::string> detail::StoreAccess::quick_problem(const Store& store
 const detail::RunLog& detail::StoreAccess::runs(const Store& store) { return *store.impl_->runs; }
 const detail::ArtifactArea& detail::StoreAccess::artifacts(const Store& store) { return *store.impl_->artifacts; }
 Registry& Store::registry() const { return *impl_->registry; }
+std::shared_ptr<Registry> detail::StoreAccess::registry(const Store& store) { return store.impl_->registry; }
 
 SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options) {
   return translated(false, [&] {

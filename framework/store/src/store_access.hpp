@@ -14,6 +14,8 @@ struct StoreAccess {
   static const ActionCache& cache(const Store& store);
   static const RunLog& runs(const Store& store);
   static const ArtifactArea& artifacts(const Store& store);
+  /// The registry the store was opened with, for a store opened beside it.
+  static std::shared_ptr<Registry> registry(const Store& store);
   /// What Store::damage without hashing reports first for `digest` (made by
   /// `made_by`, unless empty), "" when intact, or nullopt when that needs
   /// the full check: answered from a manifest kept by an earlier read whose

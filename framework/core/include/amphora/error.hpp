@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 AMPHORA_API_BEGIN
 
@@ -66,6 +67,31 @@ class IoError : public Error {
  public:
   using Error::Error;
   ~IoError() override;
+};
+
+/// A remote store (an S3-compatible service) refused or failed a request:
+/// the message names the remote, the request's key, the HTTP status and the
+/// service's error code, never a credential. An IoError, so handlers of
+/// failed storage catch it too.
+class RemoteError : public IoError {
+ public:
+  RemoteError(const std::string& what, std::string remote, std::string key, long status, std::string code)
+      : IoError(what), remote_(std::move(remote)), key_(std::move(key)), status_(status), code_(std::move(code)) {}
+  ~RemoteError() override;
+  /// Where the remote is (its URL).
+  const std::string& remote() const noexcept { return remote_; }
+  /// The object key the request was about; empty for a listing of the bucket.
+  const std::string& key() const noexcept { return key_; }
+  /// The HTTP status; 0 when no response came (a connection that failed).
+  long status() const noexcept { return status_; }
+  /// The service's error code ("AccessDenied", "NoSuchBucket", "SlowDown"), or empty.
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  std::string remote_;
+  std::string key_;
+  long status_;
+  std::string code_;
 };
 
 /// The machine ran out of something Amphora needed: memory, threads or file

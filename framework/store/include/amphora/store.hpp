@@ -97,6 +97,46 @@ struct MigrateResult {
 /// Called with (done, total) units of work; may be empty.
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
+/// A store's remote: a second store, elsewhere, that push and pull copy
+/// artifacts and names to and from (docs/FORMAT.md §12). Kept in the store's
+/// remotes.json; never holds a credential.
+struct RemoteSpec {
+  std::string name;        ///< as validate_name() allows
+  std::string url;         ///< "s3://BUCKET/PREFIX" or "file:///PATH" (a shared file system)
+  std::string endpoint{};  ///< s3: "http(s)://HOST[:PORT]" of a service that is not AWS; empty: AWS
+  std::string region{};    ///< s3: empty: $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1
+};
+
+/// Where a push or pull stands.
+struct TransferStatus {
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;    ///< of the artifacts found missing at the destination
+  std::size_t artifacts_done = 0;
+  std::size_t artifacts_total = 0;
+};
+
+struct TransferOptions {
+  /// The remote's name; empty: the store's only remote.
+  std::string remote{};
+  /// Requests in flight at once (and threads copying).
+  std::size_t jobs = 8;
+  /// Called from the copying threads, one at a time, as bytes arrive.
+  std::function<void(const TransferStatus&)> progress{};
+};
+
+/// What a push or pull did.
+struct TransferReport {
+  std::string remote;                  ///< the remote's name
+  std::string location;                ///< its URL
+  std::vector<Digest> roots;           ///< what the refs resolved to, in order, without repeats
+  std::size_t artifacts_copied = 0;    ///< children included
+  /// Found at the destination already; an artifact there has its whole tree
+  /// there (a manifest is published after its files and children).
+  std::size_t artifacts_present = 0;
+  std::uint64_t bytes_copied = 0;      ///< payload and manifest bytes moved
+  std::vector<VersionInfo> named;      ///< name versions recorded at the destination
+};
+
 /// A handle to a store directory. Copies share one store; every method is
 /// thread-safe, and several processes may use one store at once.
 class Store {
@@ -285,6 +325,43 @@ class Store {
   /// the next save under `name` gets a version above every one it ever had.
   /// Throws NotFound (no such name or version), InvalidArgument (bad name).
   std::vector<VersionInfo> remove(std::string_view name, std::optional<std::uint64_t> version = std::nullopt);
+
+  /// The store's remotes, by name.
+  std::vector<RemoteSpec> remotes() const;
+  /// Records a remote. Throws InvalidArgument for a bad name or URL, an
+  /// endpoint or region on a file:// remote, or a name taken already.
+  void add_remote(const RemoteSpec& remote);
+  /// Forgets a remote (nothing on it is touched). Throws NotFound.
+  void remove_remote(std::string_view name);
+  /// The remote `name` (empty: the only one) as a store, sharing this
+  /// store's registry; with `create`, made a store if it is not one yet.
+  /// Opening an S3 remote makes no request; credentials are looked up
+  /// (NotFound saying where, when there are none). Throws NotFound for an
+  /// unknown remote, InvalidArgument when `name` is empty and the store has
+  /// several, and as Store::open does.
+  Store remote_store(std::string_view name = {}, bool create = false, std::size_t jobs = 8) const;
+
+  /// Copies `refs` (NAME, NAME@N, a digest or a unique prefix), with every
+  /// artifact they reach, to the remote, then records their names there:
+  /// a name's version is added on the remote unless one of its versions
+  /// there has the same digest, and NAME leaves the remote's latest version
+  /// of NAME at the local latest's digest. No refs: every version of every
+  /// name, in order. Artifacts already on the remote are not sent again;
+  /// every piece sent is checked against its manifest on the way, and each
+  /// artifact's manifest is written after its files and children. Throws
+  /// as resolve() and remote_store() do, CorruptData when a local file does
+  /// not match its manifest (nothing of that artifact is published),
+  /// RemoteError when the remote fails a request after its retries.
+  TransferReport push(const std::vector<std::string>& refs = {}, const TransferOptions& options = {});
+  /// Copies `refs`, resolved on the remote, with every artifact they reach,
+  /// into this store, each published as a save publishes (staged, then
+  /// renamed into place, manifest last) only after every byte of it
+  /// matched its manifest; then names: a NAME or NAME@N ref is recorded as
+  /// a new local version of NAME unless one has its digest already (NAME:
+  /// unless the local latest has it). Throws NotFound for a ref the remote
+  /// does not hold, CorruptData naming the file and piece when a byte does
+  /// not match (nothing of that artifact is published), and as push does.
+  TransferReport pull(const std::vector<std::string>& refs, const TransferOptions& options = {});
 
   /// Removes artifacts that no name reaches, directly or as a child of what
   /// a name reaches, and staging areas whose writer is gone. Unnamed

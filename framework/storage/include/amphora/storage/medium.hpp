@@ -85,7 +85,9 @@ struct ListPage {
 inline constexpr std::size_t kMaxListPage = 1000;
 
 /// A stored object opened for positional reads (ReadAt). Reads stay valid
-/// even if the object is replaced or removed meanwhile. Thread-safe.
+/// even if the object is replaced or removed meanwhile, or, on a medium that
+/// keeps no old version (an object store), fail with CorruptData saying the
+/// object was replaced. Thread-safe.
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
@@ -123,6 +125,7 @@ class Staging {
  public:
   virtual ~Staging() = default;
   /// Creates file `relpath` (validated by the caller) in the staged folder.
+  /// Throws InvalidArgument when the area has created it already.
   virtual std::unique_ptr<StagedFile> create_file(std::string_view relpath) = 0;
   /// Makes the staged files visible under `prefix` (ending with '/'), with
   /// the file `marker` holding `marker_bytes` written last: a reader that
@@ -207,6 +210,13 @@ class Medium {
   /// files in memory and publishes them with put(), the marker last and
   /// only if absent.
   virtual std::unique_ptr<Staging> begin_staging();
+  /// A staging area for the folder `prefix` (ending with '/'), known in
+  /// advance, as when an artifact is copied from another medium: a medium
+  /// where nothing under a folder counts until its marker is there (an
+  /// object store) writes the files in place as they come, in parts, and
+  /// holds none in memory; publish() and replace() must then name the same
+  /// prefix. The generic version is begin_staging().
+  virtual std::unique_ptr<Staging> begin_staging_at(std::string_view prefix);
   /// Removes every object under `prefix` (ending with '/'), `marker` first
   /// so the folder stops counting as published before it is gone; returns
   /// the bytes freed.

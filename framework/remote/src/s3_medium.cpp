@@ -1,0 +1,857 @@
+// An S3-compatible bucket as a medium: each key is the object PREFIX/KEY.
+// Conditional puts are If-None-Match / If-Match; listings are ListObjectsV2;
+// files staged for a known folder are uploaded in place as they are written
+// (in parts, several at once, for large ones), so a copy of a large artifact
+// never holds more than the parts in flight.
+
+#include <amphora/storage/s3.hpp>
+
+#include <amphora/digest.hpp>
+#include <amphora/error.hpp>
+
+#include "builtin_schemes.hpp"
+#include "credentials.hpp"
+#include "http.hpp"
+#include "sigv4.hpp"
+#include "xml.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace amphora {
+
+namespace {
+
+using detail::http::Response;
+using detail::http::TransferFailed;
+
+constexpr std::uint64_t kMiB = 1u << 20;
+// Parts of a multipart upload: at least 8 MiB, and few enough that a file
+// never needs more than S3's 10,000.
+constexpr std::uint64_t kMinPart = 8 * kMiB;
+constexpr std::uint64_t kMaxParts = 10000;
+// A read larger than this is split into ranged GETs sent at once.
+constexpr std::uint64_t kRangeChunk = 8 * kMiB;
+// Largest listing, error or multipart answer read.
+constexpr std::size_t kMaxDocument = 16u << 20;
+
+std::uint64_t part_size_for(std::uint64_t size) {
+  const std::uint64_t needed = (size + kMaxParts - 1) / kMaxParts;
+  return std::max(kMinPart, (needed + kMiB - 1) / kMiB * kMiB);
+}
+
+std::optional<std::string> environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return std::string(value);
+}
+
+std::string amz_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[17];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
+  return text;
+}
+
+std::chrono::system_clock::time_point from_time_t(std::time_t t) { return std::chrono::system_clock::from_time_t(t); }
+
+std::string unquote(std::string tag) {
+  if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
+  return tag;
+}
+
+// Text from a server, made safe to print: printable ASCII only, bounded.
+std::string printable(std::string_view text, std::size_t max = 200) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (out.size() >= max) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A listing's keys with encoding-type=url: percent-escapes, '+' for a space.
+std::optional<std::string> url_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%') {
+      if (i + 2 >= text.size()) return std::nullopt;
+      const int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (text[i] == '+') {
+      out += ' ';
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+bool has_control(std::string_view key) {
+  return std::any_of(key.begin(), key.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+bool valid_bucket(std::string_view bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63) return false;
+  if (!std::isalnum(static_cast<unsigned char>(bucket.front())) || !std::isalnum(static_cast<unsigned char>(bucket.back())))
+    return false;
+  return std::all_of(bucket.begin(), bucket.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+         }) &&
+         bucket.find("..") == std::string_view::npos;
+}
+
+struct ParsedUrl {
+  std::string bucket;
+  std::string prefix;  // without a trailing '/'; empty for the bucket's root
+  std::map<std::string, std::string> query;
+};
+
+ParsedUrl parse_url(std::string_view url) {
+  if (!url.starts_with("s3://"))
+    throw InvalidArgument("'" + printable(url) + "' is not an S3 URL: write s3://BUCKET/PREFIX");
+  std::string_view rest = url.substr(5);
+  ParsedUrl out;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    while (!query.empty()) {
+      auto amp = query.find('&');
+      std::string_view item = query.substr(0, amp);
+      auto eq = item.find('=');
+      auto name = url_decode(item.substr(0, eq));
+      auto value = url_decode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
+      if (!name || !value || name->empty())
+        throw InvalidArgument("malformed query '" + printable(item) + "' in S3 URL '" + printable(url) + "'");
+      out.query[*name] = *value;
+      if (amp == std::string_view::npos) break;
+      query = query.substr(amp + 1);
+    }
+  }
+  auto slash = rest.find('/');
+  out.bucket = std::string(rest.substr(0, slash));
+  if (!valid_bucket(out.bucket))
+    throw InvalidArgument("invalid bucket name '" + printable(out.bucket) + "' in '" + printable(url) +
+                          "': 3-63 lower-case letters, digits, '.' and '-', starting and ending with a letter or digit");
+  if (slash != std::string_view::npos) {
+    std::string_view prefix = rest.substr(slash + 1);
+    while (prefix.ends_with('/')) prefix.remove_suffix(1);
+    if (!prefix.empty()) {
+      try {
+        check_storage_key(prefix);
+      } catch (const InvalidArgument&) {
+        throw InvalidArgument("invalid key prefix '" + printable(prefix) + "' in '" + printable(url) +
+                              "': no empty, '.' or '..' component");
+      }
+      if (has_control(prefix)) throw InvalidArgument("the key prefix in '" + printable(url) + "' holds a control character");
+    }
+    out.prefix = std::string(prefix);
+  }
+  return out;
+}
+
+struct Endpoint {
+  std::string scheme;     // http or https
+  std::string authority;  // host[:port], as the Host header and the signature have it
+};
+
+Endpoint parse_endpoint(const std::string& url) {
+  Endpoint e;
+  auto sep = url.find("://");
+  e.scheme = sep == std::string::npos ? "" : url.substr(0, sep);
+  if (e.scheme != "http" && e.scheme != "https")
+    throw InvalidArgument("S3 endpoint '" + printable(url) + "' must start with http:// or https://");
+  std::string rest = url.substr(sep + 3);
+  while (rest.ends_with('/')) rest.pop_back();
+  if (rest.empty() || rest.find_first_of("/?#@ ") != std::string::npos || has_control(rest))
+    throw InvalidArgument("S3 endpoint '" + printable(url) + "' must be SCHEME://HOST[:PORT], without a path");
+  e.authority = rest;
+  return e;
+}
+
+bool parse_bool(const std::string& text, const std::string& what) {
+  if (text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  throw InvalidArgument(what + " must be true or false, not '" + printable(text) + "'");
+}
+
+// At most N requests in flight.
+class Slots {
+ public:
+  explicit Slots(std::size_t n) : free_(std::max<std::size_t>(1, n)) {}
+  void acquire() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t free_;
+};
+
+class S3Medium;
+
+// One request to send, perhaps several times.
+struct Call {
+  std::string method = "GET";
+  std::string key{};  // the medium's key (for messages), empty for the bucket
+  std::vector<std::pair<std::string, std::string>> query{};
+  std::vector<std::pair<std::string, std::string>> headers{};
+  std::string_view body{};
+  std::size_t max_body = kMaxDocument;
+  detail::http::Sink sink{};
+  std::function<void()> before_attempt{};  // resets what a sink gathered
+};
+
+class S3File;
+class S3Staging;
+
+class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
+ public:
+  S3Medium(ParsedUrl url, S3Options options, detail::sigv4::Credentials credentials)
+      : url_(std::move(url)),
+        options_(std::move(options)),
+        credentials_(std::move(credentials)),
+        client_(detail::http::ClientOptions{options_.connect_timeout, options_.stall_timeout, 1,
+                                            std::max<std::size_t>(16, options_.max_in_flight)}),
+        slots_(options_.max_in_flight) {
+    base_ = url_.prefix.empty() ? "" : url_.prefix + "/";
+    location_ = "s3://" + url_.bucket + (url_.prefix.empty() ? "" : "/" + url_.prefix);
+    if (options_.endpoint.empty()) {
+      endpoint_ = {"https", "s3." + options_.region + ".amazonaws.com"};
+      path_style_ = options_.path_style.value_or(false);
+    } else {
+      endpoint_ = parse_endpoint(options_.endpoint);
+      path_style_ = options_.path_style.value_or(true);
+    }
+    if (!path_style_) endpoint_.authority = url_.bucket + "." + endpoint_.authority;
+  }
+
+  std::string location() const override { return location_; }
+
+  std::optional<ObjectInfo> head(std::string_view key) override {
+    check_storage_key(key);
+    Call call{.method = "HEAD", .key = std::string(key)};
+    auto r = send(call);
+    if (r.status == 404) return std::nullopt;
+    if (r.status != 200) fail(call, r);
+    return info_of(call, r);
+  }
+
+  std::string get(std::string_view key, std::size_t max_bytes) override {
+    check_storage_key(key);
+    Call call{.key = std::string(key), .max_body = max_bytes};
+    Response r;
+    try {
+      r = send(call);
+    } catch (const TransferFailed&) {
+      throw CorruptData(location_ + ": object '" + std::string(key) + "' is larger than " + std::to_string(max_bytes) +
+                        " bytes");
+    }
+    if (r.status == 404) throw NotFound(location_ + ": no object '" + std::string(key) + "'");
+    if (r.status != 200) fail(call, r);
+    return std::move(r.body);
+  }
+
+  std::unique_ptr<RandomAccessFile> open(std::string_view key) override;
+
+  std::optional<ObjectInfo> put(std::string_view key, std::string_view bytes, const PutCondition& condition) override {
+    check_storage_key(key);
+    Call call{.method = "PUT", .key = std::string(key), .body = bytes};
+    if (condition.kind == PutCondition::Kind::if_absent) call.headers.emplace_back("if-none-match", "*");
+    if (condition.kind == PutCondition::Kind::if_match) call.headers.emplace_back("if-match", unquote(condition.tag));
+    for (int conflicts = 0;; ++conflicts) {
+      auto r = send(call);
+      if (r.status == 200) {
+        ObjectInfo info;
+        info.size = bytes.size();
+        info.tag = unquote(r.header("etag").value_or(""));
+        info.modified = std::chrono::system_clock::now();
+        return info;
+      }
+      // AWS answers 409 to a conditional write racing another: try again,
+      // and the condition decides.
+      if (r.status == 409 && condition.kind != PutCondition::Kind::always && conflicts < 5) continue;
+      if (r.status == 412 && condition.kind == PutCondition::Kind::if_match && !call.headers.back().second.starts_with('"')) {
+        // RGW matches an unquoted ETag, AWS documents a quoted one: the
+        // object still having the tag means this server wants the quotes.
+        auto now = head(key);
+        if (now && now->tag == unquote(condition.tag)) {
+          call.headers.back().second = "\"" + unquote(condition.tag) + "\"";
+          continue;
+        }
+        return std::nullopt;
+      }
+      if (r.status == 412 && condition.kind != PutCondition::Kind::always) return std::nullopt;
+      fail(call, r);
+    }
+  }
+
+  bool remove(std::string_view key) override {
+    check_storage_key(key);
+    if (!head(key)) return false;
+    Call call{.method = "DELETE", .key = std::string(key)};
+    auto r = send(call);
+    if (r.status != 204 && r.status != 200 && r.status != 404) fail(call, r);
+    return r.status != 404;
+  }
+
+  ListPage list(std::string_view prefix, std::string_view start_after, bool shallow, std::size_t limit) override {
+    if (!prefix.empty()) check_storage_key(prefix, true);
+    limit = std::clamp<std::size_t>(limit, 1, kMaxListPage);
+    Call call;
+    call.query = {{"list-type", "2"}, {"prefix", base_ + std::string(prefix)}, {"max-keys", std::to_string(limit)},
+                  {"encoding-type", "url"}};
+    if (shallow) call.query.emplace_back("delimiter", "/");
+    if (!start_after.empty()) {
+      std::string after = base_ + std::string(start_after);
+      // After a folder, skip every key inside it: S3 would roll them into
+      // that folder again. U+10FFFF sorts after any character a key holds.
+      if (after.ends_with('/')) after += "\xF4\x8F\xBF\xBF";
+      call.query.emplace_back("start-after", after);
+    }
+    auto r = send(call);
+    if (r.status != 200) fail(call, r);
+    detail::xml::Element doc;
+    try {
+      doc = detail::xml::parse(r.body);
+    } catch (const std::exception& e) {
+      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is not readable: " + e.what());
+    }
+    if (doc.name != "ListBucketResult")
+      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is a <" + printable(doc.name) +
+                        "> document, not a ListBucketResult");
+    ListPage page;
+    for (const auto& child : doc.children) {
+      ListedEntry entry;
+      std::string raw;
+      if (child.name == "Contents") {
+        raw = child.text_of("Key");
+        entry.kind = ListedEntry::Kind::object;
+      } else if (child.name == "CommonPrefixes") {
+        raw = child.text_of("Prefix");
+        entry.kind = ListedEntry::Kind::folder;
+      } else {
+        continue;
+      }
+      auto key = url_decode(raw);
+      if (!key || !key->starts_with(base_)) {
+        page.entries.push_back({printable(raw), ListedEntry::Kind::irregular,
+                                "a listed key outside " + location_ + " ('" + printable(raw) + "')"});
+        continue;
+      }
+      entry.key = key->substr(base_.size());
+      if (!entry.key.starts_with(prefix)) continue;
+      if (!start_after.empty() && entry.key <= start_after) continue;
+      if (!valid_listed(entry.key, entry.kind == ListedEntry::Kind::folder)) {
+        page.entries.push_back({printable(entry.key), ListedEntry::Kind::irregular,
+                                "an object whose key is not a valid storage key ('" + printable(entry.key) + "')"});
+        continue;
+      }
+      page.entries.push_back(std::move(entry));
+    }
+    std::sort(page.entries.begin(), page.entries.end(),
+              [](const ListedEntry& a, const ListedEntry& b) { return a.key < b.key; });
+    page.entries.erase(std::unique(page.entries.begin(), page.entries.end(),
+                                   [](const ListedEntry& a, const ListedEntry& b) { return a.key == b.key; }),
+                       page.entries.end());
+    page.truncated = doc.text_of("IsTruncated") == "true";
+    if (page.entries.size() > limit) {
+      page.entries.resize(limit);
+      page.truncated = true;
+    }
+    if (page.truncated && page.entries.empty())
+      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' says more follows but lists nothing");
+    return page;
+  }
+
+  std::unique_ptr<Staging> begin_staging_at(std::string_view prefix) override;
+
+  // Below: the requests themselves, for the staging area and files.
+
+  // Sends `call` (signed afresh for each try) until it gets an answer that
+  // is not worth trying again; throws RemoteError when no answer came.
+  Response send(Call& call) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    for (int attempt = 1;; ++attempt) {
+      if (call.before_attempt) call.before_attempt();
+      detail::http::Request request = build(call);
+      std::optional<Response> response;
+      slots_.acquire();
+      try {
+        response = client_.send(request, call.max_body, call.sink);
+        slots_.release();
+      } catch (const TransferFailed& e) {
+        slots_.release();
+        if (e.aborted || e.oversized) throw;  // the caller says what it means
+        if (!e.retryable || attempt >= options_.max_attempts)
+          throw RemoteError(location_ + ": " + call.method + " " + describe(call) + " failed after " +
+                                std::to_string(attempt) + (attempt == 1 ? " try" : " tries") + ": " + e.what(),
+                            location_, call.key, 0, "");
+      } catch (...) {
+        slots_.release();
+        throw;
+      }
+      if (response && ((response->status < 500 && response->status != 429) || attempt >= options_.max_attempts))
+        return std::move(*response);
+      // Full jitter: a random wait up to base * 2^attempt, capped.
+      const auto cap = options_.retry_base * (1 << std::min(attempt, 5));
+      std::uniform_int_distribution<long long> wait(0, std::max<long long>(1, cap.count()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait(rng)));
+    }
+  }
+
+  [[noreturn]] void fail(const Call& call, const Response& r) const {
+    std::string code, message;
+    if (!r.body.empty() && r.body.find('<') != std::string::npos) {
+      try {
+        auto doc = detail::xml::parse(r.body);
+        if (doc.name == "Error") {
+          code = printable(doc.text_of("Code"), 64);
+          message = printable(doc.text_of("Message"));
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    std::string what = location_ + ": " + call.method + " " + describe(call) + " answered HTTP " +
+                       std::to_string(r.status) + (code.empty() ? "" : " " + code) +
+                       (message.empty() ? "" : ": " + message);
+    if (r.status == 403 && code.empty()) what += " (access denied: check the credentials and the bucket's policy)";
+    if (code == "NoSuchBucket") what += " (create the bucket first)";
+    throw RemoteError(what, location_, call.key, r.status, code);
+  }
+
+  ObjectInfo info_of(const Call& call, const Response& r) const {
+    ObjectInfo info;
+    const auto length = r.header("content-length");
+    char* end = nullptr;
+    info.size = length ? std::strtoull(length->c_str(), &end, 10) : 0;
+    if (!length || end == length->c_str() || *end || info.size > (std::uint64_t{1} << 50))
+      throw CorruptData(location_ + ": " + call.method + " " + describe(call) + " gave no sensible size ('" +
+                        printable(length.value_or("")) + "')");
+    info.tag = unquote(r.header("etag").value_or(""));
+    if (auto modified = r.header("last-modified")) {
+      const std::time_t t = curl_getdate(modified->c_str(), nullptr);
+      if (t > 0) info.modified = from_time_t(t);
+    }
+    return info;
+  }
+
+  const std::string& location_text() const { return location_; }
+
+ private:
+  friend class S3File;
+
+  static bool valid_listed(const std::string& key, bool folder) {
+    if (has_control(key)) return false;
+    try {
+      check_storage_key(key, folder);
+      return true;
+    } catch (const InvalidArgument&) {
+      return false;
+    }
+  }
+
+  std::string describe(const Call& call) const {
+    std::string what = call.key.empty() ? "of the bucket" : "'" + printable(call.key) + "'";
+    for (const auto& [name, value] : call.query)
+      if (name == "prefix") what = "listing '" + printable(value.substr(std::min(value.size(), base_.size()))) + "'";
+    return what;
+  }
+
+  detail::http::Request build(const Call& call) const {
+    std::string path = path_style_ ? "/" + url_.bucket : "";
+    path += "/";
+    if (!call.key.empty()) path += base_ + call.key;
+    detail::sigv4::Request to_sign;
+    to_sign.method = call.method;
+    to_sign.path = path;
+    to_sign.query = call.query;
+    to_sign.payload_sha256 = Sha256::of(call.body).hex();
+    const std::string date = amz_now();
+    to_sign.headers = {{"host", endpoint_.authority},
+                       {"x-amz-date", date},
+                       {"x-amz-content-sha256", to_sign.payload_sha256}};
+    if (!credentials_.session_token.empty()) to_sign.headers.emplace_back("x-amz-security-token", credentials_.session_token);
+    for (const auto& h : call.headers) to_sign.headers.push_back(h);
+
+    detail::http::Request request;
+    request.method = call.method;
+    request.body = call.body;
+    request.url = endpoint_.scheme + "://" + endpoint_.authority + detail::sigv4::uri_encode(path, true);
+    std::string query;
+    for (const auto& [name, value] : call.query) {
+      query += (query.empty() ? "?" : "&") + detail::sigv4::uri_encode(name, false) + "=" +
+               detail::sigv4::uri_encode(value, false);
+    }
+    request.url += query;
+    for (const auto& h : to_sign.headers)
+      if (h.first != "host") request.headers.push_back(h);
+    request.headers.emplace_back("authorization",
+                                 detail::sigv4::authorization(to_sign, credentials_, date, options_.region));
+    return request;
+  }
+
+  ParsedUrl url_;
+  S3Options options_;
+  detail::sigv4::Credentials credentials_;
+  detail::http::Client client_;
+  Slots slots_;
+  std::string base_;
+  std::string location_;
+  Endpoint endpoint_;
+  bool path_style_ = true;
+};
+
+// Positional reads as ranged GETs; a large read is split into ranges sent
+// at once. Every answer must come from the version of the object opened.
+class S3File : public RandomAccessFile {
+ public:
+  S3File(std::shared_ptr<S3Medium> medium, std::string key, ObjectInfo info)
+      : medium_(std::move(medium)), key_(std::move(key)), info_(std::move(info)) {}
+  std::uint64_t size() const override { return info_.size; }
+
+  void read_at(std::uint64_t offset, std::size_t size, std::byte* dst) const override {
+    if (size == 0) return;
+    if (offset > info_.size || size > info_.size - offset)
+      throw CorruptData(medium_->location_text() + ": '" + key_ + "' holds " + std::to_string(info_.size) +
+                        " bytes, fewer than the " + std::to_string(size) + " asked for at offset " + std::to_string(offset));
+    const std::uint64_t ranges = (size + kRangeChunk - 1) / kRangeChunk;
+    if (ranges == 1) return read_range(offset, size, dst);
+    std::atomic<std::uint64_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto worker = [&] {
+      for (std::uint64_t k; (k = next.fetch_add(1)) < ranges;) {
+        const std::uint64_t begin = k * kRangeChunk;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kRangeChunk, size - begin));
+        try {
+          read_range(offset + begin, n, dst + begin);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          next = ranges;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    const std::size_t width = std::min<std::uint64_t>(ranges, 8);
+    for (std::size_t t = 1; t < width; ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+ private:
+  void read_range(std::uint64_t offset, std::size_t size, std::byte* dst) const {
+    std::size_t got = 0;
+    Call call{.key = key_};
+    call.headers = {{"range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + size - 1)}};
+    call.before_attempt = [&] { got = 0; };
+    call.sink = [&](const char* data, std::size_t n) {
+      if (n > size - got) return false;
+      std::memcpy(dst + got, data, n);
+      got += n;
+      return true;
+    };
+    Response r;
+    try {
+      r = medium_->send(call);
+    } catch (const TransferFailed&) {
+      throw CorruptData(medium_->location_text() + ": '" + key_ + "' sent more than the " + std::to_string(size) +
+                        " bytes asked for at offset " + std::to_string(offset));
+    }
+    if (r.status == 404) throw NotFound(medium_->location_text() + ": object '" + key_ + "' is gone");
+    if (r.status == 412 || r.status == 416 ||
+        ((r.status == 206 || r.status == 200) && !info_.tag.empty() && unquote(r.header("etag").value_or(info_.tag)) != info_.tag))
+      throw CorruptData(medium_->location_text() + ": object '" + key_ + "' was replaced while being read");
+    if (r.status != 206 && !(r.status == 200 && offset == 0 && size == info_.size)) medium_->fail(call, r);
+    if (got != size)
+      throw CorruptData(medium_->location_text() + ": '" + key_ + "' ended after " + std::to_string(got) + " of the " +
+                        std::to_string(size) + " bytes asked for at offset " + std::to_string(offset));
+  }
+
+  std::shared_ptr<S3Medium> medium_;
+  std::string key_;
+  ObjectInfo info_;
+};
+
+std::unique_ptr<RandomAccessFile> S3Medium::open(std::string_view key) {
+  auto info = head(key);
+  if (!info) throw NotFound(location_ + ": no object '" + std::string(key) + "'");
+  return std::make_unique<S3File>(shared_from_this(), std::string(key), *info);
+}
+
+// A file uploaded to its final key as it is written: in one PUT when it
+// fits one part, else as a multipart upload whose parts go out as soon as
+// they are filled (by whichever thread completes them). Writes may come in
+// any order from several threads, for disjoint ranges.
+class S3StagedFile : public StagedFile {
+ public:
+  S3StagedFile(std::shared_ptr<S3Medium> medium, std::string key) : medium_(std::move(medium)), key_(std::move(key)) {}
+  ~S3StagedFile() override {
+    if (!upload_id_.empty() && !completed_) {
+      try {
+        Call call{.method = "DELETE", .key = key_, .query = {{"uploadId", upload_id_}}};
+        medium_->send(call);
+      } catch (...) {  // an upload left behind is aborted by gc --remote
+      }
+    }
+  }
+
+  void reserve(std::uint64_t size) override {
+    std::lock_guard lock(mutex_);
+    if (part_size_ == 0) part_size_ = part_size_for(size);
+  }
+
+  void write_at(std::uint64_t offset, ConstBytes data) override {
+    while (!data.empty()) {
+      std::string full;
+      std::uint64_t index;
+      std::size_t n;
+      {
+        std::lock_guard lock(mutex_);
+        if (closed_) throw InvalidArgument("write to a closed staged file '" + key_ + "'");
+        if (part_size_ == 0) part_size_ = kMinPart;
+        index = offset / part_size_;
+        const std::uint64_t in_part = offset % part_size_;
+        n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), part_size_ - in_part));
+        if (index + 1 > kMaxParts)
+          throw InvalidArgument(medium_->location_text() + ": '" + key_ + "' would need more than " +
+                                std::to_string(kMaxParts) + " parts; reserve() its size first");
+        auto& part = pending_[index];
+        if (part.bytes.size() < in_part + n) part.bytes.resize(static_cast<std::size_t>(in_part + n));
+        std::memcpy(part.bytes.data() + in_part, data.data(), n);
+        part.filled += n;
+        end_ = std::max(end_, offset + n);
+        if (part.filled == part_size_) {
+          full = std::move(part.bytes);
+          pending_.erase(index);
+        }
+      }
+      if (!full.empty()) upload_part(index, full);
+      offset += n;
+      data = data.subspan(n);
+    }
+  }
+
+  void close() override {
+    std::map<std::uint64_t, Part> rest;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return;
+      closed_ = true;
+      rest = std::move(pending_);
+    }
+    const bool single = upload_id_.empty() && rest.size() <= 1 && (rest.empty() || rest.begin()->first == 0);
+    if (single) {
+      const std::string bytes = rest.empty() ? std::string() : std::move(rest.begin()->second.bytes);
+      if (!medium_->put(key_, bytes, {})) throw IoError(medium_->location_text() + ": '" + key_ + "' was not written");
+      completed_ = true;
+      return;
+    }
+    for (auto& [index, part] : rest) {
+      // Only the last part may be short; a hole means the file was not written whole.
+      const std::uint64_t expected = std::min(part_size_, end_ - index * part_size_);
+      if (part.filled != expected)
+        throw InvalidArgument(medium_->location_text() + ": '" + key_ + "' was closed with bytes of part " +
+                              std::to_string(index + 1) + " never written");
+      upload_part(index, part.bytes);
+    }
+    complete();
+  }
+
+ private:
+  struct Part {
+    std::string bytes;
+    std::uint64_t filled = 0;
+  };
+
+  void start() {
+    std::call_once(started_, [&] {
+      Call call{.method = "POST", .key = key_, .query = {{"uploads", ""}}};
+      auto r = medium_->send(call);
+      if (r.status != 200) medium_->fail(call, r);
+      std::string id;
+      try {
+        id = detail::xml::parse(r.body).text_of("UploadId");
+      } catch (const std::exception& e) {
+        throw CorruptData(medium_->location_text() + ": starting an upload of '" + key_ + "' gave an unreadable answer: " + e.what());
+      }
+      if (id.empty()) throw CorruptData(medium_->location_text() + ": starting an upload of '" + key_ + "' gave no upload id");
+      upload_id_ = id;
+    });
+  }
+
+  void upload_part(std::uint64_t index, std::string_view bytes) {
+    start();
+    Call call{.method = "PUT", .key = key_,
+              .query = {{"partNumber", std::to_string(index + 1)}, {"uploadId", upload_id_}}, .body = bytes};
+    auto r = medium_->send(call);
+    if (r.status != 200) medium_->fail(call, r);
+    auto etag = r.header("etag");
+    if (!etag) throw CorruptData(medium_->location_text() + ": part " + std::to_string(index + 1) + " of '" + key_ + "' got no ETag");
+    std::lock_guard lock(mutex_);
+    etags_[index + 1] = *etag;
+  }
+
+  void complete() {
+    std::string body = "<CompleteMultipartUpload>";
+    for (const auto& [number, etag] : etags_)
+      body += "<Part><PartNumber>" + std::to_string(number) + "</PartNumber><ETag>" + etag + "</ETag></Part>";
+    body += "</CompleteMultipartUpload>";
+    const std::uint64_t parts = (end_ + part_size_ - 1) / part_size_;
+    if (etags_.size() != parts)
+      throw InvalidArgument(medium_->location_text() + ": '" + key_ + "' was closed with " +
+                            std::to_string(parts - etags_.size()) + " of its parts never written");
+    Call call{.method = "POST", .key = key_, .query = {{"uploadId", upload_id_}}, .body = body};
+    auto r = medium_->send(call);
+    // S3 may answer 200 and put the error in the body.
+    if (r.status == 200 && r.body.find("<Error>") == std::string::npos) {
+      completed_ = true;
+      return;
+    }
+    medium_->fail(call, r);
+  }
+
+  std::shared_ptr<S3Medium> medium_;
+  std::string key_;
+  std::mutex mutex_;
+  std::uint64_t part_size_ = 0;
+  std::uint64_t end_ = 0;
+  std::map<std::uint64_t, Part> pending_;
+  std::map<std::uint64_t, std::string> etags_;
+  std::once_flag started_;
+  std::string upload_id_;
+  bool closed_ = false;
+  bool completed_ = false;
+};
+
+// Files written in place under a folder known in advance; the marker,
+// written last, publishes them. An unpublished area leaves its files for
+// gc --remote to collect after its grace period: deleting them here could
+// remove the files of another writer who published the same folder.
+class S3Staging : public Staging {
+ public:
+  S3Staging(std::shared_ptr<S3Medium> medium, std::string prefix) : medium_(std::move(medium)), prefix_(std::move(prefix)) {}
+
+  std::unique_ptr<StagedFile> create_file(std::string_view relpath) override {
+    check_storage_key(relpath);
+    std::lock_guard lock(mutex_);
+    if (!paths_.insert(std::string(relpath)).second)
+      throw InvalidArgument("staged file '" + std::string(relpath) + "' is created twice");
+    return std::make_unique<S3StagedFile>(medium_, prefix_ + std::string(relpath));
+  }
+
+  bool publish(std::string_view prefix, std::string_view marker, std::string_view marker_bytes) override {
+    check_prefix(prefix);
+    return medium_->put(prefix_ + std::string(marker), marker_bytes, PutCondition::absent()).has_value();
+  }
+
+  void replace(std::string_view prefix, std::string_view marker, std::string_view marker_bytes) override {
+    check_prefix(prefix);
+    medium_->put(prefix_ + std::string(marker), marker_bytes, {});
+  }
+
+ private:
+  void check_prefix(std::string_view prefix) const {
+    if (prefix != prefix_)
+      throw InvalidArgument("files staged for '" + prefix_ + "' cannot be published under '" + std::string(prefix) + "'");
+  }
+
+  std::shared_ptr<S3Medium> medium_;
+  std::string prefix_;
+  std::mutex mutex_;
+  std::set<std::string> paths_;
+};
+
+std::unique_ptr<Staging> S3Medium::begin_staging_at(std::string_view prefix) {
+  check_storage_key(prefix, true);
+  if (!prefix.ends_with('/')) throw InvalidArgument("a staging folder ends with '/', not '" + std::string(prefix) + "'");
+  return std::make_unique<S3Staging>(shared_from_this(), std::string(prefix));
+}
+
+S3Options resolve_options(const ParsedUrl& url, S3Options options) {
+  for (const auto& [name, value] : url.query) {
+    if (name == "endpoint") options.endpoint = value;
+    else if (name == "region") options.region = value;
+    else if (name == "path_style") options.path_style = parse_bool(value, "path_style");
+    else if (name == "profile") options.profile = value;
+    else
+      throw InvalidArgument("unknown option '" + printable(name) +
+                            "' in an S3 URL; known: endpoint, region, path_style, profile");
+  }
+  if (options.endpoint.empty()) options.endpoint = environment("AWS_ENDPOINT_URL_S3").value_or(environment("AWS_ENDPOINT_URL").value_or(""));
+  if (options.region.empty()) options.region = environment("AWS_REGION").value_or(environment("AWS_DEFAULT_REGION").value_or("us-east-1"));
+  if (options.region.empty() || options.region.size() > 64 ||
+      !std::all_of(options.region.begin(), options.region.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))
+    throw InvalidArgument("invalid S3 region '" + printable(options.region) + "'");
+  if (!options.endpoint.empty()) parse_endpoint(options.endpoint);
+  if (options.max_attempts < 1) options.max_attempts = 1;
+  return options;
+}
+
+}  // namespace
+
+void check_s3_url(std::string_view url) {
+  if (url.find('?') != std::string_view::npos)
+    throw InvalidArgument("'" + printable(url) + "': give the endpoint and region as options, not in the URL");
+  parse_url(url);
+}
+
+std::shared_ptr<Medium> open_s3_medium(std::string_view url, const S3Options& options) {
+  auto parsed = parse_url(url);
+  auto resolved = resolve_options(parsed, options);
+  auto credentials = detail::sigv4::find_credentials(detail::sigv4::process_environment(), resolved.profile);
+  return std::make_shared<S3Medium>(std::move(parsed), std::move(resolved), std::move(credentials));
+}
+
+namespace detail {
+
+void add_remote_schemes(const std::function<void(std::string, MediumFactory)>& add) {
+  add("s3", [](const MediumRequest& request) { return open_s3_medium(request.uri); });
+}
+
+}  // namespace detail
+
+}  // namespace amphora

@@ -1,0 +1,568 @@
+// Push and pull: copying artifacts, with every artifact they reach, from one
+// store's medium to another's, then their names. The same copier serves both
+// directions, so both keep the same promises:
+//  - an artifact found at the destination is trusted with its whole tree (a
+//    manifest is only ever published after its files and its children), so
+//    the walk stops there;
+//  - every byte copied is checked against the source manifest's piece
+//    digests before it is written, and nothing of an artifact is published
+//    unless all of it matched;
+//  - children are published before their parents, each artifact's manifest
+//    after its files.
+// Work is cut into chunks of whole pieces (at least 8 MiB) copied by `jobs`
+// threads, so one large file and many small artifacts both keep every
+// connection busy while memory stays at a few chunks per thread.
+
+#include <amphora/store.hpp>
+#include <amphora/storage/s3.hpp>
+
+#include "error_boundary.hpp"
+#include "store_access.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+namespace amphora {
+
+namespace {
+
+constexpr std::uint64_t kMinChunk = 8u << 20;
+constexpr const char* kRemotesKey = "remotes.json";
+constexpr std::size_t kMaxRemotesBytes = 1u << 20;
+
+// One artifact to copy, its source manifest checked against its digest.
+struct Item {
+  Digest digest;
+  std::string manifest_text;
+  Manifest manifest;
+  std::size_t wave = 0;  // 0 for artifacts with no child to copy; a parent waits for its children's waves
+};
+
+// One range of one file: whole pieces, read, checked and written together.
+struct Chunk {
+  std::size_t item;
+  std::size_t file;
+  std::uint64_t offset;
+  std::uint64_t size;
+};
+
+class Copier {
+ public:
+  Copier(const detail::ArtifactArea& from, const detail::ArtifactArea& to, std::size_t jobs,
+         std::function<void(const TransferStatus&)> progress)
+      : from_(from), to_(to), jobs_(std::max<std::size_t>(1, jobs)), progress_(std::move(progress)) {}
+
+  // Copies what `roots` reach and the destination lacks; returns how many
+  // artifacts were found there already.
+  void copy(const std::vector<Digest>& roots, TransferReport& report) {
+    plan(roots, report);
+    run(report);
+  }
+
+ private:
+  // Which of `digests` the destination has published. Where several fall in
+  // one fan-out folder, one listing of it answers for all (only those it
+  // lists need their manifest confirmed); a lone one is one look.
+  std::vector<bool> present(const std::vector<Digest>& digests) const {
+    std::map<std::string, std::vector<std::size_t>> by_fanout;
+    for (std::size_t k = 0; k < digests.size(); ++k) by_fanout[digests[k].hex().substr(0, 2)].push_back(k);
+    std::vector<bool> out(digests.size(), false);
+    for (const auto& [fanout, members] : by_fanout) {
+      if (members.size() == 1) {
+        out[members[0]] = to_.has(digests[members[0]]);
+        continue;
+      }
+      auto listed = to_.list(fanout);
+      std::set<Digest> folders(listed.begin(), listed.end());
+      for (std::size_t k : members)
+        if (folders.count(digests[k])) out[k] = to_.has(digests[k]);
+    }
+    return out;
+  }
+
+  Item read_item(const Digest& digest) const {
+    Item item;
+    item.digest = digest;
+    try {
+      item.manifest_text = from_.read_manifest(digest, Manifest::kMaxBytes);
+    } catch (const NotFound&) {
+      throw NotFound(from_.location() + " has no artifact " + digest.str());
+    }
+    if (Sha256::of(item.manifest_text) != digest.value())
+      throw CorruptData(from_.location() + ": the manifest of artifact " + digest.str() +
+                        " does not match its digest; nothing of it was copied");
+    item.manifest = Manifest::parse(item.manifest_text, from_.location() + ": artifact " + digest.short_str());
+    return item;
+  }
+
+  void plan(const std::vector<Digest>& roots, TransferReport& report) {
+    std::set<Digest> seen(roots.begin(), roots.end());
+    std::vector<Digest> frontier;
+    for (const auto& d : roots)
+      if (std::find(frontier.begin(), frontier.end(), d) == frontier.end()) frontier.push_back(d);
+    while (!frontier.empty()) {
+      const auto there = present(frontier);
+      std::vector<Digest> next;
+      for (std::size_t k = 0; k < frontier.size(); ++k) {
+        if (there[k]) {
+          ++report.artifacts_present;
+          continue;
+        }
+        index_[frontier[k]] = items_.size();
+        items_.push_back(read_item(frontier[k]));
+        for (const auto& child : items_.back().manifest.children)
+          if (seen.insert(child.digest).second) next.push_back(child.digest);
+      }
+      frontier = std::move(next);
+    }
+    // A parent goes in the wave after the last of its children's: children
+    // are published before the manifests that name them.
+    std::vector<int> state(items_.size(), 0);  // 0 new, 1 on the stack, 2 done
+    std::function<void(std::size_t)> place = [&](std::size_t k) {
+      state[k] = 1;
+      std::size_t wave = 0;
+      for (const auto& child : items_[k].manifest.children) {
+        auto it = index_.find(child.digest);
+        if (it == index_.end()) continue;
+        if (state[it->second] == 1)
+          throw CorruptData(from_.location() + ": artifact " + items_[k].digest.str() + " reaches itself through its children");
+        if (state[it->second] == 0) place(it->second);
+        wave = std::max(wave, items_[it->second].wave + 1);
+      }
+      items_[k].wave = wave;
+      state[k] = 2;
+    };
+    for (std::size_t k = 0; k < items_.size(); ++k)
+      if (state[k] == 0) place(k);
+    for (const auto& item : items_) {
+      status_.bytes_total += item.manifest_text.size();
+      for (const auto& f : item.manifest.files) status_.bytes_total += f.size;
+    }
+    status_.artifacts_total = items_.size();
+  }
+
+  // Each artifact being written: its staging area, its files, and how many
+  // chunks and files are left before it can be published.
+  struct Open {
+    std::unique_ptr<Staging> staging;
+    std::vector<std::unique_ptr<StagedFile>> files;
+    std::vector<std::shared_ptr<RandomAccessFile>> sources;
+    std::vector<std::atomic<std::uint64_t>> chunks_left;
+    std::atomic<std::size_t> files_left{0};
+    std::mutex open_mutex;
+  };
+
+  void run(TransferReport& report) {
+    std::size_t waves = 0;
+    for (const auto& item : items_) waves = std::max(waves, item.wave + 1);
+    for (std::size_t wave = 0; wave < waves; ++wave) {
+      std::vector<std::size_t> members;
+      for (std::size_t k = 0; k < items_.size(); ++k)
+        if (items_[k].wave == wave) members.push_back(k);
+      run_wave(members);
+    }
+    report.artifacts_copied += items_.size();
+    report.bytes_copied += status_.bytes_done;
+  }
+
+  void run_wave(const std::vector<std::size_t>& members) {
+    std::map<std::size_t, std::unique_ptr<Open>> open;
+    std::vector<Chunk> chunks;
+    std::vector<std::size_t> bare;  // artifacts without files: published at once
+    for (std::size_t k : members) {
+      const Item& item = items_[k];
+      auto o = std::make_unique<Open>();
+      o->staging = to_.medium().begin_staging_at(detail::ArtifactArea::prefix(item.digest));
+      o->chunks_left = std::vector<std::atomic<std::uint64_t>>(item.manifest.files.size());
+      o->files_left = item.manifest.files.size();
+      o->sources.resize(item.manifest.files.size());
+      for (std::size_t f = 0; f < item.manifest.files.size(); ++f) {
+        const FileEntry& entry = item.manifest.files[f];
+        o->files.push_back(o->staging->create_file(entry.path));
+        o->files.back()->reserve(entry.size);
+        const std::uint64_t step = std::max<std::uint64_t>(entry.piece_size,
+                                                           (kMinChunk + entry.piece_size - 1) / entry.piece_size * entry.piece_size);
+        std::uint64_t n = 0;
+        for (std::uint64_t at = 0; at < entry.size; at += step, ++n)
+          chunks.push_back({k, f, at, std::min(step, entry.size - at)});
+        if (entry.size == 0) {
+          chunks.push_back({k, f, 0, 0});
+          n = 1;
+        }
+        o->chunks_left[f] = n;
+      }
+      if (item.manifest.files.empty()) bare.push_back(k);
+      open.emplace(k, std::move(o));
+    }
+    for (std::size_t k : bare) publish(k, *open.at(k));
+
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto worker = [&] {
+      std::vector<std::byte> buffer;
+      for (std::size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+        try {
+          const Chunk& chunk = chunks[c];
+          Open& o = *open.at(chunk.item);
+          copy_chunk(chunk, o, buffer);
+          if (--o.chunks_left[chunk.file] == 0) {
+            o.files[chunk.file]->close();
+            if (--o.files_left == 0) publish(chunk.item, o);
+          }
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          next = chunks.size();
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t t = 1; t < std::min(jobs_, chunks.size()); ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  void copy_chunk(const Chunk& chunk, Open& o, std::vector<std::byte>& buffer) {
+    const Item& item = items_[chunk.item];
+    const FileEntry& entry = item.manifest.files[chunk.file];
+    if (chunk.size == 0) {
+      if (entry.pieces.front() != Sha256::of(std::string_view()))
+        throw CorruptData(mismatch(item, entry, 0));
+      return;
+    }
+    std::shared_ptr<RandomAccessFile> source;
+    {
+      std::lock_guard lock(o.open_mutex);
+      if (!o.sources[chunk.file]) {
+        try {
+          o.sources[chunk.file] = from_.open(item.digest, entry.path);
+        } catch (const NotFound&) {
+          throw CorruptData(from_.location() + ": artifact " + item.digest.str() + " lacks its file '" + entry.path +
+                            "'; nothing of it was copied");
+        }
+        if (o.sources[chunk.file]->size() != entry.size)
+          throw CorruptData(from_.location() + ": artifact " + item.digest.str() + ": file '" + entry.path + "' is " +
+                            std::to_string(o.sources[chunk.file]->size()) + " bytes, its manifest says " +
+                            std::to_string(entry.size) + "; nothing of it was copied");
+      }
+      source = o.sources[chunk.file];
+    }
+    buffer.resize(static_cast<std::size_t>(chunk.size));
+    source->read_at(chunk.offset, static_cast<std::size_t>(chunk.size), buffer.data());
+    for (std::uint64_t at = 0; at < chunk.size; at += entry.piece_size) {
+      const std::uint64_t piece = (chunk.offset + at) / entry.piece_size;
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(entry.piece_size, chunk.size - at));
+      if (piece >= entry.pieces.size() || Sha256::of(buffer.data() + at, n) != entry.pieces[piece])
+        throw CorruptData(mismatch(item, entry, piece));
+    }
+    o.files[chunk.file]->write_at(chunk.offset, ConstBytes(buffer.data(), buffer.size()));
+    std::lock_guard lock(status_mutex_);
+    status_.bytes_done += chunk.size;
+    if (progress_) progress_(status_);
+  }
+
+  std::string mismatch(const Item& item, const FileEntry& entry, std::uint64_t piece) const {
+    const std::uint64_t begin = piece * entry.piece_size;
+    const std::uint64_t end = std::min(entry.size, begin + entry.piece_size);
+    return from_.location() + ": artifact " + item.digest.str() + ": file '" + entry.path + "' piece " +
+           std::to_string(piece) + " (bytes " + std::to_string(begin) + " to " +
+           std::to_string(end == 0 ? 0 : end - 1) + ") does not match its SHA-256; nothing of the artifact was copied";
+  }
+
+  void publish(std::size_t k, Open& o) {
+    const Item& item = items_[k];
+    o.staging->publish(detail::ArtifactArea::prefix(item.digest), detail::ArtifactArea::kManifest, item.manifest_text);
+    std::lock_guard lock(status_mutex_);
+    status_.bytes_done += item.manifest_text.size();
+    ++status_.artifacts_done;
+    if (progress_) progress_(status_);
+  }
+
+  const detail::ArtifactArea& from_;
+  const detail::ArtifactArea& to_;
+  std::size_t jobs_;
+  std::function<void(const TransferStatus&)> progress_;
+  std::vector<Item> items_;
+  std::map<Digest, std::size_t> index_;
+  std::mutex status_mutex_;
+  TransferStatus status_;
+};
+
+// The remotes record: {"remotes": {NAME: {"url", "endpoint"?, "region"?}}}.
+nlohmann::json read_remotes(Medium& medium, std::string* tag) {
+  auto info = medium.head(kRemotesKey);
+  if (!info) {
+    if (tag) tag->clear();
+    return nlohmann::json{{"remotes", nlohmann::json::object()}};
+  }
+  auto doc = detail::read_record(medium, kRemotesKey, kMaxRemotesBytes, "remotes record");
+  if (tag) *tag = info->tag;
+  if (!doc.contains("remotes") || !doc["remotes"].is_object())
+    throw CorruptData(medium.location() + "/" + kRemotesKey + " has no \"remotes\" object");
+  return doc;
+}
+
+RemoteSpec spec_of(const std::string& name, const nlohmann::json& entry, const std::string& where) {
+  if (!entry.is_object() || !entry.contains("url") || !entry["url"].is_string())
+    throw CorruptData(where + ": remote '" + name + "' has no \"url\" string");
+  RemoteSpec spec;
+  spec.name = name;
+  spec.url = entry["url"].get<std::string>();
+  if (entry.contains("endpoint") && entry["endpoint"].is_string()) spec.endpoint = entry["endpoint"].get<std::string>();
+  if (entry.contains("region") && entry["region"].is_string()) spec.region = entry["region"].get<std::string>();
+  return spec;
+}
+
+// Changes the remotes record with a compare-and-swap, so two changes at
+// once are both kept.
+void update_remotes(Medium& medium, const std::function<void(nlohmann::json&)>& change) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string tag;
+    auto doc = read_remotes(medium, &tag);
+    change(doc);
+    const std::string text = doc.dump(2) + "\n";
+    auto written = medium.put(kRemotesKey, text, tag.empty() ? PutCondition::absent() : PutCondition::matching(tag));
+    if (written) return;
+  }
+  throw IoError(medium.location() + "/" + kRemotesKey + " kept changing while being updated; try again");
+}
+
+// The standard fields of a name record, which the destination writes anew.
+bool standard_field(const std::string& key) {
+  static const std::set<std::string> fields = {"name", "digest", "materializer", "materializer_version",
+                                                "payload_bytes", "created_at", "host", "pid", "version"};
+  return fields.count(key) > 0;
+}
+
+// What the source's record says, for the destination's new record: its
+// caller provenance as it was, and where and when the version was made.
+nlohmann::json carried_provenance(const VersionInfo& version, const std::string& direction) {
+  nlohmann::json provenance = nlohmann::json::object();
+  if (version.record.is_object())
+    for (const auto& [key, value] : version.record.items())
+      if (!standard_field(key) && key != "pushed_from" && key != "pulled_from") provenance[key] = value;
+  nlohmann::json origin = {{"version", version.version}};
+  if (version.record.is_object()) {
+    for (const char* key : {"created_at", "host"})
+      if (version.record.contains(key) && version.record[key].is_string()) origin[key] = version.record[key];
+  }
+  provenance[direction] = origin;
+  return provenance;
+}
+
+struct NamedRef {
+  std::string name;
+  std::optional<std::uint64_t> version;  // NAME@N; nullopt for NAME (the latest)
+};
+
+// NAME or NAME@N, when `ref` reads as one and the store resolves it so.
+std::optional<NamedRef> as_named(const Store& store, std::string_view ref) {
+  auto at = ref.find('@');
+  std::string name(ref.substr(0, at));
+  try {
+    validate_name(name);
+  } catch (const InvalidArgument&) {
+    return std::nullopt;
+  }
+  if (at != std::string_view::npos) return NamedRef{name, std::stoull(std::string(ref.substr(at + 1)))};
+  if (store.version_numbers(name).empty()) return std::nullopt;  // a digest prefix
+  return NamedRef{name, std::nullopt};
+}
+
+// Records `version` (of the source) at the destination as `to` wants it:
+// the latest must end at its digest, or any version must have it.
+void record_name(Store& to, const VersionInfo& version, bool as_latest, const std::string& direction,
+                 TransferReport& report) {
+  std::vector<VersionInfo> there;
+  try {
+    there = to.versions(version.name);
+  } catch (const NotFound&) {
+  }
+  if (as_latest ? (!there.empty() && there.back().digest == version.digest)
+                : std::any_of(there.begin(), there.end(), [&](const VersionInfo& v) { return v.digest == version.digest; }))
+    return;
+  auto result = to.name_artifact(version.digest, version.name, carried_provenance(version, direction));
+  VersionInfo added;
+  added.name = result.name;
+  added.version = result.version;
+  added.digest = result.digest;
+  report.named.push_back(std::move(added));
+}
+
+}  // namespace
+
+std::vector<RemoteSpec> Store::remotes() const {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    auto& medium = detail::StoreAccess::artifacts(*this).medium();
+    auto doc = read_remotes(medium, nullptr);
+    std::vector<RemoteSpec> out;
+    for (const auto& [name, entry] : doc["remotes"].items())
+      out.push_back(spec_of(name, entry, medium.location() + "/" + kRemotesKey));
+    return out;
+  });
+}
+
+void Store::add_remote(const RemoteSpec& remote) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    validate_name(remote.name);
+    if (remote.url.starts_with("s3://")) {
+      check_s3_url(remote.url);
+      if (!remote.endpoint.empty() && !remote.endpoint.starts_with("http://") && !remote.endpoint.starts_with("https://"))
+        throw InvalidArgument("endpoint '" + remote.endpoint + "' must start with http:// or https://");
+    } else if (remote.url.starts_with("file://")) {
+      if (remote.url.size() <= 7 || remote.url[7] != '/')
+        throw InvalidArgument("'" + remote.url + "' is not a file URL of an absolute path: write file:///PATH");
+      if (!remote.endpoint.empty() || !remote.region.empty())
+        throw InvalidArgument("remote '" + remote.name + "' is a file:// remote: --endpoint and --region are for s3:// only");
+    } else {
+      throw InvalidArgument("remote URL '" + remote.url + "' must be s3://BUCKET/PREFIX or file:///PATH");
+    }
+    auto& medium = detail::StoreAccess::artifacts(*this).medium();
+    update_remotes(medium, [&](nlohmann::json& doc) {
+      if (doc["remotes"].contains(remote.name))
+        throw InvalidArgument("store " + location() + " has a remote named '" + remote.name +
+                              "' already (" + doc["remotes"][remote.name].value("url", "") +
+                              "); remove it first with `amphora remote remove " + remote.name + "`");
+      nlohmann::json entry = {{"url", remote.url}};
+      if (!remote.endpoint.empty()) entry["endpoint"] = remote.endpoint;
+      if (!remote.region.empty()) entry["region"] = remote.region;
+      doc["remotes"][remote.name] = entry;
+    });
+  });
+}
+
+void Store::remove_remote(std::string_view name) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    auto& medium = detail::StoreAccess::artifacts(*this).medium();
+    update_remotes(medium, [&](nlohmann::json& doc) {
+      if (!doc["remotes"].contains(std::string(name)))
+        throw NotFound("store " + location() + " has no remote named '" + std::string(name) + "'");
+      doc["remotes"].erase(std::string(name));
+    });
+  });
+}
+
+Store Store::remote_store(std::string_view name, bool create, std::size_t jobs) const {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    const auto all = remotes();
+    const RemoteSpec* spec = nullptr;
+    if (name.empty()) {
+      if (all.empty())
+        throw NotFound("store " + location() + " has no remote; add one with `amphora remote add NAME URL`");
+      if (all.size() > 1) {
+        std::string names;
+        for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
+        throw InvalidArgument("store " + location() + " has " + std::to_string(all.size()) +
+                              " remotes (" + names + "): say which with --remote NAME");
+      }
+      spec = &all.front();
+    } else {
+      for (const auto& r : all)
+        if (r.name == name) spec = &r;
+      if (!spec) throw NotFound("store " + location() + " has no remote named '" + std::string(name) + "'");
+    }
+    OpenOptions options;
+    options.create = create;
+    options.registry = detail::StoreAccess::registry(*this);
+    if (spec->url.starts_with("s3://")) {
+      S3Options s3;
+      s3.endpoint = spec->endpoint;
+      s3.region = spec->region;
+      s3.max_in_flight = std::max<std::size_t>(1, jobs);
+      options.medium = open_s3_medium(spec->url, s3);
+    } else {
+      options.uri = spec->url;
+    }
+    try {
+      return Store::open(std::move(options));
+    } catch (const NotFound& e) {
+      throw NotFound("remote '" + spec->name + "' (" + spec->url + ") holds no store yet: push to it first (" +
+                     e.what() + ")");
+    }
+  });
+}
+
+TransferReport Store::push(const std::vector<std::string>& refs, const TransferOptions& options) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    Store remote = remote_store(options.remote, true, options.jobs);
+    TransferReport report;
+    report.remote = options.remote.empty() ? remotes().front().name : options.remote;
+    report.location = remote.location();
+
+    // What to send, and the names to record afterwards.
+    std::vector<std::pair<VersionInfo, bool>> names;  // (version, as latest)
+    if (refs.empty()) {
+      auto scan = scan_names();
+      if (!scan.problems.empty()) throw CorruptData(scan.problems.front());
+      std::map<std::string, const VersionInfo*> latest;
+      for (const auto& v : scan.versions) latest[v.name] = &v;
+      for (const auto& v : scan.versions) names.emplace_back(v, latest[v.name] == &v);
+    } else {
+      for (const auto& ref : refs) {
+        const Digest digest = resolve(ref);
+        if (auto named = as_named(*this, ref)) {
+          auto versions = this->versions(named->name);
+          for (const auto& v : versions)
+            if (named->version ? v.version == *named->version : &v == &versions.back())
+              names.emplace_back(v, !named->version.has_value());
+        }
+        if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end())
+          report.roots.push_back(digest);
+      }
+    }
+    for (const auto& [v, latest] : names)
+      if (std::find(report.roots.begin(), report.roots.end(), v.digest) == report.roots.end()) report.roots.push_back(v.digest);
+
+    Copier copier(detail::StoreAccess::artifacts(*this), detail::StoreAccess::artifacts(remote), options.jobs,
+                  options.progress);
+    copier.copy(report.roots, report);
+    for (const auto& [v, latest] : names) record_name(remote, v, latest, "pushed_from", report);
+    return report;
+  });
+}
+
+TransferReport Store::pull(const std::vector<std::string>& refs, const TransferOptions& options) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] {
+    if (refs.empty()) throw InvalidArgument("pull needs at least one ref: NAME, NAME@N or a digest");
+    Store remote = remote_store(options.remote, false, options.jobs);
+    TransferReport report;
+    report.remote = options.remote.empty() ? remotes().front().name : options.remote;
+    report.location = remote.location();
+    std::vector<std::pair<VersionInfo, bool>> names;
+    for (const auto& ref : refs) {
+      Digest digest;
+      try {
+        digest = remote.resolve(ref);
+      } catch (const NotFound& e) {
+        throw NotFound("remote '" + report.remote + "': " + e.what());
+      }
+      if (auto named = as_named(remote, ref)) {
+        auto versions = remote.versions(named->name);
+        for (const auto& v : versions)
+          if (named->version ? v.version == *named->version : &v == &versions.back())
+            names.emplace_back(v, !named->version.has_value());
+      }
+      if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end()) report.roots.push_back(digest);
+    }
+    // Held from the first publish until the names exist: an artifact pulled
+    // early in a long pull is not yet named, and gc must not take it.
+    auto lease = detail::StoreAccess::artifacts(*this).publish_lease();
+    Copier copier(detail::StoreAccess::artifacts(remote), detail::StoreAccess::artifacts(*this), options.jobs,
+                  options.progress);
+    copier.copy(report.roots, report);
+    for (const auto& [v, latest] : names) record_name(*this, v, latest, "pulled_from", report);
+    return report;
+  });
+}
+
+}  // namespace amphora
