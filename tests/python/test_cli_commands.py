@@ -27,7 +27,8 @@ from cli_support import EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_
 
 UPDATE_GOLDEN = False
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "help")
-COMMANDS = ("init", "plugins", "ls", "show", "import", "export", "verify", "rm", "gc", "runs", "why", "lineage", "migrate")
+COMMANDS = ("init", "plugins", "ls", "show", "import", "export", "verify", "rm", "gc", "runs", "why", "lineage", "migrate",
+            "remote", "push", "pull")
 
 
 class CliTestCase(cli_support.StoreTestCase):
