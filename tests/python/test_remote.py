@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""The remote tier from the command line, against a real S3 server: a Ceph
+RADOS Gateway started by tests/with_rgw.sh, whose environment names it
+(AMPHORA_TEST_S3_ENDPOINT, AMPHORA_TEST_S3_BUCKET and the test keys).
+
+push and pull copy artifacts and names between two stores through the
+bucket; boto3 (Debian's python3-boto3) reads what push wrote, as another
+tool would, and the Python reader loads a store copied out of the bucket
+with boto3 alone (the remote layout is the store layout, docs/FORMAT.md
+§12); damaged objects in the bucket (a flipped byte, a deleted file) make
+pull fail naming the file and publish nothing; keys no store would write
+(with '..' or control characters) are refused, never followed; wrong
+credentials fail without the secret in any message; a push killed at
+random points is completed by the next.
+
+Run as:
+    tests/with_rgw.sh DIR /usr/bin/python3 tests/python/test_remote.py --cli build/bin/amphora
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_support as cs  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+import numpy as np  # noqa: E402
+
+ENDPOINT = os.environ.get("AMPHORA_TEST_S3_ENDPOINT", "")
+BUCKET = os.environ.get("AMPHORA_TEST_S3_BUCKET", "amphora")
+SECRET = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+
+
+def s3_client():
+    import boto3
+    import botocore.config
+    return boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=SECRET, region_name="us-east-1",
+                        config=botocore.config.Config(s3={"addressing_style": "path"}))
+
+
+class RemoteTest(cs.StoreTestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not ENDPOINT:
+            raise RuntimeError("run under tests/with_rgw.sh: AMPHORA_TEST_S3_ENDPOINT is not set")
+        cls.s3 = s3_client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s3.close()
+
+    def setUp(self):
+        super().setUp()
+        self.prefix = "cli-" + uuid.uuid4().hex[:12]
+        self.url = f"s3://{BUCKET}/{self.prefix}"
+        self.run_cli("remote", "add", "team", self.url, "--endpoint", ENDPOINT, check=cs.EXIT_OK)
+        self.other = self.path("other")
+        cs.run("--store", self.other, "init")
+        self.assertEqual(cs.run("--store", self.other, "remote", "add", "team", self.url, "--endpoint", ENDPOINT).returncode, 0)
+
+    def other_cli(self, *args, check=None):
+        proc = cs.run("--store", self.other, *args)
+        if check is not None:
+            self.assertEqual(proc.returncode, check, f"amphora {' '.join(map(str, args))}: {proc.stdout!r} {proc.stderr!r}")
+        return proc
+
+    def save_npy(self, name, array):
+        path = self.path(name + ".npy")
+        np.save(path, array)
+        self.run_cli("import", path, "--name", name, check=cs.EXIT_OK)
+        return path
+
+    def keys(self):
+        out = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=self.prefix + "/"):
+            out += [o["Key"][len(self.prefix) + 1:] for o in page.get("Contents", [])]
+        return sorted(out)
+
+    def digest_of(self, name, store=None):
+        proc = cs.run("--store", store or self.store, "show", name, "--json")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return json.loads(proc.stdout)["digest"]
+
+    def test_push_then_pull_round_trips_values_and_names(self):
+        big = np.random.default_rng(1).standard_normal((1 << 21) + 5).astype(np.float32)  # 8 MiB + 20 B: two parts
+        small = np.arange(100, dtype=np.int64)
+        self.save_npy("big", big)
+        self.save_npy("small", small)
+        self.save_npy("small", small * 2)
+        pushed = json.loads(self.run_cli("push", "--json", check=cs.EXIT_OK).stdout)
+        self.assertEqual(pushed["remote"], "team")
+        self.assertEqual(pushed["location"], self.url)
+        self.assertEqual(pushed["artifacts_copied"], 3)
+        self.assertGreater(pushed["bytes_copied"], 8 << 20)
+        self.assertEqual(sorted((n["name"], n["version"]) for n in pushed["named"]),
+                         [("big", 1), ("small", 1), ("small", 2)])
+        # Again: nothing sent.
+        again = json.loads(self.run_cli("push", "--json", check=cs.EXIT_OK).stdout)
+        self.assertEqual((again["artifacts_copied"], again["bytes_copied"], again["named"]), (0, 0, []))
+
+        # The bucket holds the store layout: what boto3 lists.
+        keys = self.keys()
+        digest = self.digest_of("big")[len("sha256:"):]
+        self.assertIn("amphora-store.json", keys)
+        self.assertIn(f"objects/sha256/{digest[:2]}/{digest}/manifest.json", keys)
+        self.assertIn("names/small/2.json", keys)
+        record = json.loads(self.s3.get_object(Bucket=BUCKET, Key=f"{self.prefix}/names/small/2.json")["Body"].read())
+        self.assertEqual(record["digest"], self.digest_of("small"))
+        self.assertEqual(record["pushed_from"]["version"], 2)
+
+        pulled = json.loads(self.other_cli("pull", "big", "small@1", "--json", check=cs.EXIT_OK).stdout)
+        self.assertEqual(pulled["artifacts_copied"], 2)
+        self.other_cli("verify", check=cs.EXIT_OK)
+        out = self.path("big-out.npy")
+        self.other_cli("export", "big", out, check=cs.EXIT_OK)
+        np.testing.assert_array_equal(np.load(out), big)
+        self.other_cli("export", "small", self.path("small-out.npy"), check=cs.EXIT_OK)
+        np.testing.assert_array_equal(np.load(self.path("small-out.npy")), small)
+        # The summary a person reads.
+        text = self.other_cli("pull", "small", check=cs.EXIT_OK).stdout
+        self.assertIn("pulled 1 artifact", text)
+        self.assertIn("small@2", text)
+
+    def test_the_bucket_reads_as_a_store_with_other_tools(self):
+        values = np.linspace(0, 1, 5000).reshape(50, 100)
+        self.save_npy("grid", values)
+        self.run_cli("push", check=cs.EXIT_OK)
+        # boto3 copies the prefix to a directory; the Python reader, which
+        # knows nothing of S3, loads it as a store.
+        copy = self.path("copied")
+        for key in self.keys():
+            target = os.path.join(copy, key)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self.s3.download_file(BUCKET, f"{self.prefix}/{key}", target)
+        import amphora_reader
+        np.testing.assert_array_equal(amphora_reader.load(copy, "grid", verify=True), values)
+        # And the CLI opens the bucket itself as a store.
+        store_url = f"{self.url}?endpoint={ENDPOINT}"
+        proc = cs.run("--store", store_url, "verify")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("all intact", proc.stdout)
+        self.assertIn("grid", cs.run("--store", store_url, "ls").stdout)
+
+    def test_damaged_objects_in_the_bucket_are_named_and_nothing_is_published(self):
+        self.save_npy("t", np.random.default_rng(3).standard_normal(1 << 20))  # 8 MiB, four pieces, incompressible
+        self.run_cli("push", check=cs.EXIT_OK)
+        digest = self.digest_of("t")[len("sha256:"):]
+        folder = f"{self.prefix}/objects/sha256/{digest[:2]}/{digest}/"
+        manifest = json.loads(self.s3.get_object(Bucket=BUCKET, Key=folder + "manifest.json")["Body"].read())
+        payload = manifest["files"][0]["path"]
+        original = self.s3.get_object(Bucket=BUCKET, Key=folder + payload)["Body"].read()
+
+        flipped = bytearray(original)
+        flipped[(5 << 20) + 3] ^= 0x40
+        self.s3.put_object(Bucket=BUCKET, Key=folder + payload, Body=bytes(flipped))
+        proc = self.other_cli("pull", "t")
+        self.assertEqual(proc.returncode, cs.EXIT_CORRUPT, proc.stderr)
+        self.assertIn(f"file '{payload}' piece 2", proc.stderr)
+        self.assertIn("does not match its SHA-256", proc.stderr)
+        self.assertEqual(json.loads(self.other_cli("ls", "--json").stdout), [])
+        self.other_cli("show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
+        self.other_cli("verify", check=cs.EXIT_OK)
+
+        self.s3.delete_object(Bucket=BUCKET, Key=folder + payload)
+        proc = self.other_cli("pull", "t")
+        self.assertEqual(proc.returncode, cs.EXIT_CORRUPT, proc.stderr)
+        self.assertIn(f"lacks its file '{payload}'", proc.stderr)
+        self.other_cli("show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
+
+        # Put back, the pull completes.
+        self.s3.put_object(Bucket=BUCKET, Key=folder + payload, Body=original)
+        self.other_cli("pull", "t", check=cs.EXIT_OK)
+        self.other_cli("verify", check=cs.EXIT_OK)
+
+    def test_keys_no_store_writes_are_refused_never_followed(self):
+        self.save_npy("good", np.ones(3))
+        self.run_cli("push", check=cs.EXIT_OK)
+        for key in ("names/../1.json", "names/evil\x01/1.json", "names/a/../../escape/1.json",
+                    "objects/sha256/zz/../../x"):
+            self.s3.put_object(Bucket=BUCKET, Key=f"{self.prefix}/{key}", Body=b"{}")
+        store_url = f"{self.url}?endpoint={ENDPOINT}"
+        ls = cs.run("--store", store_url, "ls")
+        self.assertEqual(ls.returncode, 0, ls.stderr)
+        self.assertIn("good", ls.stdout)
+        self.assertNotIn("escape", ls.stdout)
+        proc = cs.run("--store", store_url, "verify")
+        self.assertEqual(proc.returncode, cs.EXIT_CORRUPT, proc.stdout + proc.stderr)
+        self.assertIn("not a valid", proc.stdout + proc.stderr)
+        self.assertNotIn("\x01", proc.stdout + proc.stderr)
+        # Pulling what is good still works.
+        self.other_cli("pull", "good", check=cs.EXIT_OK)
+
+    def test_wrong_credentials_fail_without_the_secret_in_any_message(self):
+        self.save_npy("x", np.zeros(4))
+        env = dict(os.environ, AWS_SECRET_ACCESS_KEY="wrong-secret-value-0123456789")
+        proc = cs.run("--store", self.store, "push", env=env)
+        self.assertEqual(proc.returncode, cs.EXIT_FAILURE, proc.stderr)
+        self.assertIn("403", proc.stderr)
+        self.assertIn("SignatureDoesNotMatch", proc.stderr)
+        for secret in ("wrong-secret-value", SECRET):
+            self.assertNotIn(secret, proc.stderr + proc.stdout)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["HOME"] = self.tmp  # no ~/.aws/credentials here
+        proc = cs.run("--store", self.store, "push", env=env)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("AWS_ACCESS_KEY_ID", proc.stderr)
+        # A bucket that does not exist is named as such.
+        self.run_cli("remote", "add", "nowhere", f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}", "--endpoint", ENDPOINT,
+                     check=cs.EXIT_OK)
+        proc = self.run_cli("push", "--remote", "nowhere")
+        self.assertEqual(proc.returncode, cs.EXIT_FAILURE, proc.stderr)
+        self.assertIn("NoSuchBucket", proc.stderr)
+
+    def test_a_push_killed_at_random_points_is_completed_by_the_next(self):
+        values = np.random.default_rng(7).integers(0, 1 << 30, size=6 << 20, dtype=np.int32)  # 24 MiB
+        self.save_npy("big", values)
+        for k in range(3):
+            self.save_npy(f"small{k}", np.arange(k + 10))
+        rng = random.Random(11)
+        kills = 0
+        for _ in range(4):
+            proc = subprocess.Popen([cs.CLI, "--store", self.store, "push", "-j", "2"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.02, 0.4))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+            proc.wait()
+        self.run_cli("push", check=cs.EXIT_OK)
+        store_url = f"{self.url}?endpoint={ENDPOINT}"
+        proc = cs.run("--store", store_url, "verify")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.other_cli("pull", "big", check=cs.EXIT_OK)
+        out = self.path("out.npy")
+        self.other_cli("export", "big", out, check=cs.EXIT_OK)
+        np.testing.assert_array_equal(np.load(out), values)
+        print(f"(push killed {kills} times of 4)", file=sys.stderr)
+
+    def test_usage_errors(self):
+        proc = self.run_cli("pull")
+        self.assertEqual(proc.returncode, cs.EXIT_USAGE)
+        proc = self.run_cli("push", "--remote", "nope")
+        self.assertEqual(proc.returncode, cs.EXIT_NOT_FOUND)
+        self.assertIn("no remote named 'nope'", proc.stderr)
+        proc = self.run_cli("remote", "add", "team", self.url)
+        self.assertEqual(proc.returncode, cs.EXIT_USAGE)
+        self.assertIn("already", proc.stderr)
+        listed = json.loads(self.run_cli("remote", "list", "--json", check=cs.EXIT_OK).stdout)
+        self.assertEqual(listed, [{"name": "team", "url": self.url, "endpoint": ENDPOINT, "region": ""}])
+        self.run_cli("remote", "remove", "team", check=cs.EXIT_OK)
+        self.assertEqual(self.run_cli("remote", "remove", "team").returncode, cs.EXIT_NOT_FOUND)
+        proc = self.run_cli("pull", "x")
+        self.assertEqual(proc.returncode, cs.EXIT_NOT_FOUND)
+        self.assertIn("has no remote", proc.stderr)
+
+
+if __name__ == "__main__":
+    import unittest
+    _, argv = cs.parse_args("test_remote.py")
+    unittest.main(argv=argv, verbosity=2)
