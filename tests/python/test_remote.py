@@ -11,7 +11,11 @@ with boto3 alone (the remote layout is the store layout, docs/FORMAT.md
 pull fail naming the file and publish nothing; keys no store would write
 (with '..' or control characters) are refused, never followed; wrong
 credentials fail without the secret in any message; a push killed at
-random points is completed by the next.
+random points is completed by the next. Between Amphora and the server, a
+fault-injecting proxy (fault_proxy.py) answers 503 and 500, cuts
+connections mid-response and stalls them: transfers finish with retries or
+fail with a clear error, the bucket never shows a manifest whose files are
+missing, and the local store never holds a partial artifact.
 
 Run as:
     tests/with_rgw.sh DIR /usr/bin/python3 tests/python/test_remote.py --cli build/bin/amphora
@@ -28,6 +32,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_support as cs  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
@@ -260,6 +265,127 @@ class RemoteTest(cs.StoreTestCase):
         proc = self.run_cli("pull", "x")
         self.assertEqual(proc.returncode, cs.EXIT_NOT_FOUND)
         self.assertIn("has no remote", proc.stderr)
+
+
+class FaultTest(cs.StoreTestCase):
+    """push and pull through the fault proxy."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not ENDPOINT:
+            raise RuntimeError("run under tests/with_rgw.sh: AMPHORA_TEST_S3_ENDPOINT is not set")
+        cls.s3 = s3_client()
+        host, port = ENDPOINT[len("http://"):].split(":")
+        cls.proxy = FaultProxy(host, int(port))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.close()
+        cls.s3.close()
+
+    def setUp(self):
+        super().setUp()
+        self.proxy.clear()
+        self.proxy.reset_counts()
+        self.prefix = "faults-" + uuid.uuid4().hex[:12]
+        self.url = f"s3://{BUCKET}/{self.prefix}"
+        self.run_cli("remote", "add", "p", self.url, "--endpoint", self.proxy.endpoint, check=cs.EXIT_OK)
+        self.other = self.path("other")
+        cs.run("--store", self.other, "init")
+        cs.run("--store", self.other, "remote", "add", "p", self.url, "--endpoint", self.proxy.endpoint)
+        # Quick retries, and a stall cut after 2 s rather than 30.
+        self.env = dict(os.environ, AMPHORA_S3_STALL_SECONDS="2", AMPHORA_S3_ATTEMPTS="4")
+        values = np.random.default_rng(5).standard_normal(3 << 20)  # 24 MiB: three parts, twelve pieces
+        np.save(self.path("v.npy"), values)
+        self.values = values
+        self.run_cli("import", self.path("v.npy"), "--name", "v", check=cs.EXIT_OK)
+        for k in range(3):
+            np.save(self.path(f"s{k}.npy"), np.arange(5 + k))
+            self.run_cli("import", self.path(f"s{k}.npy"), "--name", f"s{k}", check=cs.EXIT_OK)
+
+    def cli(self, store, *args):
+        return cs.run("--store", store, *args, env=self.env, timeout=300)
+
+    def assert_bucket_consistent(self):
+        """Every manifest in the bucket has every file it lists (read without the proxy)."""
+        keys = set()
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=self.prefix + "/"):
+            keys |= {o["Key"] for o in page.get("Contents", [])}
+        manifests = [k for k in keys if k.endswith("/manifest.json")]
+        for key in manifests:
+            manifest = json.loads(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+            folder = key[:-len("manifest.json")]
+            for f in manifest["files"]:
+                self.assertIn(folder + f["path"], keys, f"{key} lists a file the bucket lacks")
+        return len(manifests)
+
+    def assert_pulled_whole(self):
+        self.assertEqual(self.cli(self.other, "verify").returncode, 0)
+        out = self.path("out.npy")
+        self.assertEqual(self.cli(self.other, "export", "v", out).returncode, 0)
+        np.testing.assert_array_equal(np.load(out), self.values)
+
+    def test_503_and_500_answers_are_retried(self):
+        self.proxy.fail(503, times=3, match="PUT")
+        self.proxy.fail(500, times=2, match="GET")
+        proc = self.cli(self.store, "push")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(self.proxy.injected, 5)
+        self.assertEqual(self.assert_bucket_consistent(), 4)
+        self.proxy.fail(503, times=3)
+        proc = self.cli(self.other, "pull", "v", "s1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assert_pulled_whole()
+
+    def test_a_server_that_keeps_failing_leaves_both_ends_consistent(self):
+        # Every upload of a part fails: the push gives up with the server's answer.
+        self.proxy.fail(500, times=10**6, match="partNumber")
+        proc = self.cli(self.store, "push")
+        self.assertEqual(proc.returncode, cs.EXIT_FAILURE, proc.stderr)
+        self.assertIn("answered HTTP 500 InternalError", proc.stderr)
+        self.assertNotIn(os.environ["AWS_SECRET_ACCESS_KEY"], proc.stderr)
+        self.assert_bucket_consistent()
+        self.proxy.clear()
+        self.assertEqual(self.cli(self.store, "push").returncode, 0)
+        self.assertEqual(self.assert_bucket_consistent(), 4)
+        # Every ranged read fails: the pull gives up and publishes nothing of v.
+        self.proxy.fail(503, times=10**6, match="GET /" + BUCKET + "/" + self.prefix + "/objects")
+        proc = self.cli(self.other, "pull", "v")
+        self.assertEqual(proc.returncode, cs.EXIT_FAILURE, proc.stderr)
+        self.assertIn("SlowDown", proc.stderr)
+        self.assertEqual(json.loads(self.cli(self.other, "ls", "--json").stdout), [])
+        self.assertEqual(self.cli(self.other, "verify").returncode, 0)
+        self.proxy.clear()
+        self.assertEqual(self.cli(self.other, "pull", "v").returncode, 0)
+        self.assert_pulled_whole()
+
+    def test_connections_cut_midway_are_retried(self):
+        self.assertEqual(self.cli(self.store, "push").returncode, 0)
+        # Cut three responses of payload reads after 100 KiB of them.
+        self.proxy.cut(100 << 10, times=3, match="GET /" + BUCKET + "/" + self.prefix + "/objects")
+        proc = self.cli(self.other, "pull", "v")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertGreaterEqual(self.proxy.injected, 1)
+        self.assert_pulled_whole()
+
+    def test_a_cut_that_never_heals_fails_clearly_and_publishes_nothing(self):
+        self.assertEqual(self.cli(self.store, "push").returncode, 0)
+        self.proxy.cut(4096, times=10**6, match="GET /" + BUCKET + "/" + self.prefix + "/objects")
+        proc = self.cli(self.other, "pull", "v")
+        self.assertEqual(proc.returncode, cs.EXIT_FAILURE, proc.stderr)
+        self.assertIn("failed after 4 tries", proc.stderr)
+        self.assertEqual(json.loads(self.cli(self.other, "ls", "--json").stdout), [])
+        self.assertEqual(self.cli(self.other, "verify").returncode, 0)
+
+    def test_a_stalled_response_is_cut_and_retried(self):
+        self.assertEqual(self.cli(self.store, "push").returncode, 0)
+        self.proxy.stall(5, times=1, match="GET /" + BUCKET + "/" + self.prefix + "/objects")
+        started = time.monotonic()
+        proc = self.cli(self.other, "pull", "v")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(self.proxy.injected, 1)
+        self.assertLess(time.monotonic() - started, 60)
+        self.assert_pulled_whole()
 
 
 if __name__ == "__main__":

@@ -827,6 +827,20 @@ S3Options resolve_options(const ParsedUrl& url, S3Options options) {
                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))
     throw InvalidArgument("invalid S3 region '" + printable(options.region) + "'");
   if (!options.endpoint.empty()) parse_endpoint(options.endpoint);
+  // Knobs for slow links and for tests: how long a silent transfer may
+  // stall, and how many tries a request gets.
+  auto whole = [](const char* name, long least, long most) -> std::optional<long> {
+    auto text = environment(name);
+    if (!text) return std::nullopt;
+    char* end = nullptr;
+    const long value = std::strtol(text->c_str(), &end, 10);
+    if (end == text->c_str() || *end || value < least || value > most)
+      throw InvalidArgument("$" + std::string(name) + " must be a whole number from " + std::to_string(least) + " to " +
+                            std::to_string(most) + ", not '" + printable(*text) + "'");
+    return value;
+  };
+  if (auto seconds = whole("AMPHORA_S3_STALL_SECONDS", 1, 3600)) options.stall_timeout = std::chrono::seconds(*seconds);
+  if (auto tries = whole("AMPHORA_S3_ATTEMPTS", 1, 100)) options.max_attempts = static_cast<int>(*tries);
   if (options.max_attempts < 1) options.max_attempts = 1;
   return options;
 }

@@ -39,12 +39,14 @@ struct S3Options {
   std::size_t max_in_flight = 8;
   /// Tries of one request before its error is reported: again after 5xx,
   /// 429, timeouts and cut connections, never after another 4xx.
+  /// $AMPHORA_S3_ATTEMPTS overrides it.
   int max_attempts = 5;
   /// First wait before trying again; doubled each time (with full jitter),
   /// at most 32 times this.
   std::chrono::milliseconds retry_base{100};
   std::chrono::milliseconds connect_timeout{10000};
   /// A transfer that moves no byte for this long is cut (and tried again).
+  /// $AMPHORA_S3_STALL_SECONDS overrides it.
   std::chrono::milliseconds stall_timeout{30000};
 };
 
