@@ -98,7 +98,7 @@ struct MigrateResult {
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 /// A store's remote: a second store, elsewhere, that push and pull copy
-/// artifacts and names to and from (docs/FORMAT.md §12). Kept in the store's
+/// artifacts and names to and from (docs/FORMAT.md §13). Kept in the store's
 /// remotes.json; never holds a credential.
 struct RemoteSpec {
   std::string name;        ///< as validate_name() allows

@@ -5,7 +5,7 @@
 // the standard places (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
 // AWS_SESSION_TOKEN, else the shared credentials file's $AWS_PROFILE
 // section) and are never written to a store, a log or a message.
-// docs/FORMAT.md §12 gives the layout in the bucket.
+// docs/FORMAT.md §13 gives the layout in the bucket.
 
 #include <amphora/export.hpp>
 #include <amphora/storage/medium.hpp>
