@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -489,10 +490,14 @@ int cmd_verify(const Args& a) {
 }
 
 int cmd_gc(const Args& a) {
-  Store store = open_store(a);
+  Store local = open_store(a);
+  const bool remote = !a.remote.empty();
+  Store store = remote ? local.remote_store(a.remote) : local;
   bool dry = a.dry_run;
-  const std::chrono::seconds grace(a.grace_seconds);
+  const std::chrono::seconds grace =
+      a.grace.empty() ? (remote ? std::chrono::seconds(7 * 86400) : Store::kDefaultGcGrace) : parse_duration(a.grace);
   auto report = store.gc(dry, grace, a.keep_last);
+  if (remote) std::cout << "remote " << printable(a.remote) << " (" << printable(store.location()) << "): ";
   if (a.keep_last > 0) {
     std::cout << (dry ? "would drop " : "dropped ") << count_of(report.dropped_versions.size(), "name version", "name versions")
               << " older than the last " << a.keep_last << " and "
@@ -502,11 +507,11 @@ int cmd_gc(const Args& a) {
   }
   std::cout << (dry ? "would remove " : "removed ") << report.removed.size() << " artifact"
             << (report.removed.size() == 1 ? "" : "s") << " (" << human_bytes(report.bytes_freed) << ") and "
-            << report.staging.removed << " stale staging area" << (report.staging.removed == 1 ? "" : "s")
-            << "; kept " << report.kept;
+            << report.staging.removed << (remote ? " unfinished upload" : " stale staging area")
+            << (report.staging.removed == 1 ? "" : "s") << "; kept " << report.kept;
   if (report.young > 0)
-    std::cout << " (" << report.young << " unnamed, saved less than " << grace.count()
-              << " s ago: --grace 0 collects them when no save is running)";
+    std::cout << " (" << report.young << " unnamed, saved less than " << duration_text(grace)
+              << " ago: --grace 0 collects them when no save is running)";
   std::cout << "\n";
   if (dry)
     for (const auto& d : report.removed) std::cout << "  " << d.str() << "\n";

@@ -21,7 +21,7 @@ struct Args {
   bool json = false;                 ///< ls, show --json
   bool force = false;                ///< export --force
   bool dry_run = false;              ///< gc --dry-run
-  std::int64_t grace_seconds = 60;   ///< gc --grace
+  std::string grace;                 ///< gc --grace DURATION (empty: 60 s, or 7 days for --remote)
   bool yes = false;                  ///< rm --yes
   std::uint64_t keep_last = 0;       ///< gc --keep-last (0 = every version)
   bool explain = false;              ///< runs --explain

@@ -49,6 +49,20 @@ CLI::Validator whole_number(std::int64_t least, std::string unit) {
       "");
 }
 
+// A duration option: seconds, or a whole number with s, m, h or d.
+CLI::Validator duration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          amphora::cli::parse_duration(text);
+          return {};
+        } catch (const amphora::InvalidArgument& e) {
+          return e.what();
+        }
+      },
+      "");
+}
+
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -189,21 +203,30 @@ class Parser {
                    "may be about to name what it just stored. --grace 0 collects them at once; use\n"
                    "it only when no save is running. The outputs of pipeline cache entries are\n"
                    "kept like named artifacts.\n\n"
+                   "With --remote NAME, gc collects on that remote what none of its names reaches\n"
+                   "and is older than the grace period (7 days unless --grace says otherwise), and\n"
+                   "aborts multipart uploads older than it: a push in progress is never collected,\n"
+                   "with no lock between machines. Names on a remote are removed with\n"
+                   "`amphora --store URL rm NAME`.\n\n"
                    "Examples:\n"
                    "  amphora gc --dry-run\n"
                    "  amphora gc\n"
                    "  amphora gc --grace 0\n"
-                   "  amphora gc --keep-last 3");
+                   "  amphora gc --keep-last 3\n"
+                   "  amphora gc --remote team --dry-run\n"
+                   "  amphora gc --remote team --grace 30d");
     gc->add_flag("--dry-run", args_.dry_run, "list what would be removed; remove nothing");
     gc->add_option("--keep-last", args_.keep_last,
                    "first drop all but the newest N versions of each name, and the cache entries\n"
                    "whose outputs only those versions reached")
         ->check(whole_number(1, "versions to keep"))
         ->type_name("N");
-    gc->add_option("--grace", args_.grace_seconds,
-                   "keep unnamed artifacts and staging areas younger than this (default: 60)")
-        ->check(whole_number(0, "seconds"))
-        ->type_name("SECONDS");
+    gc->add_option("--grace", args_.grace,
+                   "keep unnamed artifacts, staging areas and unfinished uploads younger than this:\n"
+                   "seconds, or a number with s, m, h or d (default: 60 s; 7d with --remote)")
+        ->check(duration())
+        ->type_name("DURATION");
+    gc->add_option("--remote", args_.remote, "collect on this remote instead of the local store")->type_name("NAME");
 
     auto* runs = add("runs", "List pipeline runs, oldest first.", amphora::cli::cmd_runs,
                      "One line per run: its id, pipeline, status, start and end time (UTC), and how\n"

@@ -1,9 +1,13 @@
 #include "output.hpp"
 
+#include <amphora/error.hpp>
 #include <amphora/manifest.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <map>
 
 namespace amphora::cli {
 
@@ -35,5 +39,24 @@ std::string count_of(std::uint64_t n, std::string_view singular, std::string_vie
 }
 
 void warn(const std::string& text) { std::cerr << "amphora: warning: " << one_line(text) << "\n"; }
+
+std::chrono::seconds parse_duration(const std::string& text) {
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string unit(end, text.data() + text.size());
+  static const std::map<std::string, std::int64_t> units = {{"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+  auto it = units.find(unit);
+  if (error != std::errc() || end == text.data() || value < 0 || it == units.end() ||
+      value > std::numeric_limits<std::int64_t>::max() / it->second)
+    throw InvalidArgument("'" + printable(text) + "' is not a duration: give seconds, or a whole number with s, m, h or d (7d)");
+  return std::chrono::seconds(value * it->second);
+}
+
+std::string duration_text(std::chrono::seconds grace) {
+  const auto s = grace.count();
+  if (s >= 86400 && s % 86400 == 0) return std::to_string(s / 86400) + " d";
+  if (s >= 3600 && s % 3600 == 0) return std::to_string(s / 3600) + " h";
+  return std::to_string(s) + " s";
+}
 
 }  // namespace amphora::cli

@@ -5,6 +5,7 @@
 #include <amphora/manifest.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,6 +28,11 @@ std::string count_of(std::uint64_t n, std::string_view singular, std::string_vie
 /// record), or "" when it is missing or not a string: such records come from
 /// any version of any writer, so their informational fields are read leniently.
 std::string text_field(const nlohmann::json& record, const char* key);
+/// "90", "90s", "15m", "12h", "7d": a whole number of seconds, minutes,
+/// hours or days. Throws InvalidArgument saying what a duration looks like.
+std::chrono::seconds parse_duration(const std::string& text);
+/// "7 d", "12 h", "90 s".
+std::string duration_text(std::chrono::seconds duration);
 /// "amphora: warning: <text>" on standard error.
 void warn(const std::string& text);
 

@@ -449,7 +449,9 @@ class CompositeTest(cli_support.StoreTestCase):
 
     def test_gc_grace_is_checked(self):
         proc = self.run_cli("gc", "--grace", "-1", check=EXIT_USAGE)
-        self.assertIn("--grace: '-1' is not a number of seconds: give a whole number, 0 or more", proc.stderr)
+        self.assertIn("--grace: '-1' is not a duration: give seconds, or a whole number with s, m, h or d", proc.stderr)
+        for good in ("0", "90", "90s", "15m", "12h", "7d"):
+            self.run_cli("gc", "--grace", good, "--dry-run", check=EXIT_OK)
         self.run_cli("gc", "--grace", "soon", check=EXIT_USAGE)
         self.run_cli("gc", "--grace", "5", "--grace", "6", check=EXIT_USAGE)
         for bad in ("0", "-3", "abc", "1.5", "99999999999999999999999"):

@@ -249,6 +249,36 @@ class RemoteTest(cs.StoreTestCase):
         np.testing.assert_array_equal(np.load(out), values)
         print(f"(push killed {kills} times of 4)", file=sys.stderr)
 
+    def test_gc_on_the_remote_keeps_what_names_reach_and_anything_young(self):
+        self.save_npy("keep", np.arange(10))
+        self.save_npy("drop", np.arange(20))
+        self.run_cli("push", check=cs.EXIT_OK)
+        store_url = f"{self.url}?endpoint={ENDPOINT}"
+        self.assertEqual(cs.run("--store", store_url, "rm", "drop", "--yes").returncode, 0)
+        # A multipart upload a killed writer left behind.
+        upload = self.s3.create_multipart_upload(Bucket=BUCKET, Key=f"{self.prefix}/objects/sha256/ab/left-behind")
+        # Everything is younger than the default grace of 7 days: nothing goes.
+        text = self.run_cli("gc", "--remote", "team", "--dry-run", check=cs.EXIT_OK).stdout
+        self.assertIn("would remove 0 artifacts", text)
+        self.assertIn("unnamed, saved less than 7 d ago", text)
+        text = self.run_cli("gc", "--remote", "team", "--grace", "1h", check=cs.EXIT_OK).stdout
+        self.assertIn("removed 0 artifacts", text)
+        self.assertIn("and 0 unfinished uploads", text)
+        # With no grace, what no name reaches goes, and so does the upload.
+        text = self.run_cli("gc", "--remote", "team", "--grace", "0", check=cs.EXIT_OK).stdout
+        self.assertIn("removed 1 artifact", text)
+        self.assertIn("1 unfinished upload", text)
+        uploads = self.s3.list_multipart_uploads(Bucket=BUCKET, Prefix=self.prefix + "/").get("Uploads", [])
+        self.assertNotIn(upload["UploadId"], [u["UploadId"] for u in uploads])
+        proc = cs.run("--store", store_url, "verify")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.other_cli("pull", "keep", check=cs.EXIT_OK)
+        self.assertEqual(self.other_cli("pull", "drop").returncode, cs.EXIT_NOT_FOUND)
+        # Durations: seconds or a number with s, m, h or d.
+        proc = self.run_cli("gc", "--remote", "team", "--grace", "7x")
+        self.assertEqual(proc.returncode, cs.EXIT_USAGE)
+        self.assertIn("is not a duration", proc.stderr)
+
     def test_usage_errors(self):
         proc = self.run_cli("pull")
         self.assertEqual(proc.returncode, cs.EXIT_USAGE)

@@ -72,8 +72,13 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   // Without a sink, or an error document: bounded, so a hostile server
   // cannot make us hold more than the caller allowed (an error document, at
   // most 1 MiB whatever the caller's bound).
-  const std::size_t limit = t.success() ? t.max_body : kMaxErrorBody;
-  if (t.response.body.size() + n > limit) {
+  if (!t.success()) {
+    // An error document: its start says what went wrong; the rest is dropped.
+    if (t.response.body.size() < kMaxErrorBody)
+      t.response.body.append(data, std::min(n, kMaxErrorBody - t.response.body.size()));
+    return n;
+  }
+  if (t.response.body.size() + n > t.max_body) {
     t.too_large = true;
     return 0;
   }
@@ -153,6 +158,9 @@ Response Client::send(const Request& request, std::size_t max_body, const Sink& 
     bool& reusable;
     std::size_t max_idle;
     ~Return() {
+      // The handle's options point at this call's stack (error buffer,
+      // callbacks' data, header list): cleared before anything else runs.
+      curl_easy_reset(handle);
       if (reusable) {
         std::lock_guard lock(pool.mutex);
         if (pool.idle.size() < max_idle) {
@@ -221,7 +229,7 @@ Response Client::send(const Request& request, std::size_t max_body, const Sink& 
     if (t.sink_stopped) throw TransferFailed(request.method + " " + request.url + ": stopped by the receiver", false, true);
     if (t.too_large)
       throw TransferFailed(request.method + " " + request.url + ": the response body exceeds " +
-                               std::to_string(t.success() ? max_body : kMaxErrorBody) + " bytes",
+                               std::to_string(max_body) + " bytes",
                            false, false, true);
     std::string why = error[0] ? error : curl_easy_strerror(code);
     throw TransferFailed(request.method + " " + request.url + ": " + why, retryable(code), false);

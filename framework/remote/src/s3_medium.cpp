@@ -16,6 +16,7 @@
 #include "xml.hpp"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -66,6 +67,31 @@ std::string amz_now() {
 }
 
 std::chrono::system_clock::time_point from_time_t(std::time_t t) { return std::chrono::system_clock::from_time_t(t); }
+
+// "2024-05-01T12:34:56.000Z", as S3's listings give times.
+std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text) {
+  std::tm t{};
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min,
+                  &t.tm_sec) != 6)
+    return std::nullopt;
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  return from_time_t(timegm(&t));
+}
+
+// The ETag S3 gives an object written by one PUT: the hex MD5 of its bytes.
+std::string md5_hex(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (!EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_md5(), nullptr)) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
 
 std::string unquote(std::string tag) {
   if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
@@ -190,11 +216,12 @@ Endpoint parse_endpoint(const std::string& url) {
   auto sep = url.find("://");
   e.scheme = sep == std::string::npos ? "" : url.substr(0, sep);
   if (e.scheme != "http" && e.scheme != "https")
-    throw InvalidArgument("S3 endpoint '" + printable(url) + "' must start with http:// or https://");
+    throw InvalidArgument("an S3 endpoint must start with http:// or https://");
   std::string rest = url.substr(sep + 3);
   while (rest.ends_with('/')) rest.pop_back();
+  // Not repeated in the message: an endpoint with user information could hold a secret.
   if (rest.empty() || rest.find_first_of("/?#@ ") != std::string::npos || has_control(rest))
-    throw InvalidArgument("S3 endpoint '" + printable(url) + "' must be SCHEME://HOST[:PORT], without a path");
+    throw InvalidArgument("an S3 endpoint must be http(s)://HOST[:PORT], without user information, a path or a query");
   e.authority = rest;
   return e;
 }
@@ -240,6 +267,7 @@ struct Call {
   std::size_t max_body = kMaxDocument;
   detail::http::Sink sink{};
   std::function<void()> before_attempt{};  // resets what a sink gathered
+  int attempts = 0;                        // how many times send() sent it
 };
 
 class S3File;
@@ -308,9 +336,19 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
         info.modified = std::chrono::system_clock::now();
         return info;
       }
-      // AWS answers 409 to a conditional write racing another: try again,
-      // and the condition decides.
-      if (r.status == 409 && condition.kind != PutCondition::Kind::always && conflicts < 5) continue;
+      // AWS answers 409 to a conditional write racing another: try again
+      // after a moment, and the condition decides.
+      if (r.status == 409 && condition.kind != PutCondition::Kind::always && conflicts < 5) {
+        std::this_thread::sleep_for(options_.retry_base * (conflicts + 1));
+        continue;
+      }
+      // A condition that failed only on a second try may have failed on our
+      // own first try, whose answer was lost: the object then holds exactly
+      // these bytes.
+      if (r.status == 412 && call.attempts > 1 && condition.kind != PutCondition::Kind::always) {
+        auto now = head(key);
+        if (now && now->size == bytes.size() && now->tag == md5_hex(bytes)) return now;
+      }
       if (r.status == 412 && condition.kind == PutCondition::Kind::if_match && !call.headers.back().second.starts_with('"')) {
         // RGW matches an unquoted ETag, AWS documents a quoted one: the
         // object still having the tag means this server wants the quotes.
@@ -361,6 +399,8 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is a <" + printable(doc.name) +
                         "> document, not a ListBucketResult");
     ListPage page;
+    // Keys come percent-encoded when the service honoured encoding-type=url.
+    const bool encoded = doc.text_of("EncodingType") == "url";
     for (const auto& child : doc.children) {
       ListedEntry entry;
       std::string raw;
@@ -373,19 +413,18 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       } else {
         continue;
       }
-      auto key = url_decode(raw);
-      if (!key || !key->starts_with(base_)) {
-        page.entries.push_back({printable(raw), ListedEntry::Kind::irregular,
-                                "a listed key outside " + location_ + " ('" + printable(raw) + "')"});
+      auto key = encoded ? url_decode(raw) : std::optional<std::string>(raw);
+      if (!key || !key->starts_with(base_ + std::string(prefix))) {
+        // Kept under its own (raw) key, so that pages still follow in order.
+        page.entries.push_back({raw, ListedEntry::Kind::irregular,
+                                "a listed key outside " + location_ + "/" + printable(prefix) + " ('" + printable(raw) + "')"});
         continue;
       }
       entry.key = key->substr(base_.size());
-      if (!entry.key.starts_with(prefix)) continue;
       if (!start_after.empty() && entry.key <= start_after) continue;
       if (!valid_listed(entry.key, entry.kind == ListedEntry::Kind::folder)) {
-        page.entries.push_back({printable(entry.key), ListedEntry::Kind::irregular,
-                                "an object whose key is not a valid storage key ('" + printable(entry.key) + "')"});
-        continue;
+        entry.what = "an object whose key is not a valid storage key ('" + printable(entry.key) + "')";
+        entry.kind = ListedEntry::Kind::irregular;
       }
       page.entries.push_back(std::move(entry));
     }
@@ -406,6 +445,54 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
 
   std::unique_ptr<Staging> begin_staging_at(std::string_view prefix) override;
 
+  // The bucket's scratch space is its unfinished multipart uploads under the
+  // prefix: a writer that died midway leaves one, invisible and billed.
+  StagingSweep sweep_staging(bool dry_run, std::chrono::seconds grace) override {
+    StagingSweep sweep;
+    const auto now = std::chrono::system_clock::now();
+    std::string key_marker, id_marker;
+    for (int page = 0; page < 100000; ++page) {
+      Call call;
+      call.query = {{"uploads", ""}, {"prefix", base_}, {"encoding-type", "url"}};
+      if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
+      if (!id_marker.empty()) call.query.emplace_back("upload-id-marker", id_marker);
+      auto r = send(call);
+      if (r.status != 200) fail(call, r);
+      detail::xml::Element doc;
+      try {
+        doc = detail::xml::parse(r.body);
+      } catch (const std::exception& e) {
+        throw CorruptData(location_ + ": the list of unfinished uploads is not readable: " + e.what());
+      }
+      const bool encoded = doc.text_of("EncodingType") == "url";
+      auto decoded = [&](const std::string& text) { return encoded ? url_decode(text) : std::optional<std::string>(text); };
+      for (const auto& upload : doc.children) {
+        if (upload.name != "Upload") continue;
+        const auto key = decoded(upload.text_of("Key"));
+        const std::string id = upload.text_of("UploadId");
+        const auto initiated = parse_time(upload.text_of("Initiated"));
+        if (!key || !key->starts_with(base_) || id.empty() || !initiated) continue;
+        if (now - *initiated < grace) {
+          ++sweep.in_use;
+          continue;
+        }
+        ++sweep.removed;
+        if (dry_run) continue;
+        Call abort{.method = "DELETE", .key = key->substr(base_.size()), .query = {{"uploadId", id}}};
+        auto answer = send(abort);
+        if (answer.status != 204 && answer.status != 200 && answer.status != 404) fail(abort, answer);
+      }
+      if (doc.text_of("IsTruncated") != "true") break;
+      auto next_key = decoded(doc.text_of("NextKeyMarker"));
+      std::string next_id = doc.text_of("NextUploadIdMarker");
+      if (!next_key || (*next_key == key_marker && next_id == id_marker))
+        throw CorruptData(location_ + ": the list of unfinished uploads does not advance");
+      key_marker = *next_key;
+      id_marker = next_id;
+    }
+    return sweep;
+  }
+
   // Below: the requests themselves, for the staging area and files.
 
   // Sends `call` (signed afresh for each try) until it gets an answer that
@@ -413,6 +500,7 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
   Response send(Call& call) {
     static thread_local std::mt19937_64 rng(std::random_device{}());
     for (int attempt = 1;; ++attempt) {
+      call.attempts = attempt;
       if (call.before_attempt) call.before_attempt();
       detail::http::Request request = build(call);
       std::optional<Response> response;
@@ -573,11 +661,16 @@ class S3File : public RandomAccessFile {
         }
       }
     };
-    std::vector<std::thread> threads;
-    const std::size_t width = std::min<std::uint64_t>(ranges, 8);
-    for (std::size_t t = 1; t < width; ++t) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
+    {
+      std::vector<std::jthread> threads;  // joined however this block is left
+      const std::size_t width = std::min<std::uint64_t>(ranges, 8);
+      try {
+        for (std::size_t t = 1; t < width; ++t) threads.emplace_back(worker);
+      } catch (const std::system_error&) {
+        // No more threads to be had: the ones started, and this one, do it all.
+      }
+      worker();
+    }
     if (error) std::rethrow_exception(error);
   }
 
@@ -678,8 +771,10 @@ class S3StagedFile : public StagedFile {
     std::map<std::uint64_t, Part> rest;
     {
       std::lock_guard lock(mutex_);
+      if (failed_) throw IoError(medium_->location_text() + ": '" + key_ + "' failed to upload; it cannot be closed");
       if (closed_) return;
       closed_ = true;
+      failed_ = true;  // until the upload below completes
       rest = std::move(pending_);
     }
     const bool single = upload_id_.empty() && rest.size() <= 1 && (rest.empty() || rest.begin()->first == 0);
@@ -687,6 +782,7 @@ class S3StagedFile : public StagedFile {
       const std::string bytes = rest.empty() ? std::string() : std::move(rest.begin()->second.bytes);
       if (!medium_->put(key_, bytes, {})) throw IoError(medium_->location_text() + ": '" + key_ + "' was not written");
       completed_ = true;
+      failed_ = false;
       return;
     }
     for (auto& [index, part] : rest) {
@@ -698,6 +794,7 @@ class S3StagedFile : public StagedFile {
       upload_part(index, part.bytes);
     }
     complete();
+    failed_ = false;
   }
 
  private:
@@ -750,6 +847,14 @@ class S3StagedFile : public StagedFile {
       completed_ = true;
       return;
     }
+    // A completion sent again after its answer was lost finds the upload
+    // gone: the object is there if the first one went through.
+    if (r.status == 404 && call.attempts > 1) {
+      if (auto there = medium_->head(key_); there && there->size == end_) {
+        completed_ = true;
+        return;
+      }
+    }
     medium_->fail(call, r);
   }
 
@@ -763,6 +868,7 @@ class S3StagedFile : public StagedFile {
   std::once_flag started_;
   std::string upload_id_;
   bool closed_ = false;
+  bool failed_ = false;
   bool completed_ = false;
 };
 
@@ -852,6 +958,8 @@ void check_s3_url(std::string_view url) {
     throw InvalidArgument("'" + printable(url) + "': give the endpoint and region as options, not in the URL");
   parse_url(url);
 }
+
+void check_s3_endpoint(std::string_view endpoint) { parse_endpoint(std::string(endpoint)); }
 
 std::shared_ptr<Medium> open_s3_medium(std::string_view url, const S3Options& options) {
   auto parsed = parse_url(url);

@@ -12,11 +12,13 @@ namespace {
 
 constexpr std::size_t kMaxDepth = 16;
 constexpr std::size_t kMaxElements = 100000;
+constexpr std::size_t kMaxText = 64u << 20;
 
 struct Builder {
   Element root;
   std::vector<Element*> open;  // the path from the document element to the current one
   std::size_t elements = 0;
+  std::size_t text = 0;
   std::string error;
   XML_Parser parser = nullptr;
 
@@ -54,7 +56,14 @@ void on_end(void* user, const char*) {
 
 void on_text(void* user, const char* text, int size) {
   auto& b = *static_cast<Builder*>(user);
+  b.text += static_cast<std::size_t>(size);
+  if (b.text > kMaxText) return b.fail("more than " + std::to_string(kMaxText) + " bytes of text");
   if (!b.open.empty()) b.open.back()->text.append(text, static_cast<std::size_t>(size));
+}
+
+// S3 never sends a document type; one could declare entities that expand.
+void on_doctype(void* user, const char*, const char*, const char*, int) {
+  static_cast<Builder*>(user)->fail("a document type declaration (S3 sends none)");
 }
 
 }  // namespace
@@ -81,6 +90,7 @@ Element parse(std::string_view document) {
   XML_SetUserData(parser.get(), &builder);
   XML_SetElementHandler(parser.get(), on_start, on_end);
   XML_SetCharacterDataHandler(parser.get(), on_text);
+  XML_SetStartDoctypeDeclHandler(parser.get(), on_doctype);
   if (document.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw std::runtime_error("XML document too large");
   if (XML_Parse(parser.get(), document.data(), static_cast<int>(document.size()), XML_TRUE) != XML_STATUS_OK) {

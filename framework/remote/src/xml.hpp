@@ -1,8 +1,9 @@
 #pragma once
 // The XML documents S3 answers with (listings, errors, multipart uploads),
 // read with expat into a small tree. Bounded: a document deeper than 16
-// levels or with more than 100,000 elements is refused, and expat's own
-// guard against entity expansion stays on. Internal to the framework.
+// levels, with more than 100,000 elements or 64 MiB of text, or with a
+// document type declaration (which could declare entities to expand) is
+// refused. Internal to the framework.
 
 #include <string>
 #include <string_view>

@@ -123,30 +123,44 @@ class Copier {
       }
       frontier = std::move(next);
     }
-    // A parent goes in the wave after the last of its children's: children
-    // are published before the manifests that name them.
-    std::vector<int> state(items_.size(), 0);  // 0 new, 1 on the stack, 2 done
-    std::function<void(std::size_t)> place = [&](std::size_t k) {
-      state[k] = 1;
-      std::size_t wave = 0;
-      for (const auto& child : items_[k].manifest.children) {
-        auto it = index_.find(child.digest);
-        if (it == index_.end()) continue;
-        if (state[it->second] == 1)
-          throw CorruptData(from_.location() + ": artifact " + items_[k].digest.str() + " reaches itself through its children");
-        if (state[it->second] == 0) place(it->second);
-        wave = std::max(wave, items_[it->second].wave + 1);
-      }
-      items_[k].wave = wave;
-      state[k] = 2;
-    };
-    for (std::size_t k = 0; k < items_.size(); ++k)
-      if (state[k] == 0) place(k);
+    place_in_waves();
     for (const auto& item : items_) {
       status_.bytes_total += item.manifest_text.size();
       for (const auto& f : item.manifest.files) status_.bytes_total += f.size;
     }
     status_.artifacts_total = items_.size();
+  }
+
+  // A parent goes in the wave after the last of its children's, so children
+  // are published before the manifests that name them. Iterative (a hostile
+  // source may serve a chain of any length); a cycle is refused.
+  void place_in_waves() {
+    std::vector<int> state(items_.size(), 0);  // 0 new, 1 on the path, 2 placed
+    for (std::size_t root = 0; root < items_.size(); ++root) {
+      if (state[root] != 0) continue;
+      std::vector<std::pair<std::size_t, std::size_t>> path{{root, 0}};  // (item, next child to look at)
+      state[root] = 1;
+      while (!path.empty()) {
+        const std::size_t k = path.back().first;
+        const auto& children = items_[k].manifest.children;
+        if (path.back().second < children.size()) {
+          auto it = index_.find(children[path.back().second++].digest);
+          if (it == index_.end() || state[it->second] == 2) continue;
+          if (state[it->second] == 1)
+            throw CorruptData(from_.location() + ": artifact " + items_[k].digest.str() +
+                              " reaches itself through its children");
+          state[it->second] = 1;
+          path.emplace_back(it->second, 0);
+          continue;
+        }
+        std::size_t wave = 0;
+        for (const auto& child : children)
+          if (auto it = index_.find(child.digest); it != index_.end()) wave = std::max(wave, items_[it->second].wave + 1);
+        items_[k].wave = wave;
+        state[k] = 2;
+        path.pop_back();
+      }
+    }
   }
 
   // Each artifact being written: its staging area, its files, and how many
@@ -160,6 +174,10 @@ class Copier {
     std::mutex open_mutex;
   };
 
+  // Artifacts of one wave staged at once: each holds a staging area (a
+  // folder and a lock on a local medium) until it is published.
+  static constexpr std::size_t kBatch = 64;
+
   void run(TransferReport& report) {
     std::size_t waves = 0;
     for (const auto& item : items_) waves = std::max(waves, item.wave + 1);
@@ -167,13 +185,15 @@ class Copier {
       std::vector<std::size_t> members;
       for (std::size_t k = 0; k < items_.size(); ++k)
         if (items_[k].wave == wave) members.push_back(k);
-      run_wave(members);
+      for (std::size_t at = 0; at < members.size(); at += kBatch)
+        run_batch(std::vector<std::size_t>(members.begin() + static_cast<std::ptrdiff_t>(at),
+                                           members.begin() + static_cast<std::ptrdiff_t>(std::min(members.size(), at + kBatch))));
     }
     report.artifacts_copied += items_.size();
     report.bytes_copied += status_.bytes_done;
   }
 
-  void run_wave(const std::vector<std::size_t>& members) {
+  void run_batch(const std::vector<std::size_t>& members) {
     std::map<std::size_t, std::unique_ptr<Open>> open;
     std::vector<Chunk> chunks;
     std::vector<std::size_t> bare;  // artifacts without files: published at once
@@ -188,6 +208,8 @@ class Copier {
         const FileEntry& entry = item.manifest.files[f];
         o->files.push_back(o->staging->create_file(entry.path));
         o->files.back()->reserve(entry.size);
+        // Whole pieces, at least 8 MiB of them, each read and written in
+        // blocks of at most 8 MiB whatever the piece size.
         const std::uint64_t step = std::max<std::uint64_t>(entry.piece_size,
                                                            (kMinChunk + entry.piece_size - 1) / entry.piece_size * entry.piece_size);
         std::uint64_t n = 0;
@@ -214,10 +236,13 @@ class Copier {
           const Chunk& chunk = chunks[c];
           Open& o = *open.at(chunk.item);
           copy_chunk(chunk, o, buffer);
-          if (--o.chunks_left[chunk.file] == 0) {
-            o.files[chunk.file]->close();
-            if (--o.files_left == 0) publish(chunk.item, o);
+          if (--o.chunks_left[chunk.file] > 0) continue;
+          o.files[chunk.file]->close();
+          {
+            std::lock_guard lock(o.open_mutex);
+            o.sources[chunk.file].reset();  // a descriptor (or none) only per file being copied
           }
+          if (--o.files_left == 0) publish(chunk.item, o);
         } catch (...) {
           std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -225,13 +250,21 @@ class Copier {
         }
       }
     };
-    std::vector<std::thread> threads;
-    for (std::size_t t = 1; t < std::min(jobs_, chunks.size()); ++t) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
+    {
+      std::vector<std::jthread> threads;  // joined however this block is left
+      try {
+        for (std::size_t t = 1; t < std::min(jobs_, chunks.size()); ++t) threads.emplace_back(worker);
+      } catch (const std::system_error&) {
+        // No more threads to be had: fewer copy it.
+      }
+      worker();
+    }
     if (error) std::rethrow_exception(error);
   }
 
+  // Reads the chunk in blocks, hashing each piece as its bytes pass and
+  // writing them to the staged file; a piece that does not match fails the
+  // artifact before its file is closed, so nothing of it is published.
   void copy_chunk(const Chunk& chunk, Open& o, std::vector<std::byte>& buffer) {
     const Item& item = items_[chunk.item];
     const FileEntry& entry = item.manifest.files[chunk.file];
@@ -257,18 +290,26 @@ class Copier {
       }
       source = o.sources[chunk.file];
     }
-    buffer.resize(static_cast<std::size_t>(chunk.size));
-    source->read_at(chunk.offset, static_cast<std::size_t>(chunk.size), buffer.data());
-    for (std::uint64_t at = 0; at < chunk.size; at += entry.piece_size) {
-      const std::uint64_t piece = (chunk.offset + at) / entry.piece_size;
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(entry.piece_size, chunk.size - at));
-      if (piece >= entry.pieces.size() || Sha256::of(buffer.data() + at, n) != entry.pieces[piece])
-        throw CorruptData(mismatch(item, entry, piece));
+    buffer.resize(static_cast<std::size_t>(std::min<std::uint64_t>(kMinChunk, chunk.size)));
+    Sha256 hash;
+    std::uint64_t piece = chunk.offset / entry.piece_size;
+    std::uint64_t piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
+    for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), piece_end - at));
+      source->read_at(at, n, buffer.data());
+      hash.update(buffer.data(), n);
+      o.files[chunk.file]->write_at(at, ConstBytes(buffer.data(), n));
+      at += n;
+      if (at == piece_end) {
+        if (piece >= entry.pieces.size() || hash.finish() != entry.pieces[piece])
+          throw CorruptData(mismatch(item, entry, piece));
+        ++piece;
+        piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
+      }
+      std::lock_guard lock(status_mutex_);
+      status_.bytes_done += n;
+      if (progress_) progress_(status_);
     }
-    o.files[chunk.file]->write_at(chunk.offset, ConstBytes(buffer.data(), buffer.size()));
-    std::lock_guard lock(status_mutex_);
-    status_.bytes_done += chunk.size;
-    if (progress_) progress_(status_);
   }
 
   std::string mismatch(const Item& item, const FileEntry& entry, std::uint64_t piece) const {
@@ -279,9 +320,18 @@ class Copier {
            std::to_string(end == 0 ? 0 : end - 1) + ") does not match its SHA-256; nothing of the artifact was copied";
   }
 
+  // Publishes the staged artifact. Where the folder is taken: by a complete
+  // copy (another writer's), nothing to do; by a damaged or partial one (a
+  // manifest-less leftover), it is replaced under the digest's repair lease.
   void publish(std::size_t k, Open& o) {
     const Item& item = items_[k];
-    o.staging->publish(detail::ArtifactArea::prefix(item.digest), detail::ArtifactArea::kManifest, item.manifest_text);
+    const std::string prefix = detail::ArtifactArea::prefix(item.digest);
+    if (!o.staging->publish(prefix, detail::ArtifactArea::kManifest, item.manifest_text) && !to_.has(item.digest)) {
+      auto repair = to_.repair_lease(item.digest);
+      if (!to_.has(item.digest)) o.staging->replace(prefix, detail::ArtifactArea::kManifest, item.manifest_text);
+    }
+    if (!to_.has(item.digest))
+      throw IoError(to_.location() + ": artifact " + item.digest.str() + " is not there after being published");
     std::lock_guard lock(status_mutex_);
     status_.bytes_done += item.manifest_text.size();
     ++status_.artifacts_done;
@@ -417,8 +467,7 @@ void Store::add_remote(const RemoteSpec& remote) {
     validate_name(remote.name);
     if (remote.url.starts_with("s3://")) {
       check_s3_url(remote.url);
-      if (!remote.endpoint.empty() && !remote.endpoint.starts_with("http://") && !remote.endpoint.starts_with("https://"))
-        throw InvalidArgument("endpoint '" + remote.endpoint + "' must start with http:// or https://");
+      if (!remote.endpoint.empty()) check_s3_endpoint(remote.endpoint);
     } else if (remote.url.starts_with("file://")) {
       if (remote.url.size() <= 7 || remote.url[7] != '/')
         throw InvalidArgument("'" + remote.url + "' is not a file URL of an absolute path: write file:///PATH");
@@ -523,6 +572,10 @@ TransferReport Store::push(const std::vector<std::string>& refs, const TransferO
     for (const auto& [v, latest] : names)
       if (std::find(report.roots.begin(), report.roots.end(), v.digest) == report.roots.end()) report.roots.push_back(v.digest);
 
+    // Held from the first look at the remote until the names exist there, as
+    // pull holds the local one: a gc of the remote waits rather than take what
+    // this push found there or put there and has not named yet.
+    auto lease = detail::StoreAccess::artifacts(remote).publish_lease();
     Copier copier(detail::StoreAccess::artifacts(*this), detail::StoreAccess::artifacts(remote), options.jobs,
                   options.progress);
     copier.copy(report.roots, report);

@@ -63,6 +63,9 @@ std::shared_ptr<Medium> open_s3_medium(std::string_view url, const S3Options& op
 /// query) with a valid bucket name and prefix; for checking a remote's URL
 /// before it is recorded.
 void check_s3_url(std::string_view url);
+/// Throws InvalidArgument unless `endpoint` is "http(s)://HOST[:PORT]"
+/// (no user information, path or query), without repeating it.
+void check_s3_endpoint(std::string_view endpoint);
 
 }  // namespace amphora
 
