@@ -387,14 +387,7 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       if (after.ends_with('/')) after += "\xF4\x8F\xBF\xBF";
       call.query.emplace_back("start-after", after);
     }
-    auto r = send(call);
-    if (r.status != 200) fail(call, r);
-    detail::xml::Element doc;
-    try {
-      doc = detail::xml::parse(r.body);
-    } catch (const std::exception& e) {
-      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is not readable: " + e.what());
-    }
+    const auto doc = answer_document(call, "the listing of '" + printable(prefix) + "'");
     if (doc.name != "ListBucketResult")
       throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is a <" + printable(doc.name) +
                         "> document, not a ListBucketResult");
@@ -456,14 +449,7 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       call.query = {{"uploads", ""}, {"prefix", base_}, {"encoding-type", "url"}};
       if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
       if (!id_marker.empty()) call.query.emplace_back("upload-id-marker", id_marker);
-      auto r = send(call);
-      if (r.status != 200) fail(call, r);
-      detail::xml::Element doc;
-      try {
-        doc = detail::xml::parse(r.body);
-      } catch (const std::exception& e) {
-        throw CorruptData(location_ + ": the list of unfinished uploads is not readable: " + e.what());
-      }
+      const auto doc = answer_document(call, "the list of unfinished uploads");
       const bool encoded = doc.text_of("EncodingType") == "url";
       auto decoded = [&](const std::string& text) { return encoded ? url_decode(text) : std::optional<std::string>(text); };
       for (const auto& upload : doc.children) {
@@ -525,6 +511,18 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       const auto cap = options_.retry_base * (1 << std::min(attempt, 5));
       std::uniform_int_distribution<long long> wait(0, std::max<long long>(1, cap.count()));
       std::this_thread::sleep_for(std::chrono::milliseconds(wait(rng)));
+    }
+  }
+
+  // Sends `call`, which must be answered 200 with an XML document (`what`,
+  // for messages); the document.
+  detail::xml::Element answer_document(Call& call, const std::string& what) {
+    auto r = send(call);
+    if (r.status != 200) fail(call, r);
+    try {
+      return detail::xml::parse(r.body);
+    } catch (const std::exception& e) {
+      throw CorruptData(location_ + ": " + what + " is not readable: " + e.what());
     }
   }
 
@@ -806,14 +804,7 @@ class S3StagedFile : public StagedFile {
   void start() {
     std::call_once(started_, [&] {
       Call call{.method = "POST", .key = key_, .query = {{"uploads", ""}}};
-      auto r = medium_->send(call);
-      if (r.status != 200) medium_->fail(call, r);
-      std::string id;
-      try {
-        id = detail::xml::parse(r.body).text_of("UploadId");
-      } catch (const std::exception& e) {
-        throw CorruptData(medium_->location_text() + ": starting an upload of '" + key_ + "' gave an unreadable answer: " + e.what());
-      }
+      const std::string id = medium_->answer_document(call, "the answer to starting an upload of '" + key_ + "'").text_of("UploadId");
       if (id.empty()) throw CorruptData(medium_->location_text() + ": starting an upload of '" + key_ + "' gave no upload id");
       upload_id_ = id;
     });
