@@ -10,6 +10,7 @@
 //   table      5,000,000 rows (int64, float64, bool, Zipf words) vs pandas to_pickle / read_pickle
 //   jsonl      200,000 COCO-style JSON records (amphora.records) vs JSON lines (json) and pickle
 //   pipeline   fully cached reruns: a 100-step chain, 1,000-step chain and wide DAG; per-step costs
+//   remote     push / pull of a 1 GiB tensor and of 1,000 small artifacts through a Ceph RGW vs boto3
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle] [--sections a,b,...]
 //
@@ -332,10 +333,10 @@ int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
   bool settle = true;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline", "remote"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline,remote]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -398,6 +399,7 @@ int main(int argc, char** argv) {
   if (o.runs("table")) run_table(o, verdict);
   if (o.runs("jsonl")) run_jsonl(o, verdict);
   if (o.runs("pipeline")) run_pipeline(o, verdict);
+  if (o.runs("remote")) run_remote(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().

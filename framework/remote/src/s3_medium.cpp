@@ -16,7 +16,6 @@
 #include "xml.hpp"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -79,17 +78,13 @@ std::optional<std::chrono::system_clock::time_point> parse_time(const std::strin
   return from_time_t(timegm(&t));
 }
 
-// The ETag S3 gives an object written by one PUT: the hex MD5 of its bytes.
-std::string md5_hex(std::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (!EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_md5(), nullptr)) return {};
+// 128 random bits in hex, naming one conditional write.
+std::string random_id() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (unsigned int i = 0; i < n; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
+  for (int half = 0; half < 2; ++half)
+    for (std::uint64_t v = rng(), k = 0; k < 16; ++k, v >>= 4) out += kHex[v & 15];
   return out;
 }
 
@@ -297,12 +292,19 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
   std::string location() const override { return location_; }
 
   std::optional<ObjectInfo> head(std::string_view key) override {
+    auto answer = head_answer(key);
+    if (!answer) return std::nullopt;
+    return info_of(answer->first, answer->second);
+  }
+
+  // The HEAD request and its answer, or nullopt when there is no object.
+  std::optional<std::pair<Call, Response>> head_answer(std::string_view key) {
     check_storage_key(key);
     Call call{.method = "HEAD", .key = std::string(key)};
     auto r = send(call);
     if (r.status == 404) return std::nullopt;
     if (r.status != 200) fail(call, r);
-    return info_of(call, r);
+    return std::make_pair(std::move(call), std::move(r));
   }
 
   std::string get(std::string_view key, std::size_t max_bytes) override {
@@ -325,8 +327,13 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
   std::optional<ObjectInfo> put(std::string_view key, std::string_view bytes, const PutCondition& condition) override {
     check_storage_key(key);
     Call call{.method = "PUT", .key = std::string(key), .body = bytes};
+    // A conditional write carries an id of its own, so that a write whose
+    // answer was lost can be told from another writer's, even one of the
+    // same bytes (a compare-and-swap counter's).
+    const std::string write_id = condition.kind == PutCondition::Kind::always ? std::string() : random_id();
+    if (!write_id.empty()) call.headers.emplace_back("x-amz-meta-amphora-write", write_id);
     if (condition.kind == PutCondition::Kind::if_absent) call.headers.emplace_back("if-none-match", "*");
-    if (condition.kind == PutCondition::Kind::if_match) call.headers.emplace_back("if-match", unquote(condition.tag));
+    if (condition.kind == PutCondition::Kind::if_match) call.headers.emplace_back("if-match", unquote(condition.tag));  // last: see below
     for (int conflicts = 0;; ++conflicts) {
       auto r = send(call);
       if (r.status == 200) {
@@ -343,11 +350,10 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
         continue;
       }
       // A condition that failed only on a second try may have failed on our
-      // own first try, whose answer was lost: the object then holds exactly
-      // these bytes.
-      if (r.status == 412 && call.attempts > 1 && condition.kind != PutCondition::Kind::always) {
-        auto now = head(key);
-        if (now && now->size == bytes.size() && now->tag == md5_hex(bytes)) return now;
+      // own first try, whose answer was lost: the object then carries our id.
+      if (r.status == 412 && call.attempts > 1 && !write_id.empty()) {
+        auto now = head_answer(key);
+        if (now && now->second.header("x-amz-meta-amphora-write") == write_id) return info_of(now->first, now->second);
       }
       if (r.status == 412 && condition.kind == PutCondition::Kind::if_match && !call.headers.back().second.starts_with('"')) {
         // RGW matches an unquoted ETag, AWS documents a quoted one: the
