@@ -50,6 +50,8 @@ struct ObjectLeases::Impl {
     std::string key;
     std::string tag;
     bool lost = false;
+    std::size_t handles = 1;  // shared leases of one name in this process share one object
+    std::string shared_name;  // for a shared lease: its name
   };
   std::mutex mutex;
   // Held across one renewal's put and its bookkeeping, so a release sees the
@@ -57,6 +59,7 @@ struct ObjectLeases::Impl {
   std::mutex renewing;
   std::condition_variable wake;
   std::map<std::uint64_t, std::shared_ptr<Held>> held;
+  std::map<std::string, std::uint64_t> shared_ids;  // a shared lease's name -> its id in `held`
   std::uint64_t next_id = 0;
   std::atomic<std::uint64_t> next_key{0};
   std::thread renewer;
@@ -168,6 +171,8 @@ struct ObjectLeases::Impl {
       auto it = held.find(id);
       if (it == held.end()) return;
       h = it->second;
+      if (--h->handles > 0) return;  // another handle of this process still holds it
+      if (!h->shared_name.empty()) shared_ids.erase(h->shared_name);
       held.erase(it);
     }
     std::lock_guard renewal(renewing);  // no renewal of it in flight from here on
@@ -237,6 +242,20 @@ std::unique_ptr<Lease> ObjectLeases::acquire(std::string_view name_view, LeaseMo
       impl.sleep(round);
     }
   } else {
+    {
+      // This process holds the name shared already: one more handle on it.
+      std::lock_guard lock(impl.mutex);
+      if (auto it = impl.shared_ids.find(name); it != impl.shared_ids.end()) {
+        auto h = impl.held.at(it->second);
+        if (!h->lost) {
+          ++h->handles;
+          return std::make_unique<ObjectLease>(impl, shared_from_this(), it->second,
+                                               std::shared_ptr<const bool>(h, &h->lost));
+        }
+        h->shared_name.clear();  // lost: the next one taken below stands for the name
+        impl.shared_ids.erase(it);
+      }
+    }
     for (;;) {
       if (!impl.exclusive_held(name)) {
         key = "leases/" + name + ".shared/" + impl.holder + "-" + std::to_string(impl.next_key++);
@@ -251,12 +270,16 @@ std::unique_ptr<Lease> ObjectLeases::acquire(std::string_view name_view, LeaseMo
       impl.sleep(round);
     }
   }
-  auto held = std::make_shared<Impl::Held>(Impl::Held{key, info->tag, false});
+  auto held = std::make_shared<Impl::Held>(Impl::Held{key, info->tag, false, 1, {}});
   std::uint64_t id;
   {
     std::lock_guard lock(impl.mutex);
     id = impl.next_id++;
     impl.held.emplace(id, held);
+    if (mode == LeaseMode::shared && !impl.shared_ids.count(name)) {
+      held->shared_name = name;
+      impl.shared_ids.emplace(name, id);
+    }
     impl.start_renewer();
   }
   // The handle refers to the flag through the Held it lives in.

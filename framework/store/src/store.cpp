@@ -807,6 +807,12 @@ SaveResult Store::save_erased(const MaterializerEntry& entry, const void* value,
 }
 
 SaveResult Store::name_artifact(const Digest& digest, std::string_view name, const nlohmann::json& provenance) {
+  return detail::StoreAccess::name_artifact(*this, digest, name, provenance, nullptr);
+}
+
+SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest, std::string_view name,
+                                              const nlohmann::json& provenance, const Manifest* known) {
+  auto& impl_ = store.impl_;
   return translated(false, [&] {
     validate_name(name);
     if (!provenance.is_object()) throw InvalidArgument("provenance must be a JSON object");
@@ -817,7 +823,7 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
     // Held until the name exists, so gc cannot collect the artifact between
     // the check and the record.
     auto lease = impl_->artifacts->publish_lease();
-    const auto manifest = open_artifact(digest).manifest();
+    const auto manifest = known ? *known : store.open_artifact(digest).manifest();
     auto record = impl_->name_record(manifest.materializer, manifest.materializer_version, options, digest, manifest);
     SaveResult result;
     result.digest = digest;

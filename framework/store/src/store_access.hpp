@@ -14,6 +14,10 @@ struct StoreAccess {
   static const ActionCache& cache(const Store& store);
   static const RunLog& runs(const Store& store);
   static const ArtifactArea& artifacts(const Store& store);
+  /// Store::name_artifact, with the artifact's manifest given when the
+  /// caller has it (read and checked against the digest): no read of it.
+  static SaveResult name_artifact(Store& store, const Digest& digest, std::string_view name,
+                                  const nlohmann::json& provenance, const Manifest* known);
   /// The registry the store was opened with, for a store opened beside it.
   static std::shared_ptr<Registry> registry(const Store& store);
   /// What Store::damage without hashing reports first for `digest` (made by

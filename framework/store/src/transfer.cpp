@@ -28,6 +28,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 namespace amphora {
@@ -37,6 +38,36 @@ namespace {
 constexpr std::uint64_t kMinChunk = 8u << 20;
 constexpr const char* kRemotesKey = "remotes.json";
 constexpr std::size_t kMaxRemotesBytes = 1u << 20;
+
+// Runs body(0..count-1) on up to `jobs` threads (the caller's among them);
+// the first exception stops the rest and is rethrown. For waiting on a
+// medium, not for computing: threads beyond the cores are the point.
+void run_parallel(std::size_t count, std::size_t jobs, const std::function<void(std::size_t)>& body) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t k; (k = next.fetch_add(1)) < count;) {
+      try {
+        body(k);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = count;
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;  // joined however this block is left
+    try {
+      for (std::size_t t = 1; t < std::min(jobs, count); ++t) threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+      // No more threads to be had: fewer do it all.
+    }
+    worker();
+  }
+  if (error) std::rethrow_exception(error);
+}
 
 // One artifact to copy, its source manifest checked against its digest.
 struct Item {
@@ -74,18 +105,21 @@ class Copier {
   std::vector<bool> present(const std::vector<Digest>& digests) const {
     std::map<std::string, std::vector<std::size_t>> by_fanout;
     for (std::size_t k = 0; k < digests.size(); ++k) by_fanout[digests[k].hex().substr(0, 2)].push_back(k);
-    std::vector<bool> out(digests.size(), false);
-    for (const auto& [fanout, members] : by_fanout) {
+    std::vector<const std::vector<std::size_t>*> groups;
+    for (const auto& [fanout, members] : by_fanout) groups.push_back(&members);
+    std::vector<char> out(digests.size(), 0);  // not vector<bool>: written from several threads
+    run_parallel(groups.size(), jobs_, [&](std::size_t g) {
+      const auto& members = *groups[g];
       if (members.size() == 1) {
         out[members[0]] = to_.has(digests[members[0]]);
-        continue;
+        return;
       }
-      auto listed = to_.list(fanout);
+      auto listed = to_.list(digests[members[0]].hex().substr(0, 2));
       std::set<Digest> folders(listed.begin(), listed.end());
       for (std::size_t k : members)
         if (folders.count(digests[k])) out[k] = to_.has(digests[k]);
-    }
-    return out;
+    });
+    return std::vector<bool>(out.begin(), out.end());
   }
 
   Item read_item(const Digest& digest) const {
@@ -110,16 +144,19 @@ class Copier {
       if (std::find(frontier.begin(), frontier.end(), d) == frontier.end()) frontier.push_back(d);
     while (!frontier.empty()) {
       const auto there = present(frontier);
-      std::vector<Digest> next;
+      std::vector<Digest> missing;
       for (std::size_t k = 0; k < frontier.size(); ++k) {
-        if (there[k]) {
-          ++report.artifacts_present;
-          continue;
-        }
-        index_[frontier[k]] = items_.size();
-        items_.push_back(read_item(frontier[k]));
-        for (const auto& child : items_.back().manifest.children)
+        if (there[k]) ++report.artifacts_present;
+        else missing.push_back(frontier[k]);
+      }
+      std::vector<Item> read(missing.size());
+      run_parallel(missing.size(), jobs_, [&](std::size_t k) { read[k] = read_item(missing[k]); });
+      std::vector<Digest> next;
+      for (auto& item : read) {
+        index_[item.digest] = items_.size();
+        for (const auto& child : item.manifest.children)
           if (seen.insert(child.digest).second) next.push_back(child.digest);
+        items_.push_back(std::move(item));
       }
       frontier = std::move(next);
     }
@@ -226,40 +263,34 @@ class Copier {
     }
     for (std::size_t k : bare) publish(k, *open.at(k));
 
-    std::atomic<std::size_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto worker = [&] {
-      std::vector<std::byte> buffer;
-      for (std::size_t c; (c = next.fetch_add(1)) < chunks.size();) {
-        try {
-          const Chunk& chunk = chunks[c];
-          Open& o = *open.at(chunk.item);
-          copy_chunk(chunk, o, buffer);
-          if (--o.chunks_left[chunk.file] > 0) continue;
-          o.files[chunk.file]->close();
-          {
-            std::lock_guard lock(o.open_mutex);
-            o.sources[chunk.file].reset();  // a descriptor (or none) only per file being copied
-          }
-          if (--o.files_left == 0) publish(chunk.item, o);
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-          next = chunks.size();
+    // One buffer per thread, reused for every chunk it copies.
+    std::mutex buffers_mutex;
+    std::vector<std::unique_ptr<std::vector<std::byte>>> spare;
+    run_parallel(chunks.size(), jobs_, [&](std::size_t c) {
+      std::unique_ptr<std::vector<std::byte>> buffer;
+      {
+        std::lock_guard lock(buffers_mutex);
+        if (!spare.empty()) {
+          buffer = std::move(spare.back());
+          spare.pop_back();
         }
       }
-    };
-    {
-      std::vector<std::jthread> threads;  // joined however this block is left
-      try {
-        for (std::size_t t = 1; t < std::min(jobs_, chunks.size()); ++t) threads.emplace_back(worker);
-      } catch (const std::system_error&) {
-        // No more threads to be had: fewer copy it.
+      if (!buffer) buffer = std::make_unique<std::vector<std::byte>>();
+      const Chunk& chunk = chunks[c];
+      Open& o = *open.at(chunk.item);
+      copy_chunk(chunk, o, *buffer);
+      {
+        std::lock_guard lock(buffers_mutex);
+        spare.push_back(std::move(buffer));
       }
-      worker();
-    }
-    if (error) std::rethrow_exception(error);
+      if (--o.chunks_left[chunk.file] > 0) return;
+      o.files[chunk.file]->close();
+      {
+        std::lock_guard lock(o.open_mutex);
+        o.sources[chunk.file].reset();  // a descriptor (or none) only per file being copied
+      }
+      if (--o.files_left == 0) publish(chunk.item, o);
+    });
   }
 
   // Reads the chunk in blocks, hashing each piece as its bytes pass and
@@ -271,6 +302,34 @@ class Copier {
     if (chunk.size == 0) {
       if (entry.pieces.front() != Sha256::of(std::string_view()))
         throw CorruptData(mismatch(item, entry, 0));
+      return;
+    }
+    // A file of one chunk is read whole: one request where a medium charges
+    // one per call (an object store), rather than a look at its size first.
+    if (chunk.offset == 0 && chunk.size == entry.size && entry.size <= kMinChunk) {
+      std::string bytes;
+      try {
+        bytes = from_.medium().get(detail::ArtifactArea::prefix(item.digest) + entry.path, static_cast<std::size_t>(entry.size));
+      } catch (const NotFound&) {
+        throw CorruptData(from_.location() + ": artifact " + item.digest.str() + " lacks its file '" + entry.path +
+                          "'; nothing of it was copied");
+      } catch (const CorruptData&) {
+        throw CorruptData(from_.location() + ": artifact " + item.digest.str() + ": file '" + entry.path +
+                          "' is larger than the " + std::to_string(entry.size) + " bytes its manifest says; nothing of it was copied");
+      }
+      if (bytes.size() != entry.size)
+        throw CorruptData(from_.location() + ": artifact " + item.digest.str() + ": file '" + entry.path + "' is " +
+                          std::to_string(bytes.size()) + " bytes, its manifest says " + std::to_string(entry.size) +
+                          "; nothing of it was copied");
+      for (std::uint64_t piece = 0, at = 0; at < entry.size; ++piece, at += entry.piece_size) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(entry.piece_size, entry.size - at));
+        if (piece >= entry.pieces.size() || Sha256::of(bytes.data() + at, n) != entry.pieces[piece])
+          throw CorruptData(mismatch(item, entry, piece));
+      }
+      o.files[chunk.file]->write_at(0, ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+      std::lock_guard lock(status_mutex_);
+      status_.bytes_done += bytes.size();
+      if (progress_) progress_(status_);
       return;
     }
     std::shared_ptr<RandomAccessFile> source;
@@ -329,9 +388,9 @@ class Copier {
     if (!o.staging->publish(prefix, detail::ArtifactArea::kManifest, item.manifest_text) && !to_.has(item.digest)) {
       auto repair = to_.repair_lease(item.digest);
       if (!to_.has(item.digest)) o.staging->replace(prefix, detail::ArtifactArea::kManifest, item.manifest_text);
+      if (!to_.has(item.digest))
+        throw IoError(to_.location() + ": artifact " + item.digest.str() + " is not there after being published");
     }
-    if (!to_.has(item.digest))
-      throw IoError(to_.location() + ": artifact " + item.digest.str() + " is not there after being published");
     std::lock_guard lock(status_mutex_);
     status_.bytes_done += item.manifest_text.size();
     ++status_.artifacts_done;
@@ -431,22 +490,47 @@ std::optional<NamedRef> as_named(const Store& store, std::string_view ref) {
 
 // Records `version` (of the source) at the destination as `to` wants it:
 // the latest must end at its digest, or any version must have it.
-void record_name(Store& to, const VersionInfo& version, bool as_latest, const std::string& direction,
-                 TransferReport& report) {
-  std::vector<VersionInfo> there;
-  try {
-    there = to.versions(version.name);
-  } catch (const NotFound&) {
+// Records `versions` (of the source; each with whether it stands for its
+// name's latest) at the destination as `to` wants them: a latest must end
+// as the destination's latest, any other must be among its versions. Names
+// go in parallel, each name's versions in order; the destination's "names"
+// lease is held throughout, so every record shares one. Manifests come from
+// `near` (the source, when it is the local store) rather than the destination.
+void record_names(Store& to, const std::vector<std::pair<VersionInfo, bool>>& versions, const std::string& direction,
+                  std::size_t jobs, TransferReport& report, const Store* near) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const std::pair<VersionInfo, bool>*>> by_name;
+  for (const auto& v : versions) {
+    auto& group = by_name[v.first.name];
+    if (group.empty()) order.push_back(v.first.name);
+    group.push_back(&v);
   }
-  if (as_latest ? (!there.empty() && there.back().digest == version.digest)
-                : std::any_of(there.begin(), there.end(), [&](const VersionInfo& v) { return v.digest == version.digest; }))
-    return;
-  auto result = to.name_artifact(version.digest, version.name, carried_provenance(version, direction));
-  VersionInfo added;
-  added.name = result.name;
-  added.version = result.version;
-  added.digest = result.digest;
-  report.named.push_back(std::move(added));
+  auto numbering = detail::StoreAccess::artifacts(to).medium().lease("names", LeaseMode::shared, true);
+  std::mutex report_mutex;
+  run_parallel(order.size(), jobs, [&](std::size_t g) {
+    const std::string& name = order[g];
+    std::vector<Digest> there;  // the destination's versions' digests, oldest first
+    for (const auto& v : to.scan_names(name).versions) there.push_back(v.digest);
+    for (const auto* entry : by_name[name]) {
+      const auto& [version, as_latest] = *entry;
+      if (as_latest ? (!there.empty() && there.back() == version.digest)
+                    : std::find(there.begin(), there.end(), version.digest) != there.end())
+        continue;
+      std::optional<Manifest> manifest;
+      if (near) manifest = near->open_artifact(version.digest).manifest();
+      auto result = detail::StoreAccess::name_artifact(to, version.digest, version.name,
+                                                       carried_provenance(version, direction), manifest ? &*manifest : nullptr);
+      there.push_back(result.digest);
+      VersionInfo added;
+      added.name = result.name;
+      added.version = result.version;
+      added.digest = result.digest;
+      std::lock_guard lock(report_mutex);
+      report.named.push_back(std::move(added));
+    }
+  });
+  std::sort(report.named.begin(), report.named.end(),
+            [](const VersionInfo& a, const VersionInfo& b) { return std::tie(a.name, a.version) < std::tie(b.name, b.version); });
 }
 
 }  // namespace
@@ -579,7 +663,7 @@ TransferReport Store::push(const std::vector<std::string>& refs, const TransferO
     Copier copier(detail::StoreAccess::artifacts(*this), detail::StoreAccess::artifacts(remote), options.jobs,
                   options.progress);
     copier.copy(report.roots, report);
-    for (const auto& [v, latest] : names) record_name(remote, v, latest, "pushed_from", report);
+    record_names(remote, names, "pushed_from", options.jobs, report, this);
     return report;
   });
 }
@@ -613,7 +697,7 @@ TransferReport Store::pull(const std::vector<std::string>& refs, const TransferO
     Copier copier(detail::StoreAccess::artifacts(remote), detail::StoreAccess::artifacts(*this), options.jobs,
                   options.progress);
     copier.copy(report.roots, report);
-    for (const auto& [v, latest] : names) record_name(*this, v, latest, "pulled_from", report);
+    record_names(*this, names, "pulled_from", options.jobs, report, nullptr);
     return report;
   });
 }

@@ -253,7 +253,9 @@ std::vector<ListedEntry> list_all(Medium& medium, std::string_view prefix, bool 
 /// Expiring leases kept as objects of a medium, for media whose holders
 /// cannot count on a lock dying with them (an object store, several hosts):
 /// an exclusive lease is the object "leases/NAME" created only if absent,
-/// a shared one "leases/NAME.shared/ID"; each holds its holder and expiry,
+/// a shared one "leases/NAME.shared/ID" (one per name for all the shared
+/// leases of that name taken through one ObjectLeases, released with the
+/// last of them); each holds its holder and expiry,
 /// and is renewed by a background thread every ttl/3. A lease whose expiry
 /// has passed (its holder died or stalled) is taken over with a put that
 /// matches its tag, after which its old holder's held() is false.
