@@ -128,7 +128,7 @@ class Copier {
     try {
       item.manifest_text = from_.read_manifest(digest, Manifest::kMaxBytes);
     } catch (const NotFound&) {
-      throw NotFound(from_.location() + " has no artifact " + digest.str());
+      throw NotFound("no artifact " + digest.str() + " in store " + from_.location());
     }
     if (Sha256::of(item.manifest_text) != digest.value())
       throw CorruptData(from_.location() + ": the manifest of artifact " + digest.str() +
@@ -679,7 +679,9 @@ TransferReport Store::pull(const std::vector<std::string>& refs, const TransferO
     for (const auto& ref : refs) {
       Digest digest;
       try {
-        digest = remote.resolve(ref);
+        // A whole digest needs no look: the walk reads its manifest anyway,
+        // and says so when it is not there.
+        digest = Digest::is_digest(ref) ? Digest::parse(ref) : remote.resolve(ref);
       } catch (const NotFound& e) {
         throw NotFound("remote '" + report.remote + "': " + e.what());
       }
