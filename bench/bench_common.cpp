@@ -103,9 +103,12 @@ void retire(const fs::path& path) {
   } else if (fs::is_regular_file(status)) {
     fs::resize_file(path, 0);
   }
+  // Named by process and count: a run killed before remove_retired() leaves
+  // its retired files behind, under names the next run must not reuse.
   static std::uint64_t count = 0;
   fs::create_directories(retired_dir);
-  fs::rename(path, retired_dir / ("cpp-" + std::to_string(++count) + "-" + path.filename().string()));
+  fs::rename(path, retired_dir / ("cpp-" + std::to_string(::getpid()) + "-" + std::to_string(++count) + "-" +
+                                  path.filename().string()));
 }
 
 namespace {
