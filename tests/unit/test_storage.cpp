@@ -21,6 +21,7 @@
 #include <atomic>
 #include <csignal>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -55,9 +56,15 @@ struct S3Kind {
   static constexpr const char* name = "s3";
   static constexpr bool shared_between_processes = true;
   std::string url = fresh_url();
-  // Kept: a lease taken through a medium (objects it renews) must not outlive it.
+  // Kept: a lease taken through a medium (objects it renews) must not outlive
+  // it. Tests reopen from several threads at once.
+  std::mutex opened_mutex;
   std::vector<std::shared_ptr<Medium>> opened;
-  std::shared_ptr<Medium> make() { return opened.emplace_back(open_s3_medium(url, options())); }
+  std::shared_ptr<Medium> make() {
+    auto medium = open_s3_medium(url, options());
+    std::lock_guard lock(opened_mutex);
+    return opened.emplace_back(std::move(medium));
+  }
   std::shared_ptr<Medium> reopen() { return make(); }
 
   static S3Options options() {
