@@ -1,7 +1,7 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl,
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl,s3_listing,
 //                                             composite,run_config}/*
 
 #include "lz4_frames.hpp"
@@ -292,6 +292,42 @@ void run_config_seeds(const fs::path& dir) {
   put(dir, "alias-long-scalar", bomb);
 }
 
+// S3 listings: a mode byte (1: multipart uploads), a limit byte, the
+// medium's base, the prefix and the cursor (each ended by a NUL), then the
+// document a server sent.
+void s3_listing_seeds(const fs::path& dir) {
+  auto input = [](char mode, char limit, const std::string& base, const std::string& prefix, const std::string& after,
+                  const std::string& doc) {
+    return std::string{mode, limit} + base + '\0' + prefix + '\0' + after + '\0' + doc;
+  };
+  const std::string head = R"(<?xml version="1.0" encoding="UTF-8"?>)";
+  put(dir, "listing-shallow",
+      input(0, 10, "team/", "names/", "",
+            head + R"(<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>amphora</Name>)"
+                   R"(<Prefix>team%2Fnames%2F</Prefix><MaxKeys>10</MaxKeys><Delimiter>%2F</Delimiter>)"
+                   R"(<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>)"
+                   R"(<Contents><Key>team%2Fnames%2Fstray.json</Key><Size>2</Size><ETag>&quot;99914b932bd37a50b983c5e7c90ae93b&quot;</ETag></Contents>)"
+                   R"(<CommonPrefixes><Prefix>team%2Fnames%2Femb%2F</Prefix></CommonPrefixes>)"
+                   R"(<CommonPrefixes><Prefix>team%2Fnames%2F..%2F</Prefix></CommonPrefixes>)"
+                   R"(<CommonPrefixes><Prefix>team%2Fnames%2Fa%01b%2F</Prefix></CommonPrefixes></ListBucketResult>)"));
+  put(dir, "listing-deep-truncated",
+      input(0, 2, "", "objects/sha256/ab/", "objects/sha256/ab/00",
+            head + R"(<ListBucketResult><Name>amphora</Name><KeyCount>3</KeyCount><IsTruncated>true</IsTruncated>)"
+                   R"(<Contents><Key>objects/sha256/ab/abcd/manifest.json</Key><Size>300</Size></Contents>)"
+                   R"(<Contents><Key>objects/sha256/ab/abcd/tensor.npy</Key><Size>4096</Size></Contents>)"
+                   R"(<Contents><Key>other/place</Key><Size>1</Size></Contents></ListBucketResult>)"));
+  put(dir, "listing-error", input(0, 5, "", "", "", head + "<Error><Code>AccessDenied</Code><Message>no</Message></Error>"));
+  put(dir, "uploads",
+      input(1, 0, "team/", "", "",
+            head + R"(<ListMultipartUploadsResult><Bucket>amphora</Bucket><EncodingType>url</EncodingType>)"
+                   R"(<IsTruncated>true</IsTruncated><NextKeyMarker>team%2Fobjects%2Fx</NextKeyMarker>)"
+                   R"(<NextUploadIdMarker>2~abc</NextUploadIdMarker>)"
+                   R"(<Upload><Key>team%2Fobjects%2Fsha256%2Fab%2Fx%2Fbig.npy</Key><UploadId>2~abc</UploadId>)"
+                   R"(<Initiated>2026-11-27T10:00:00.000Z</Initiated></Upload>)"
+                   R"(<Upload><Key>elsewhere</Key><UploadId>1</UploadId><Initiated>bad</Initiated></Upload>)"
+                   R"(</ListMultipartUploadsResult>)"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -310,5 +346,6 @@ int main(int argc, char** argv) {
   jsonl_seeds(out / "jsonl");
   composite_seeds(out / "composite");
   run_config_seeds(out / "run_config");
+  s3_listing_seeds(out / "s3_listing");
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "builtin_schemes.hpp"
 #include "credentials.hpp"
 #include "http.hpp"
+#include "s3_listing.hpp"
 #include "sigv4.hpp"
 #include "xml.hpp"
 
@@ -31,6 +32,10 @@
 namespace amphora {
 
 namespace {
+
+using detail::s3::has_control;
+using detail::s3::printable;
+using detail::s3::url_decode;
 
 using detail::http::Response;
 using detail::http::TransferFailed;
@@ -67,17 +72,6 @@ std::string amz_now() {
 
 std::chrono::system_clock::time_point from_time_t(std::time_t t) { return std::chrono::system_clock::from_time_t(t); }
 
-// "2024-05-01T12:34:56.000Z", as S3's listings give times.
-std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text) {
-  std::tm t{};
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min,
-                  &t.tm_sec) != 6)
-    return std::nullopt;
-  t.tm_year -= 1900;
-  t.tm_mon -= 1;
-  return from_time_t(timegm(&t));
-}
-
 // 128 random bits in hex, naming one conditional write.
 std::string random_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -91,55 +85,6 @@ std::string random_id() {
 std::string unquote(std::string tag) {
   if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
   return tag;
-}
-
-// Text from a server, made safe to print: printable ASCII only, bounded.
-std::string printable(std::string_view text, std::size_t max = 200) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-    else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// A listing's keys with encoding-type=url: percent-escapes, '+' for a space.
-std::optional<std::string> url_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%') {
-      if (i + 2 >= text.size()) return std::nullopt;
-      const int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
-      if (hi < 0 || lo < 0) return std::nullopt;
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else if (text[i] == '+') {
-      out += ' ';
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
-bool has_control(std::string_view key) {
-  return std::any_of(key.begin(), key.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
 }
 
 bool valid_bucket(std::string_view bucket) {
@@ -393,53 +338,9 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       if (after.ends_with('/')) after += "\xF4\x8F\xBF\xBF";
       call.query.emplace_back("start-after", after);
     }
-    const auto doc = answer_document(call, "the listing of '" + printable(prefix) + "'");
-    if (doc.name != "ListBucketResult")
-      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' is a <" + printable(doc.name) +
-                        "> document, not a ListBucketResult");
-    ListPage page;
-    // Keys come percent-encoded when the service honoured encoding-type=url.
-    const bool encoded = doc.text_of("EncodingType") == "url";
-    for (const auto& child : doc.children) {
-      ListedEntry entry;
-      std::string raw;
-      if (child.name == "Contents") {
-        raw = child.text_of("Key");
-        entry.kind = ListedEntry::Kind::object;
-      } else if (child.name == "CommonPrefixes") {
-        raw = child.text_of("Prefix");
-        entry.kind = ListedEntry::Kind::folder;
-      } else {
-        continue;
-      }
-      auto key = encoded ? url_decode(raw) : std::optional<std::string>(raw);
-      if (!key || !key->starts_with(base_ + std::string(prefix))) {
-        // Kept under its own (raw) key, so that pages still follow in order.
-        page.entries.push_back({raw, ListedEntry::Kind::irregular,
-                                "a listed key outside " + location_ + "/" + printable(prefix) + " ('" + printable(raw) + "')"});
-        continue;
-      }
-      entry.key = key->substr(base_.size());
-      if (!start_after.empty() && entry.key <= start_after) continue;
-      if (!valid_listed(entry.key, entry.kind == ListedEntry::Kind::folder)) {
-        entry.what = "an object whose key is not a valid storage key ('" + printable(entry.key) + "')";
-        entry.kind = ListedEntry::Kind::irregular;
-      }
-      page.entries.push_back(std::move(entry));
-    }
-    std::sort(page.entries.begin(), page.entries.end(),
-              [](const ListedEntry& a, const ListedEntry& b) { return a.key < b.key; });
-    page.entries.erase(std::unique(page.entries.begin(), page.entries.end(),
-                                   [](const ListedEntry& a, const ListedEntry& b) { return a.key == b.key; }),
-                       page.entries.end());
-    page.truncated = doc.text_of("IsTruncated") == "true";
-    if (page.entries.size() > limit) {
-      page.entries.resize(limit);
-      page.truncated = true;
-    }
-    if (page.truncated && page.entries.empty())
-      throw CorruptData(location_ + ": the listing of '" + printable(prefix) + "' says more follows but lists nothing");
-    return page;
+    auto r = send(call);
+    if (r.status != 200) fail(call, r);
+    return detail::s3::read_listing(r.body, base_, prefix, start_after, limit, location_);
   }
 
   std::unique_ptr<Staging> begin_staging_at(std::string_view prefix) override;
@@ -450,37 +351,28 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
     StagingSweep sweep;
     const auto now = std::chrono::system_clock::now();
     std::string key_marker, id_marker;
-    for (int page = 0; page < 100000; ++page) {
+    for (int pages = 0; pages < 100000; ++pages) {
       Call call;
       call.query = {{"uploads", ""}, {"prefix", base_}, {"encoding-type", "url"}};
       if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
       if (!id_marker.empty()) call.query.emplace_back("upload-id-marker", id_marker);
-      const auto doc = answer_document(call, "the list of unfinished uploads");
-      const bool encoded = doc.text_of("EncodingType") == "url";
-      auto decoded = [&](const std::string& text) { return encoded ? url_decode(text) : std::optional<std::string>(text); };
-      for (const auto& upload : doc.children) {
-        if (upload.name != "Upload") continue;
-        const auto key = decoded(upload.text_of("Key"));
-        const std::string id = upload.text_of("UploadId");
-        const auto initiated = parse_time(upload.text_of("Initiated"));
-        if (!key || !key->starts_with(base_) || id.empty() || !initiated) continue;
-        if (now - *initiated < grace) {
+      auto r = send(call);
+      if (r.status != 200) fail(call, r);
+      const auto page = detail::s3::read_uploads(r.body, base_, key_marker, id_marker, location_);
+      for (const auto& upload : page.uploads) {
+        if (now - upload.initiated < grace) {
           ++sweep.in_use;
           continue;
         }
         ++sweep.removed;
         if (dry_run) continue;
-        Call abort{.method = "DELETE", .key = key->substr(base_.size()), .query = {{"uploadId", id}}};
+        Call abort{.method = "DELETE", .key = upload.key, .query = {{"uploadId", upload.id}}};
         auto answer = send(abort);
         if (answer.status != 204 && answer.status != 200 && answer.status != 404) fail(abort, answer);
       }
-      if (doc.text_of("IsTruncated") != "true") break;
-      auto next_key = decoded(doc.text_of("NextKeyMarker"));
-      std::string next_id = doc.text_of("NextUploadIdMarker");
-      if (!next_key || (*next_key == key_marker && next_id == id_marker))
-        throw CorruptData(location_ + ": the list of unfinished uploads does not advance");
-      key_marker = *next_key;
-      id_marker = next_id;
+      if (!page.truncated) break;
+      key_marker = page.next_key_marker;
+      id_marker = page.next_upload_id_marker;
     }
     return sweep;
   }
@@ -563,7 +455,8 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
     info.tag = unquote(r.header("etag").value_or(""));
     if (auto modified = r.header("last-modified")) {
       const std::time_t t = curl_getdate(modified->c_str(), nullptr);
-      if (t > 0) info.modified = from_time_t(t);
+      // A hostile date past 2200 would overflow a time_point in nanoseconds.
+      if (t > 0 && t < 7258118400) info.modified = from_time_t(t);
     }
     return info;
   }
@@ -572,16 +465,6 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
 
  private:
   friend class S3File;
-
-  static bool valid_listed(const std::string& key, bool folder) {
-    if (has_control(key)) return false;
-    try {
-      check_storage_key(key, folder);
-      return true;
-    } catch (const InvalidArgument&) {
-      return false;
-    }
-  }
 
   std::string describe(const Call& call) const {
     std::string what = call.key.empty() ? "of the bucket" : "'" + printable(call.key) + "'";
