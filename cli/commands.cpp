@@ -34,7 +34,7 @@ std::shared_ptr<Registry> make_registry(const Args& a) {
 
 Store open_store(const Args& a, bool create) {
   std::filesystem::path dir = a.store ? std::filesystem::path(*a.store) : Store::default_path();
-  return Store::open(dir, {.create = create, .registry = make_registry(a)});
+  return Store::open(dir, {.create = create, .registry = make_registry(a), .read_through = !a.no_remote});
 }
 
 namespace {

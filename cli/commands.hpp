@@ -35,6 +35,7 @@ struct Args {
   std::string region;                ///< remote add --region
   std::string remote;                ///< push, pull --remote NAME
   std::uint64_t jobs = 8;            ///< push, pull -j N
+  bool no_remote = false;            ///< --no-remote: never read through to the store's remote
 };
 
 /// The built-in materializers, the plugins of $AMPHORA_PLUGIN_PATH and those

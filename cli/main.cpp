@@ -86,6 +86,8 @@ class Parser {
     formatter->label("Positionals", "Arguments");
     store_ = app_.add_option("--store", args_.store, kStoreHelp)->type_name("DIR");
     version_ = app_.add_flag("--version", show_version_, "print the version and exit");
+    app_.add_flag("--no-remote", args_.no_remote,
+                  "stay local: a ref the store lacks is not read from, or pulled from, its remote");
     app_.add_option("--plugin", args_.plugins, kPluginHelp)
         ->type_name("PATH")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -376,6 +378,7 @@ class Parser {
       while (first < argc) {
         const std::string_view arg = argv[first];
         if (arg == "--store" || arg == "--plugin") first += 2;
+        else if (arg == "--no-remote") first += 1;
         else if (arg.starts_with("--store=") || arg.starts_with("--plugin=")) first += 1;
         else break;
       }

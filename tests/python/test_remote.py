@@ -171,14 +171,14 @@ class RemoteTest(cs.StoreTestCase):
         self.assertIn(f"file '{payload}' piece 2", proc.stderr)
         self.assertIn("does not match its SHA-256", proc.stderr)
         self.assertEqual(json.loads(self.other_cli("ls", "--json").stdout), [])
-        self.other_cli("show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
+        self.other_cli("--no-remote", "show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
         self.other_cli("verify", check=cs.EXIT_OK)
 
         self.s3.delete_object(Bucket=BUCKET, Key=folder + payload)
         proc = self.other_cli("pull", "t")
         self.assertEqual(proc.returncode, cs.EXIT_CORRUPT, proc.stderr)
         self.assertIn(f"lacks its file '{payload}'", proc.stderr)
-        self.other_cli("show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
+        self.other_cli("--no-remote", "show", "sha256:" + digest, check=cs.EXIT_NOT_FOUND)
 
         # Put back, the pull completes.
         self.s3.put_object(Bucket=BUCKET, Key=folder + payload, Body=original)
@@ -278,6 +278,22 @@ class RemoteTest(cs.StoreTestCase):
         proc = self.run_cli("gc", "--remote", "team", "--grace", "7x")
         self.assertEqual(proc.returncode, cs.EXIT_USAGE)
         self.assertIn("is not a duration", proc.stderr)
+
+    def test_reading_through_to_the_remote(self):
+        self.save_npy("grid", np.arange(4096 * 16, dtype=np.int32).reshape(4096, 16))
+        self.run_cli("push", check=cs.EXIT_OK)
+        digest = self.digest_of("grid")
+        # The other store lacks it: show reads the remote's manifest, copying nothing.
+        shown = json.loads(self.other_cli("show", "grid", "--json", check=cs.EXIT_OK).stdout)
+        self.assertEqual(shown["digest"], digest)
+        self.assertEqual(json.loads(self.other_cli("ls", "--json").stdout), [])
+        # --no-remote stays local.
+        proc = cs.run("--store", self.other, "--no-remote", "show", "grid")
+        self.assertEqual(proc.returncode, cs.EXIT_NOT_FOUND, proc.stderr)
+        self.assertNotIn("remote", proc.stderr)
+        proc = cs.run("--store", self.other, "show", "nowhere")
+        self.assertEqual(proc.returncode, cs.EXIT_NOT_FOUND)
+        self.assertIn("nor on its remote", proc.stderr)
 
     def test_usage_errors(self):
         proc = self.run_cli("pull")

@@ -201,3 +201,42 @@ TEST_CASE("Remotes: a damaged copy is never published at the other end", "[remot
     CHECK_FALSE(b.contains(saved.digest));
   }
 }
+
+TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote]") {
+  test::TempDir dir;
+  Store a = test::make_store(dir / "a");
+  Store b = test::make_store(dir / "b");
+  a.add_remote({"r", file_url(dir / "remote"), "", ""});
+  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  const Tensor rows = test::random_tensor(DType::int32, {4096, 64}, 8);
+  const auto saved = a.save(rows, {.name = "rows", .options = TensorOptions{.compression = Compression::lz4}});
+  const auto other = a.save(std::string("kept there"), {.name = "note"});
+  a.push();
+
+  // A partial read opens the artifact on the remote: nothing is copied.
+  auto reader = b.open_artifact("rows");
+  CHECK(reader.digest() == saved.digest);
+  const Tensor some = load_tensor_rows(reader, 1000, 1010);
+  REQUIRE(some.shape() == std::vector<std::int64_t>{10, 64});
+  for (std::int64_t k = 0; k < 10 * 64; ++k) CHECK(some.values<std::int32_t>()[k] == rows.values<std::int32_t>()[1000 * 64 + k]);
+  CHECK_FALSE(b.contains(saved.digest));
+  CHECK(b.names().empty());
+
+  // A whole load pulls it, verified, under its name: the next one is local.
+  CHECK(b.load<std::string>("note") == "kept there");
+  CHECK(b.contains(other.digest));
+  CHECK(b.resolve("note") == other.digest);
+  CHECK(b.load<Tensor>(saved.digest).values<std::int32_t>()[4095 * 64] == rows.values<std::int32_t>()[4095 * 64]);
+  CHECK(b.contains(saved.digest));
+  CHECK(b.verify().ok());
+
+  // What neither holds is named as missing in both.
+  CHECK_THROWS_WITH(b.open_artifact("absent"), Catch::Contains("no name or artifact 'absent'") &&
+                                                   Catch::Contains("nor on its remote"));
+  // A store opened not to read through stays local.
+  Store local_only = Store::open(dir / "b", {.read_through = false});
+  CHECK_THROWS_AS(local_only.open_artifact(a.save(std::string("new"), {.name = "n2"}).digest), NotFound);
+  a.push();
+  CHECK_THROWS_AS(local_only.load<std::string>("n2"), NotFound);
+  CHECK(b.load<std::string>("n2") == "new");
+}

@@ -180,6 +180,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   std::optional<detail::ActionCache> cache;
   std::optional<detail::RunLog> runs;
   std::shared_ptr<Registry> registry;
+  bool read_through = true;
 
   // Only published artifacts count: a directory without a manifest (a
   // leftover verify reports) must not make a prefix ambiguous.
@@ -767,6 +768,7 @@ Store Store::open(OpenOptions options) {
   impl->cache.emplace(impl->medium);
   impl->runs.emplace(impl->medium);
   impl->registry = options.registry ? std::move(options.registry) : translated(true, [] { return Registry::with_defaults(); });
+  impl->read_through = options.read_through;
   return Store(std::move(impl));
 }
 
@@ -918,10 +920,44 @@ Digest Store::resolve(std::string_view ref) const {
   return translated(true, [&] { return impl_->resolve(ref); });
 }
 ArtifactReader Store::open_artifact(std::string_view ref) const {
-  return translated(true, [&] { return impl_->open(ref); });
+  return translated(true, [&] {
+    try {
+      return impl_->open(ref);
+    } catch (const NotFound& here) {
+      auto remote = read_through_remote();
+      if (!remote) throw;
+      try {
+        return remote->open_artifact(ref);
+      } catch (const NotFound& there) {
+        throw NotFound(std::string(here.what()) + "; nor on its remote: " + there.what());
+      }
+    }
+  });
 }
-ArtifactReader Store::open_artifact(const Digest& digest) const {
-  return translated(true, [&] { return impl_->open(digest, "artifact " + digest.short_str()); });
+ArtifactReader Store::open_artifact(const Digest& digest) const { return open_artifact(std::string_view(digest.str())); }
+
+ArtifactReader Store::open_loadable(std::string_view ref) const {
+  return translated(true, [&] {
+    try {
+      return impl_->open(ref);
+    } catch (const NotFound& here) {
+      if (!read_through_remote()) throw;
+      // Whole, verified and kept: the next load is local. A NAME@N of the
+      // remote's numbering need not exist here: the digest it pulled does.
+      Store self(impl_);
+      const auto pulled = self.pull({std::string(ref)});
+      return impl_->open(pulled.roots.front(), "artifact " + pulled.roots.front().short_str());
+    }
+  });
+}
+
+std::optional<Store> Store::read_through_remote() const {
+  if (!impl_->read_through || remotes().empty()) return std::nullopt;
+  try {
+    return remote_store();
+  } catch (const NotFound&) {
+    return std::nullopt;  // nothing pushed there yet: nothing to read through to
+  }
 }
 
 Store::TreeSize Store::tree_size(const Digest& digest, std::uint64_t max_artifacts) const {

@@ -606,6 +606,7 @@ Store Store::remote_store(std::string_view name, bool create, std::size_t jobs) 
     }
     OpenOptions options;
     options.create = create;
+    options.read_through = false;  // a remote's own remotes are not followed
     options.registry = detail::StoreAccess::registry(*this);
     if (spec->url.starts_with("s3://")) {
       S3Options s3;

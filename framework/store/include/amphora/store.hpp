@@ -160,6 +160,10 @@ class Store {
     /// ...or the URI of one, opened by its scheme's factory (open_medium):
     /// "file:///data/store", or a scheme a library registered.
     std::string uri{};
+    /// Read through to the store's remote (its only one): a ref or digest
+    /// this store lacks is opened there (open_artifact reads ranges of it
+    /// as it goes: a row, a column, a record), or pulled whole by load<T>.
+    bool read_through = true;
   };
 
   /// Opens the store in the directory `dir` (or, when `dir` reads as a URI,
@@ -202,13 +206,13 @@ class Store {
   /// Unsupported (a newer format version), CorruptData (damaged bytes).
   template <class T>
   T load(std::string_view ref, const LoadOptions& options = {}) const {
-    return load_from<T>(open_artifact(ref).with_options(options));
+    return load_from<T>(open_loadable(ref).with_options(options));
   }
   /// Loads the artifact `digest` as a T: no ref parsing, so no name can
   /// shadow it. Throws as load(ref).
   template <class T>
   T load(const Digest& digest, const LoadOptions& options = {}) const {
-    return load_from<T>(open_artifact(digest).with_options(options));
+    return load_from<T>(open_loadable(digest.str()).with_options(options));
   }
 
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
@@ -265,9 +269,11 @@ class Store {
   /// least 8 digits. Throws NotFound or InvalidArgument (ambiguous prefix).
   Digest resolve(std::string_view ref) const;
   /// Opens a published artifact for reading (manifest parsed and validated).
+  /// One this store lacks is opened on its remote when it reads through
+  /// (OpenOptions::read_through): the reader then fetches only what is read.
   ArtifactReader open_artifact(std::string_view ref) const;
-  /// Opens the published artifact `digest` (no ref parsing). Throws NotFound,
-  /// CorruptData, Unsupported.
+  /// Opens the published artifact `digest` (no ref parsing), here or, as
+  /// above, on the remote. Throws NotFound, CorruptData, Unsupported.
   ArtifactReader open_artifact(const Digest& digest) const;
 
   /// Every name with at least one readable version, sorted.
@@ -382,6 +388,12 @@ class Store {
  private:
   friend struct detail::StoreAccess;
   struct Impl;
+  /// What load<T> reads: the artifact here, or, reading through, pulled
+  /// from the remote first (whole, verified) and then read here.
+  ArtifactReader open_loadable(std::string_view ref) const;
+  /// The remote reads go through to, or nullopt when the store does not
+  /// read through or has no remote.
+  std::optional<Store> read_through_remote() const;
   MigrateResult migrate_with(std::string_view ref, std::string_view name,
                              const std::function<Digest(const Digest&)>& rewrite);
   explicit Store(std::shared_ptr<Impl> impl);
