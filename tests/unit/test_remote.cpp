@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <sys/stat.h>
 #include <set>
 
 using namespace amphora;
@@ -83,6 +84,23 @@ TEST_CASE("Remotes: added, listed and removed; malformed ones refused", "[remote
   // A damaged record is named, not ignored.
   test::write_text(dir / "s" / "remotes.json", "{\"remotes\": [1, 2]}");
   CHECK_THROWS_WITH(store.remotes(), Catch::Contains("remotes.json has no \"remotes\" object"));
+  // Nor is one that is no small regular file: never followed, read or waited on.
+  const fs::path record_path = dir / "s" / "remotes.json";
+  test::write_text(dir / "outside.json", "{\"remotes\": {\"evil\": {\"url\": \"s3://evil\"}}}");
+  fs::remove(record_path);
+  fs::create_symlink(dir / "outside.json", record_path);
+  CHECK_THROWS_AS(store.remotes(), CorruptData);
+  CHECK_THROWS_AS(store.add_remote({"x", "s3://bucket", "", ""}), CorruptData);
+  fs::remove(record_path);
+  REQUIRE(::mkfifo(record_path.c_str(), 0600) == 0);
+  CHECK_THROWS_AS(store.remotes(), CorruptData);
+  fs::remove(record_path);
+  test::write_text(record_path, "{\"remotes\": {}, \"pad\": \"" + std::string(2u << 20, 'x') + "\"}");
+  CHECK_THROWS_WITH(store.remotes(), Catch::Contains("remotes.json"));
+  test::write_text(record_path, "{\"remotes\": {\"tru");  // truncated
+  CHECK_THROWS_AS(store.remotes(), CorruptData);
+  fs::remove(record_path);
+  CHECK(store.remotes().empty());
 }
 
 TEST_CASE("Remotes: push and pull copy trees and names, and only what is missing", "[remote]") {
