@@ -257,4 +257,10 @@ TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote
   a.push();
   CHECK_THROWS_AS(local_only.load<std::string>("n2"), NotFound);
   CHECK(b.load<std::string>("n2") == "new");
+  // Type-erased loads (export, migrate) pull the same way.
+  const auto third = a.save(std::string("erased"), {.name = "n3"});
+  a.push();
+  CHECK_THROWS_AS(local_only.load_erased("n3"), NotFound);
+  CHECK(*std::static_pointer_cast<std::string>(b.load_erased("n3")) == "erased");
+  CHECK(b.contains(third.digest));
 }

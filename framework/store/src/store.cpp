@@ -874,11 +874,11 @@ SaveResult Store::import_checked(const fs::path& file, const SaveOptions& option
 }
 
 std::shared_ptr<void> Store::load_erased(std::string_view ref, std::string_view expected) const {
-  return translated(true, [&] { return load_reader(impl_->open(ref), expected); });
+  return translated(true, [&] { return load_reader(open_loadable(ref), expected); });
 }
 
 std::shared_ptr<void> Store::load_erased(const Digest& digest, std::string_view expected) const {
-  return translated(true, [&] { return load_reader(impl_->open(digest, "artifact " + digest.short_str()), expected); });
+  return load_erased(std::string_view(digest.str()), expected);
 }
 
 std::shared_ptr<void> Store::load_reader(const ArtifactReader& reader, std::string_view expected) const {
