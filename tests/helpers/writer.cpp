@@ -10,13 +10,19 @@
 //       "collected" when gc took a child before its parent was published
 //   amphora_test_writer kinds STORE       save one value of every built-in kind under the names
 //       tests/python/test_reader.py expects (the values are written out there too)
+//   amphora_test_writer rows STORE REF BEGIN END OUT.npy   load_tensor_rows, written as .npy
+//   amphora_test_writer column STORE REF NAME OUT.csv      load_table of one column, written as CSV
+//   amphora_test_writer record STORE REF I                 one record of a record collection, as JSON
+//       (partial reads, which a store reads through to its remote without pulling)
 // With $AMPHORA_TEST_FAULT set to a fault point of tests/support/fault_medium.hpp
 // ("before:replace"), the store's medium kills the process when it gets there.
 
 #include <amphora/amphora.hpp>
 #include <amphora/builtins.hpp>
 #include <amphora/everyday.hpp>
+#include <amphora/record_collection.hpp>
 #include <amphora/record_list.hpp>
+#include <amphora/npy.hpp>
 #include <amphora/sparse.hpp>
 #include <amphora/table.hpp>
 #include <amphora/tensor.hpp>
@@ -335,7 +341,24 @@ int main(int argc, char** argv) {
       kinds::save_all(store);
       return 0;
     }
-    std::cerr << "usage: amphora_test_writer digest|named|many|loop|example|composites|kinds ...\n";
+    if (mode == "rows" && argc == 7) {
+      auto store = amphora::Store::open(argv[2]);
+      amphora::write_npy(amphora::load_tensor_rows(store.open_artifact(argv[3]), std::stoll(argv[4]), std::stoll(argv[5])),
+                         argv[6]);
+      return 0;
+    }
+    if (mode == "column" && argc == 6) {
+      auto store = amphora::Store::open(argv[2]);
+      amphora::write_csv(amphora::load_table(store.open_artifact(argv[3]), {.columns = {argv[4]}}), argv[5]);
+      return 0;
+    }
+    if (mode == "record" && argc == 5) {
+      auto store = amphora::Store::open(argv[2]);
+      const std::size_t i = std::stoull(argv[4]);
+      std::cout << amphora::load_records(store.open_artifact(argv[3]), {.rows = {{i, i + 1}}}).record_json(0) << std::endl;
+      return 0;
+    }
+    std::cerr << "usage: amphora_test_writer digest|named|many|loop|example|composites|kinds|rows|column|record ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "amphora_test_writer: " << e.what() << "\n";

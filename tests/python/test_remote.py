@@ -21,6 +21,7 @@ Run as:
     tests/with_rgw.sh DIR /usr/bin/python3 tests/python/test_remote.py --cli build/bin/amphora
 """
 
+import io
 import json
 import os
 import random
@@ -28,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +43,7 @@ import numpy as np  # noqa: E402
 ENDPOINT = os.environ.get("AMPHORA_TEST_S3_ENDPOINT", "")
 BUCKET = os.environ.get("AMPHORA_TEST_S3_BUCKET", "amphora")
 SECRET = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")  # tests/helpers/writer.cpp: the partial reads
 
 
 def s3_client():
@@ -370,6 +373,84 @@ class FaultTest(cs.StoreTestCase):
         out = self.path("out.npy")
         self.assertEqual(self.cli(self.other, "export", "v", out).returncode, 0)
         np.testing.assert_array_equal(np.load(out), self.values)
+
+    def bucket_object(self, digest, path):
+        hexdigest = digest.split(":", 1)[1]
+        key = f"{self.prefix}/objects/sha256/{hexdigest[:2]}/{hexdigest}/{path}"
+        return self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+    def reader(self, *args):
+        proc = subprocess.run([WRITER, *map(str, args)], text=True, capture_output=True, env=self.env, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc.stdout
+
+    def assert_fetched_at_most(self, allowed):
+        # Each request and answer carries about a kilobyte of headers.
+        overhead = 2048 * len(self.proxy.requests)
+        self.assertLessEqual(self.proxy.bytes_down, allowed + overhead,
+                             f"{self.proxy.bytes_down} bytes fetched by {self.proxy.requests}")
+
+    @unittest.skipUnless(WRITER, "needs $AMPHORA_TEST_WRITER")
+    def test_partial_reads_fetch_only_what_they_need(self):
+        # A 32 MiB LZ4 tensor of 1 MiB frames (256 rows each), a table and a
+        # record collection: the other store reads ten rows, one column and
+        # one record through to the remote, fetching the manifest, the
+        # indexes and the parts holding them, and copies nothing.
+        grid = (np.arange(8192 * 1024, dtype=np.int32) % 1000).reshape(8192, 1024)
+        np.save(self.path("grid.npy"), grid)
+        self.assertEqual(self.cli(self.store, "import", self.path("grid.npy"), "--name", "grid").returncode, 0)
+        rng = np.random.default_rng(9)
+        with open(self.path("t.csv"), "w") as f:
+            f.write("id,score,label\n")
+            for i in range(50000):
+                f.write(f"{i},{rng.standard_normal():.6f},label-{rng.integers(1 << 40)}\n")
+        self.assertEqual(self.cli(self.store, "import", self.path("t.csv"), "--name", "t").returncode, 0)
+        with open(self.path("r.jsonl"), "w") as f:
+            for i in range(20000):
+                f.write(json.dumps({"id": i, "tags": [f"t{i % 7}", f"x{i}"], "note": "n" * (i % 50),
+                                    "v": {"a": i * 0.5, "b": None if i % 3 else i}}) + "\n")
+        self.assertEqual(self.cli(self.store, "import", self.path("r.jsonl"), "--name", "r").returncode, 0)
+        self.assertEqual(self.cli(self.store, "push", "grid", "t", "r").returncode, 0)
+
+        grid_digest = self.digest_of_cli("grid")
+        manifest = json.loads(self.bucket_object(grid_digest, "manifest.json"))
+        files = {f["path"]: f["size"] for f in manifest["files"]}
+        self.assertIn("tensor.npy.lz4", files)
+        index = np.load(io.BytesIO(self.bucket_object(grid_digest, "tensor.chunks.npy")))
+        largest_frame = int(np.diff(index[:, 0]).max())
+        manifest_bytes = len(self.bucket_object(grid_digest, "manifest.json"))
+        self.proxy.reset_counts()
+        self.reader("rows", self.other, "grid", 1000, 1010, self.path("rows.npy"))
+        np.testing.assert_array_equal(np.load(self.path("rows.npy")), grid[1000:1010])
+        # The manifest, the index, the header frame and the frame holding the rows.
+        self.assert_fetched_at_most(manifest_bytes + files["tensor.chunks.npy"] + 2 * largest_frame)
+        self.assertLess(self.proxy.bytes_down, files["tensor.npy.lz4"] // 4)
+
+        t_digest = self.digest_of_cli("t")
+        t_files = {f["path"]: f["size"] for f in json.loads(self.bucket_object(t_digest, "manifest.json"))["files"]}
+        score_bytes = sum(size for path, size in t_files.items() if path.startswith("columns/1"))
+        self.assertGreater(score_bytes, 0, t_files)
+        self.proxy.reset_counts()
+        self.reader("column", self.other, "t", "score", self.path("score.csv"))
+        table = np.genfromtxt(self.path("t.csv"), delimiter=",", skip_header=1, usecols=1)
+        np.testing.assert_allclose(np.genfromtxt(self.path("score.csv"), skip_header=1), table)
+        self.assert_fetched_at_most(len(self.bucket_object(t_digest, "manifest.json")) + score_bytes)
+
+        r_digest = self.digest_of_cli("r")
+        r_manifest = json.loads(self.bucket_object(r_digest, "manifest.json"))
+        r_total = sum(f["size"] for f in r_manifest["files"])
+        self.proxy.reset_counts()
+        record = json.loads(self.reader("record", self.other, "r", 12345))
+        self.assertEqual(record, {"id": 12345, "tags": ["t4", "x12345"], "note": "n" * 45,
+                                  "v": {"a": 12345 * 0.5, "b": 12345 if 12345 % 3 == 0 else None}})
+        # Its part of each column, a list's offsets whole, and of a dictionary the words it uses.
+        self.assertLess(self.proxy.bytes_down, r_total // 8 + len(json.dumps(r_manifest)) + 2048 * len(self.proxy.requests))
+
+        # Nothing was copied into the reading store.
+        self.assertEqual(json.loads(self.cli(self.other, "ls", "--json").stdout), [])
+
+    def digest_of_cli(self, name):
+        return json.loads(self.cli(self.store, "show", name, "--json").stdout)["digest"]
 
     def test_503_and_500_answers_are_retried(self):
         self.proxy.fail(503, times=3, match="PUT")

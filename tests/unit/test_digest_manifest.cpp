@@ -192,7 +192,7 @@ TEST_CASE("Piece digests are plain SHA-256 of each piece, however the parts are 
       REQUIRE(e->pieces.size() == 71);
       for (std::size_t k = 0; k < e->pieces.size(); ++k)
         REQUIRE(e->pieces[k] == Sha256::of(bytes.data() + k * piece, std::min(piece, total - k * piece)));
-      auto mapped = artifacts.map(m.digest(), file);
+      auto mapped = artifacts.map_listed(m.digest(), file, total);
       REQUIRE(std::memcmp(mapped->data(), bytes.data(), total) == 0);
     }
   }

@@ -734,7 +734,7 @@ TEST_CASE("Storage keys with '..' and device nodes are refused without opening",
   auto saved = store.save(test::random_tensor(DType::int32, {64}, 1), {.options = TensorOptions{Compression::none}});
   detail::ArtifactArea artifacts(open_local_medium(dir / "store", false));
   CHECK_THROWS_AS(artifacts.open(saved.digest, "../../../../amphora-store.json"), InvalidArgument);
-  CHECK_THROWS_AS(artifacts.map(saved.digest, "sub/../tensor.npy"), InvalidArgument);
+  CHECK_THROWS_AS(artifacts.map_listed(saved.digest, "sub/../tensor.npy", 1), InvalidArgument);
   if (::geteuid() != 0) {
     WARN("skipped the device-node case: creating one needs root");
     return;

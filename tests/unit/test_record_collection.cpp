@@ -4,16 +4,19 @@
 // bad input are named.
 
 #include "support.hpp"
+#include "memory_medium.hpp"
 
 #include <amphora/record_collection.hpp>
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <sys/stat.h>
 #include <limits>
 
 using namespace amphora;
 using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -166,6 +169,73 @@ TEST_CASE("Record i is read without the others", "[records]") {
   CHECK(store.load<RecordCollection>(empty.digest).size() == 0);
   CHECK(store.save(RecordCollection()).digest == empty.digest);
   CHECK(store.verify(empty.digest.str()).ok());
+}
+
+TEST_CASE("A range of records is read from its part of each column alone", "[records][partial]") {
+  test::TempDir dir;
+  // Every kind: dictionary and plain strings, lists of lists, nulls and
+  // missing fields (bitmaps cut inside a byte), per-record key order, a JSON
+  // fallback, decimals, full-range integers, an empty collection's end.
+  std::vector<ojson> input = detections(300);
+  const auto odd = awkward();
+  for (std::size_t i = 0; i < 300; i += 13) input.insert(input.begin() + static_cast<std::ptrdiff_t>(i), odd[i / 13 % odd.size()]);
+  for (std::size_t i = 0; i < input.size(); i += 7) input[i]["text"] = "plain text " + std::to_string(i * 7919);
+  Store local = test::make_store(dir / "store");
+  // A medium that copies what it maps, as a remote one does: ranges are read.
+  Store copying = Store::open({.create = true, .medium = testing::make_memory_medium()});
+  for (Store* store : {&local, &copying}) {
+    auto reader = store->open_artifact(store->save(RecordCollection::from_json(input)).digest);
+    for (auto [b, e] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {0, input.size()}, {0, 1}, {5, 6}, {13, 14}, {9, 41}, {100, 100}, {input.size() - 3, input.size()}}) {
+      INFO("records " << b << ".." << e);
+      const RecordCollection part = load_records(reader, {.rows = std::pair{b, e}});
+      REQUIRE(part.size() == e - b);
+      for (std::size_t i = b; i < e; ++i) {
+        CHECK(part.record_json(i - b) == input[i].dump());
+        CHECK(part.record(i - b) == input[i]);
+      }
+    }
+    CHECK_THROWS_AS(load_records(reader, {.rows = std::pair<std::size_t, std::size_t>{5, input.size() + 1}}), InvalidArgument);
+    CHECK_THROWS_AS(load_records(reader, {.rows = std::pair<std::size_t, std::size_t>{6, 5}}), InvalidArgument);
+  }
+}
+
+TEST_CASE("A range of records finds the damage in what it reads", "[records][partial][bad-input]") {
+  test::TempDir dir;
+  std::vector<ojson> input;
+  for (int i = 0; i < 64; ++i) input.push_back({{"name", i % 2 ? "odd" : "even"}, {"text", "value " + std::to_string(i)}});
+  Store store = test::make_store(dir / "store");
+  const auto saved = store.save(RecordCollection::from_json(input));
+  const auto reader = store.open_artifact(saved.digest);
+  const auto schema = reader.meta()["schema"];
+  REQUIRE(field(schema, "name")->at("encoding") == "dictionary");
+  REQUIRE(field(schema, "text")->at("encoding") == "plain");
+  const fs::path folder = test::object_dir(dir / "store", saved.digest);
+  auto poke = [&](const std::string& file, std::uint64_t from_end, const void* bytes, std::size_t n) {
+    const fs::path p = folder / file;
+    fs::permissions(p, fs::perms::owner_write, fs::perm_options::add);
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(p) - from_end));
+    f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+  };
+  auto rows = [&](std::size_t b, std::size_t e) {
+    return load_records(store.open_artifact(saved.digest), {.rows = std::pair{b, e}});
+  };
+  // A dictionary code past the dictionary (uint8 codes, one per record, at the file's end).
+  const std::uint8_t code = 200;
+  poke("records/0.codes.npy", 64 - 5, &code, 1);
+  CHECK_THROWS_WITH(rows(3, 9), Catch::Contains("'records/0'") && Catch::Contains("has code 200 at row 5"));
+  CHECK(rows(10, 20).record_json(0) == input[10].dump());  // only what is read is checked
+  CHECK_THROWS_AS(store.load<RecordCollection>(saved.digest), CorruptData);
+  // A string offset past the bytes file, then one running backwards (int64 offsets, 65 of them).
+  const std::int64_t far = 1 << 30, back = 1;
+  poke("records/1.offsets.npy", (65 - 42) * 8, &far, 8);
+  CHECK_THROWS_WITH(rows(38, 42), Catch::Contains("records/1.offsets.npy") && Catch::Contains("lie outside"));
+  poke("records/1.offsets.npy", (65 - 40) * 8, &back, 8);
+  CHECK_THROWS_WITH(rows(38, 42), Catch::Contains("records/1.offsets.npy") && Catch::Contains("offset 40 (1) is below offset 39"));
+  // A file shorter than its manifest says.
+  fs::resize_file(folder / "records/1.bytes", 10);
+  CHECK_THROWS_WITH(rows(50, 52), Catch::Contains("records/1.bytes"));
 }
 
 TEST_CASE("Short decimals are stored as scaled integers, other floats as they are", "[records]") {

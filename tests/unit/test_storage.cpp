@@ -163,6 +163,51 @@ TEMPLATE_TEST_CASE("Storage: objects are written whole and read back exactly", "
   CHECK_FALSE(m->head("a/b.bin"));
 }
 
+TEMPLATE_TEST_CASE("Storage: objects opened with a size known from a manifest read back exactly or fail",
+                   "[storage]", LocalKind, MemoryKind, S3Kind) {
+  TestType kind;
+  auto m = kind.make();
+  const std::string bytes = "0123456789abcdef";
+  REQUIRE(m->put("sized/f.bin", bytes));
+  auto file = m->open_sized("sized/f.bin", bytes.size());
+  CHECK(file->size() == bytes.size());
+  CHECK(read_all(*file) == bytes);
+  std::vector<std::byte> buf(4);
+  file->read_at(6, 4, buf.data());
+  CHECK(std::memcmp(buf.data(), "6789", 4) == 0);
+  auto mapped = m->map_sized("sized/f.bin", bytes.size());
+  CHECK(std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size()) == bytes);
+
+  // What the caller was told is not what is there: found at the open (a
+  // size to compare) or at the first read, never a wrong byte.
+  auto wrong_size = [&](std::uint64_t size) {
+    try {
+      auto f = m->open_sized("sized/f.bin", size);
+      if (f->size() != size) return true;
+      std::vector<std::byte> all(size);
+      f->read_at(0, size, all.data());
+      return false;
+    } catch (const CorruptData&) {
+      return true;
+    }
+  };
+  CHECK(wrong_size(bytes.size() - 1));
+  CHECK(wrong_size(bytes.size() + 1));
+  CHECK(wrong_size(1000));
+  auto missing = [&](auto&& attempt) {
+    try {
+      attempt();
+      return false;
+    } catch (const NotFound&) {
+      return true;
+    }
+  };
+  CHECK(missing([&] { read_all(*m->open_sized("sized/none.bin", 8)); }));
+  CHECK(missing([&] { m->map_sized("sized/none.bin", 8); }));
+  CHECK(missing([&] { m->open_sized("sized/none.bin", 0); }));
+  CHECK_THROWS_AS(m->open_sized("../out", 4), InvalidArgument);
+}
+
 TEMPLATE_TEST_CASE("Storage: head_each answers as head() would, one object at a time", "[storage]", LocalKind,
                    MemoryKind, S3Kind) {
   TestType kind;

@@ -401,15 +401,13 @@ ArtifactReader ArtifactReader::open_child(std::string_view role) const {
   }
 }
 
-// Opens payload file `path` through `open` (map or positional reads) and
-// checks its size against the manifest, turning storage errors into ones
-// that name this artifact.
-template <class Open>
-auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
-  std::uint64_t listed = file_size(path);
-  decltype(open()) handle;
+// Runs `access` (an open, a map, reads) on payload file `path`, turning
+// storage errors into ones that name this artifact. An object store
+// opened with the manifest's size finds a missing file only when reading.
+template <class Access>
+auto ArtifactReader::checked(std::string_view path, Access&& access) const {
   try {
-    handle = open();
+    return access();
   } catch (const NotFound&) {
     // Collected (say by gc) since it was opened is not the same as damaged.
     if (!artifacts_->has(digest_))
@@ -418,6 +416,14 @@ auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
   } catch (const CorruptData& e) {
     throw CorruptData(label_ + ": " + e.what());
   }
+}
+
+// Opens payload file `path` through `open` (map or positional reads) and
+// checks its size against the manifest.
+template <class Open>
+auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
+  std::uint64_t listed = file_size(path);
+  auto handle = checked(path, [&] { return open(listed); });
   if (handle->size() != listed)
     throw CorruptData(label_ + ": payload file '" + std::string(path) + "' is " + std::to_string(handle->size()) +
                       " bytes, but the manifest says " + std::to_string(listed));
@@ -425,8 +431,10 @@ auto ArtifactReader::open_checked(std::string_view path, Open&& open) const {
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::map(std::string_view path) const {
-  return open_checked(path, [&] { return artifacts_->map(digest_, path); });
+  return open_checked(path, [&](std::uint64_t listed) { return artifacts_->map_listed(digest_, path, listed); });
 }
+
+bool ArtifactReader::maps_in_place() const { return artifacts_->medium().maps_in_place(); }
 
 std::uint64_t ArtifactReader::file_size(std::string_view path) const {
   const FileEntry* entry = manifest_->find(path);
@@ -435,21 +443,19 @@ std::uint64_t ArtifactReader::file_size(std::string_view path) const {
 }
 
 std::shared_ptr<const Buffer> ArtifactReader::read_file(std::string_view path) const {
-  auto file = open_checked(path, [&] { return artifacts_->open(digest_, path); });
+  auto file = open_checked(path, [&](std::uint64_t listed) { return artifacts_->open_listed(digest_, path, listed); });
   const std::uint64_t size = file->size();
   auto buffer = detail::allocate_for_overwrite(static_cast<std::size_t>(size));
   // Blocks big enough to keep each pread streaming, small enough to spread
   // a file over every core.
   constexpr std::uint64_t kBlock = 8u << 20;
   std::byte* dst = buffer->mutable_data();
-  try {
+  checked(path, [&] {
     parallel_for(static_cast<std::size_t>((size + kBlock - 1) / kBlock), [&](std::size_t b) {
       std::uint64_t at = b * kBlock;
       file->read_at(at, static_cast<std::size_t>(std::min(kBlock, size - at)), dst + at);
     });
-  } catch (const CorruptData& e) {
-    throw CorruptData(label_ + ": " + e.what());
-  }
+  });
   return buffer;
 }
 
@@ -464,12 +470,8 @@ void ArtifactReader::read_into(std::string_view path, std::uint64_t offset, std:
   if (offset > listed || size > listed - offset)
     throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
                       std::string(path) + "' (" + std::to_string(listed) + " bytes)");
-  auto file = open_checked(path, [&] { return artifacts_->open(digest_, path); });
-  try {
-    file->read_at(offset, size, dst);
-  } catch (const CorruptData& e) {
-    throw CorruptData(label_ + ": " + e.what());
-  }
+  auto file = open_checked(path, [&](std::uint64_t listed) { return artifacts_->open_listed(digest_, path, listed); });
+  checked(path, [&] { file->read_at(offset, size, dst); });
 }
 
 }  // namespace amphora

@@ -281,6 +281,131 @@ ArrayView ArtifactReader::read_array(std::string_view path, DType dtype, int ndi
   return array;
 }
 
+// The header of .npy file `path` and, in `head`, the bytes read for it:
+// its first 512 (the headers Amphora writes take 128), or as many as a
+// longer header says it takes, up to 64 KiB. nullopt when the header is
+// malformed or longer, which the caller leaves to read_array to name.
+std::optional<NpyHeader> ArtifactReader::read_npy_head(std::string_view path, std::shared_ptr<const Buffer>& head) const {
+  const std::uint64_t size = file_size(path);
+  head = read(path, 0, static_cast<std::size_t>(std::min<std::uint64_t>(size, 512)));
+  if (head->size() >= 12 && static_cast<unsigned char>(head->data()[6]) >= 1) {
+    const auto* b = reinterpret_cast<const unsigned char*>(head->data());
+    const std::uint64_t declared = b[6] == 1 ? 10u + (b[8] | b[9] << 8)
+                                             : 12u + (b[8] | b[9] << 8 | b[10] << 16 | std::uint64_t{b[11]} << 24);
+    if (declared > head->size() && declared <= std::min<std::uint64_t>(size, 64u << 10))
+      head = read(path, 0, static_cast<std::size_t>(declared));
+  }
+  try {
+    NpyHeader header = parse_npy_header(head->bytes(), path);
+    if (header.data_offset > head->size()) return std::nullopt;
+    return header;
+  } catch (const CorruptData&) {
+    return std::nullopt;
+  }
+}
+
+std::uint64_t ArtifactReader::array_length(std::string_view path) const {
+  if (auto encodings = manifest_->meta.find(detail::kEncodingsKey); encodings != manifest_->meta.end() && encodings->is_object())
+    if (auto recipe = encodings->find(path); recipe != encodings->end()) {
+      if (recipe->is_object() && recipe->contains("count") && (*recipe)["count"].is_number_unsigned())
+        return (*recipe)["count"].get<std::uint64_t>();
+      return read_array(path).size();  // names what is wrong
+    }
+  std::shared_ptr<const Buffer> head;
+  auto header = read_npy_head(path, head);
+  const std::size_t ndim = header ? header->shape.size() : read_array(path).shape().size();  // a long header read whole
+  if (ndim != 1)
+    throw CorruptData(label_ + ": '" + std::string(path) + "' has " + std::to_string(ndim) + " dimensions, expected 1");
+  return header ? static_cast<std::uint64_t>(header->shape[0]) : read_array(path).size();
+}
+
+ArrayView ArtifactReader::read_array_range(std::string_view path, DType dtype, std::uint64_t count, std::uint64_t begin,
+                                           std::uint64_t end) const {
+  const std::string where = label_ + ": '" + std::string(path) + "'";
+  if (begin > end || end > count)
+    throw InvalidArgument(where + ": elements [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") lie outside its " + std::to_string(count));
+  const nlohmann::json* recipe = nullptr;
+  if (auto encodings = manifest_->meta.find(detail::kEncodingsKey); encodings != manifest_->meta.end()) {
+    if (!encodings->is_object()) throw CorruptData(label_ + ": metadata 'encodings' is not an object");
+    if (auto r = encodings->find(path); r != encodings->end()) recipe = &*r;
+  }
+  auto whole = [&] {
+    ArrayView all = read_array(path, dtype, 1);
+    if (all.size() != count)
+      throw CorruptData(where + " holds " + std::to_string(all.size()) + " elements where " + std::to_string(count) +
+                        " belong");
+    const std::size_t item = dtype_size(dtype);
+    return ArrayView(dtype, {static_cast<std::int64_t>(end - begin)},
+                     Buffer::slice(all.buffer(), static_cast<std::size_t>(begin * item), static_cast<std::size_t>((end - begin) * item)));
+  };
+  bool elementwise = true;
+  if (recipe) {
+    auto t = recipe->find("transforms");
+    if (!recipe->is_object() || t == recipe->end() || !t->is_array()) return whole();  // read_array names the damage
+    for (const auto& name : *t) elementwise = elementwise && (name == "decimal" || name == "squeeze");
+  }
+  const std::uint64_t size = file_size(path);
+  std::shared_ptr<const Buffer> head;
+  auto header = read_npy_head(path, head);
+  if (!header || !elementwise) return whole();
+  DType stored;
+  bool big_endian;
+  try {
+    std::tie(stored, big_endian) = dtype_from_descr(header->descr, where);
+  } catch (const Unsupported& e) {
+    throw CorruptData(e.what());
+  }
+  if (big_endian || header->fortran_order || header->shape.size() != 1) return whole();  // read_array names it
+  const std::size_t item = dtype_size(stored);
+  const auto stored_count = static_cast<std::uint64_t>(header->shape[0]);
+  if (recipe ? stored_count != count : stored_count != count || (stored != dtype && !(dtype == DType::bfloat16 && stored == DType::uint16)))
+    return whole();  // read_array and the count check name what is wrong
+  if (header->data_offset % std::min<std::size_t>(item, 16) != 0 || stored_count > (size - header->data_offset) / item ||
+      size - header->data_offset != stored_count * item)
+    return whole();
+  const std::uint64_t at = header->data_offset + begin * item, n = (end - begin) * item;
+  // A small file's data came with its header->
+  auto bytes = at + n <= head->size() ? Buffer::slice(head, static_cast<std::size_t>(at), static_cast<std::size_t>(n))
+                                      : read(path, at, static_cast<std::size_t>(n));
+  if (recipe) {
+    nlohmann::json part = *recipe;
+    part["count"] = end - begin;
+    part["shape"] = {end - begin};
+    std::vector<std::byte> decoded = decode_array(part, bytes->bytes(), where);
+    if (dtype_from_name(part.at("dtype").get<std::string>()) != dtype)
+      throw CorruptData(where + " is encoded as " + part.at("dtype").get<std::string>() + ", expected " +
+                        std::string(dtype_name(dtype)));
+    auto owner = std::make_shared<std::vector<std::byte>>(std::move(decoded));
+    bytes = Buffer::wrap(owner->data(), owner->size(), owner);
+  }
+  if (dtype == DType::bool_) check_bools(bytes->bytes(), where);
+  return ArrayView(dtype, {static_cast<std::int64_t>(end - begin)}, std::move(bytes));
+}
+
+StringsView ArtifactReader::read_strings_range(std::string_view path, std::uint64_t count, std::uint64_t begin,
+                                               std::uint64_t end) const {
+  const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
+  const std::string where = label_ + ": strings '" + std::string(path) + "': '" + offsets_path + "'";
+  ArrayView offsets = read_array_range(offsets_path, DType::int64, count + 1, begin, end + 1);
+  auto o = offsets.values<std::int64_t>();
+  for (std::size_t i = 1; i < o.size(); ++i)
+    if (o[i] < o[i - 1])
+      throw CorruptData(where + ": offset " + std::to_string(begin + i) + " (" + std::to_string(o[i]) +
+                        ") is below offset " + std::to_string(begin + i - 1) + " (" + std::to_string(o[i - 1]) + ")");
+  const std::uint64_t size = file_size(bytes_path);
+  if (o.front() < 0 || static_cast<std::uint64_t>(o.back()) > size)
+    throw CorruptData(where + ": offsets " + std::to_string(o.front()) + " to " + std::to_string(o.back()) +
+                      " lie outside '" + bytes_path + "' (" + std::to_string(size) + " bytes)");
+  std::vector<std::int64_t> rebased(o.begin(), o.end());
+  for (auto& v : rebased) v -= o.front();
+  auto bytes = read(bytes_path, static_cast<std::uint64_t>(o.front()), static_cast<std::size_t>(rebased.back()));
+  auto owner = std::make_shared<std::vector<std::int64_t>>(std::move(rebased));
+  ArrayView view(DType::int64, {static_cast<std::int64_t>(owner->size())},
+                 Buffer::wrap(owner->data(), owner->size() * sizeof(std::int64_t), owner));
+  return StringsView(std::move(view), std::move(bytes));
+}
+
 StringsView ArtifactReader::read_strings(std::string_view path) const {
   const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
   ArrayView offsets = read_array(offsets_path, DType::int64, 1);

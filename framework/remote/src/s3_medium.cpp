@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
@@ -268,6 +269,8 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
   }
 
   std::unique_ptr<RandomAccessFile> open(std::string_view key) override;
+  std::unique_ptr<RandomAccessFile> open_sized(std::string_view key, std::uint64_t size) override;
+  std::shared_ptr<const Buffer> map_sized(std::string_view key, std::uint64_t size) override;
 
   std::optional<ObjectInfo> put(std::string_view key, std::string_view bytes, const PutCondition& condition) override {
     check_storage_key(key);
@@ -521,8 +524,10 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
 // at once. Every answer must come from the version of the object opened.
 class S3File : public RandomAccessFile {
  public:
-  S3File(std::shared_ptr<S3Medium> medium, std::string key, ObjectInfo info)
-      : medium_(std::move(medium)), key_(std::move(key)), info_(std::move(info)) {}
+  // `info` as a HEAD answered it, or (`listed`) only the size a manifest
+  // gives, which each read then checks against the server's Content-Range.
+  S3File(std::shared_ptr<S3Medium> medium, std::string key, ObjectInfo info, bool listed = false)
+      : medium_(std::move(medium)), key_(std::move(key)), info_(std::move(info)), listed_(listed) {}
   std::uint64_t size() const override { return info_.size; }
 
   void read_at(std::uint64_t offset, std::size_t size, std::byte* dst) const override {
@@ -581,6 +586,9 @@ class S3File : public RandomAccessFile {
                         " bytes asked for at offset " + std::to_string(offset));
     }
     if (r.status == 404) throw NotFound(medium_->location_text() + ": object '" + key_ + "' is gone");
+    if (listed_ && (r.status == 416 || (r.status == 206 && total_of(r) != info_.size)))
+      throw CorruptData(medium_->location_text() + ": '" + key_ + "' is not the " + std::to_string(info_.size) +
+                        " bytes listed (" + (r.status == 416 ? "it is shorter" : "it is " + std::to_string(*total_of(r))) + ")");
     if (r.status == 412 || r.status == 416 ||
         ((r.status == 206 || r.status == 200) && !info_.tag.empty() && unquote(r.header("etag").value_or(info_.tag)) != info_.tag))
       throw CorruptData(medium_->location_text() + ": object '" + key_ + "' was replaced while being read");
@@ -590,15 +598,41 @@ class S3File : public RandomAccessFile {
                         std::to_string(size) + " bytes asked for at offset " + std::to_string(offset));
   }
 
+  // The object's size as a 206's "Content-Range: bytes A-B/TOTAL" gives it.
+  static std::optional<std::uint64_t> total_of(const Response& r) {
+    const std::string range = r.header("content-range").value_or("");
+    const auto slash = range.rfind('/');
+    if (slash == std::string::npos) return std::nullopt;
+    std::uint64_t total = 0;
+    const char* end = range.data() + range.size();
+    auto [at, error] = std::from_chars(range.data() + slash + 1, end, total);
+    if (error != std::errc() || at != end) return std::nullopt;
+    return total;
+  }
+
   std::shared_ptr<S3Medium> medium_;
   std::string key_;
   ObjectInfo info_;
+  bool listed_ = false;
 };
 
 std::unique_ptr<RandomAccessFile> S3Medium::open(std::string_view key) {
   auto info = head(key);
   if (!info) throw NotFound(location_ + ": no object '" + std::string(key) + "'");
   return std::make_unique<S3File>(shared_from_this(), std::string(key), *info);
+}
+
+std::unique_ptr<RandomAccessFile> S3Medium::open_sized(std::string_view key, std::uint64_t size) {
+  check_storage_key(key);
+  if (size == 0) return open(key);  // no read would ever find it missing
+  return std::make_unique<S3File>(shared_from_this(), std::string(key), ObjectInfo{.size = size, .tag = {}, .modified = {}}, true);
+}
+
+std::shared_ptr<const Buffer> S3Medium::map_sized(std::string_view key, std::uint64_t size) {
+  auto file = open_sized(key, size);
+  auto buffer = Buffer::allocate(static_cast<std::size_t>(size));
+  file->read_at(0, static_cast<std::size_t>(size), buffer->mutable_data());
+  return buffer;
 }
 
 // A file uploaded to its final key as it is written: in one PUT when it

@@ -84,6 +84,7 @@ class GuardedMedium : public Medium {
     where_ = guarded("medium", [&] { return inner_->location(); });
   }
   std::string location() const override { return where_; }
+  bool maps_in_place() const override { return inner_->maps_in_place(); }
   std::optional<ObjectInfo> head(std::string_view key) override {
     return guarded(where_, [&] { return inner_->head(key); });
   }
@@ -105,6 +106,12 @@ class GuardedMedium : public Medium {
   }
   std::shared_ptr<const Buffer> map(std::string_view key) override {
     return guarded(where_, [&] { return inner_->map(key); });
+  }
+  std::unique_ptr<RandomAccessFile> open_sized(std::string_view key, std::uint64_t size) override {
+    return std::make_unique<GuardedFile>(guarded(where_, [&] { return inner_->open_sized(key, size); }), where_);
+  }
+  std::shared_ptr<const Buffer> map_sized(std::string_view key, std::uint64_t size) override {
+    return guarded(where_, [&] { return inner_->map_sized(key, size); });
   }
   void make_folder(std::string_view prefix) override { guarded(where_, [&] { inner_->make_folder(prefix); }); }
   std::unique_ptr<Staging> begin_staging() override {

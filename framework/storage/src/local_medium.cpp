@@ -528,6 +528,7 @@ class LocalMedium : public Medium {
       : root_(std::move(root)), root_fd_(std::move(root_fd)), durable_(durable) {}
 
   std::string location() const override { return root_.string(); }
+  bool maps_in_place() const override { return true; }
 
   std::optional<ObjectInfo> head(std::string_view key) override {
     check_key(key);

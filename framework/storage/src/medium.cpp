@@ -115,6 +115,10 @@ std::shared_ptr<const Buffer> Medium::map(std::string_view key) {
   return buffer;
 }
 
+std::unique_ptr<RandomAccessFile> Medium::open_sized(std::string_view key, std::uint64_t) { return open(key); }
+
+std::shared_ptr<const Buffer> Medium::map_sized(std::string_view key, std::uint64_t) { return map(key); }
+
 void Medium::make_folder(std::string_view) {}
 
 std::unique_ptr<Staging> Medium::begin_staging() { return std::make_unique<MemoryStaging>(*this); }

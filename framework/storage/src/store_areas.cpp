@@ -101,8 +101,14 @@ std::string ArtifactArea::read_manifest(const Digest& digest, std::size_t max_by
   }
 }
 
-std::shared_ptr<const Buffer> ArtifactArea::map(const Digest& digest, std::string_view relpath) const {
-  return medium_->map(prefix(digest) + std::string(relpath));
+std::shared_ptr<const Buffer> ArtifactArea::map_listed(const Digest& digest, std::string_view relpath,
+                                                       std::uint64_t size) const {
+  return medium_->map_sized(prefix(digest) + std::string(relpath), size);
+}
+
+std::unique_ptr<RandomAccessFile> ArtifactArea::open_listed(const Digest& digest, std::string_view relpath,
+                                                            std::uint64_t size) const {
+  return medium_->open_sized(prefix(digest) + std::string(relpath), size);
 }
 
 std::unique_ptr<RandomAccessFile> ArtifactArea::open(const Digest& digest, std::string_view relpath) const {

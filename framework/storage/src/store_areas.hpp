@@ -57,8 +57,11 @@ class ArtifactArea {
   std::string read_manifest(const Digest& digest, std::size_t max_bytes) const;
   /// A payload file mapped, or opened for positional reads. `relpath` was
   /// validated by the caller. Throws NotFound, CorruptData.
-  std::shared_ptr<const Buffer> map(const Digest& digest, std::string_view relpath) const;
   std::unique_ptr<RandomAccessFile> open(const Digest& digest, std::string_view relpath) const;
+  /// The same for a file the manifest lists with `size` bytes: an object
+  /// store is not asked for the size first (Medium::open_sized).
+  std::shared_ptr<const Buffer> map_listed(const Digest& digest, std::string_view relpath, std::uint64_t size) const;
+  std::unique_ptr<RandomAccessFile> open_listed(const Digest& digest, std::string_view relpath, std::uint64_t size) const;
   /// A payload file's size and time, without opening it; nullopt when missing.
   /// Throws CorruptData when it is not an object (a link, a FIFO).
   std::optional<ObjectInfo> head(const Digest& digest, std::string_view relpath) const;

@@ -561,11 +561,17 @@ void import_jsonl(const std::filesystem::path& file, ArtifactWriter& out) {
 
 namespace {
 
+// Reads slots [begin, end) of each node of `total` slots: all of them (the
+// files mapped and checked whole) or a range (only its part of each file
+// read, and checked; a list's offsets, delta-coded, are read whole).
 class Loader {
  public:
   explicit Loader(const ArtifactReader& in) : in_(in) {}
 
-  RecordNode node(const nlohmann::json& s, const std::string& path, std::size_t slots, bool may_be_missing) {
+  RecordNode node(const nlohmann::json& s, const std::string& path, std::size_t total, std::size_t begin,
+                  std::size_t end, bool may_be_missing) {
+    const bool whole = begin == 0 && end == total;
+    const std::size_t slots = end - begin;
     const std::string where = in_.label() + ": records column '" + path + "'";
     auto bad = [&](const std::string& why) { throw CorruptData(where + " " + why); };
     if (!s.is_object() || !s.contains("kind") || !s["kind"].is_string() || !s.contains("nullable") ||
@@ -581,14 +587,14 @@ class Loader {
     if (it == std::end(kKinds)) throw Unsupported(where + " has unknown kind '" + kind + "'");
     n.kind = *it;
     if (s["optional"].get<bool>() && !may_be_missing) bad("is marked optional, but only an object's fields can be missing");
-    if (slots > kMaxSlots) bad("claims " + std::to_string(slots) + " slots");
+    if (total > kMaxSlots) bad("claims " + std::to_string(total) + " slots");
     const bool unconfirmed =
         n.kind == RecordKind::null || (n.kind == RecordKind::object && s.contains("fields") && s["fields"].empty());
     if (unconfirmed && !s["nullable"].get<bool>()) bad("lacks the validity bitmap its kind requires");
-    if (s["nullable"].get<bool>()) n.valid = bitmap(path + ".valid.npy", slots, where);
-    if (s["optional"].get<bool>()) n.missing = bitmap(path + ".missing.npy", slots, where);
+    if (s["nullable"].get<bool>()) n.valid = bitmap(path + ".valid.npy", total, begin, end, where);
+    if (s["optional"].get<bool>()) n.missing = bitmap(path + ".missing.npy", total, begin, end, where);
 
-    auto array = [&](const std::string& file, DType dtype, std::size_t count) {
+    auto whole_array = [&](const std::string& file, DType dtype, std::size_t count) {
       require(file, where);
       ArrayView a = in_.read_array(file, dtype, 1);
       if (a.size() != count)
@@ -596,44 +602,59 @@ class Loader {
             std::to_string(count));
       return a;
     };
+    auto array = [&](const std::string& file, DType dtype, std::size_t count) {
+      if (whole) return whole_array(file, dtype, count);
+      require(file, where);
+      return in_.read_array_range(file, dtype, count, begin, end);
+    };
     switch (n.kind) {
       case RecordKind::null: break;
-      case RecordKind::boolean: n.values = array(path + ".npy", DType::bool_, slots).buffer(); break;
+      case RecordKind::boolean: n.values = array(path + ".npy", DType::bool_, total).buffer(); break;
       case RecordKind::integer: {
         const std::string dtype = s.value("dtype", std::string());
         if (dtype != "int64" && dtype != "uint64") bad("has integer dtype '" + dtype + "' (int64 or uint64)");
         n.is_unsigned = dtype == "uint64";
-        n.values = array(path + ".npy", n.is_unsigned ? DType::uint64 : DType::int64, slots).buffer();
+        n.values = array(path + ".npy", n.is_unsigned ? DType::uint64 : DType::int64, total).buffer();
         break;
       }
-      case RecordKind::floating: n.values = array(path + ".npy", DType::float64, slots).buffer(); break;
+      case RecordKind::floating: n.values = array(path + ".npy", DType::float64, total).buffer(); break;
       case RecordKind::string: {
         const std::string encoding = s.value("encoding", std::string());
         if (encoding == "plain") {
-          strings(n, path, slots, where);
-        } else if (encoding == "dictionary") {
+          strings(n, path, total, begin, end, where);
+        } else if (encoding == "dictionary" && whole) {
           const detail::DictionaryColumn dict = detail::read_dictionary_column(in_, path, slots, 0, slots, where);
           n.values = dict.words.offsets().buffer();
           n.bytes = dict.words.bytes_buffer();
           n.codes = dict.codes.buffer();
+        } else if (encoding == "dictionary") {
+          dictionary_range(n, path, total, begin, end, where);
         } else {
           throw Unsupported(where + " has unknown string encoding '" + encoding + "'");
         }
         break;
       }
       case RecordKind::json: {
-        strings(n, path, slots, where);
+        strings(n, path, total, begin, end, where);
         check_json(n, where);
         break;
       }
       case RecordKind::list: {
-        ArrayView offsets = array(path + ".offsets.npy", DType::int64, slots + 1);
+        ArrayView offsets = whole_array(path + ".offsets.npy", DType::int64, total + 1);
         auto o = offsets.values<std::int64_t>();
         validate_offsets(o, static_cast<std::uint64_t>(std::max<std::int64_t>(o.back(), 0)), where,
                          "its items number " + std::to_string(o.back()));
-        n.values = offsets.buffer();
         if (!s.contains("items")) bad("is a list without 'items'");
-        n.children.push_back(node(s["items"], path + "/items", static_cast<std::size_t>(o.back()), false));
+        const auto first = static_cast<std::size_t>(o[begin]), last = static_cast<std::size_t>(o[end]);
+        if (whole) {
+          n.values = offsets.buffer();
+        } else {
+          auto rebased = Buffer::allocate((slots + 1) * sizeof(std::int64_t));
+          auto* r = reinterpret_cast<std::int64_t*>(rebased->mutable_data());
+          for (std::size_t i = 0; i <= slots; ++i) r[i] = o[begin + i] - o[begin];
+          n.values = std::move(rebased);
+        }
+        n.children.push_back(node(s["items"], path + "/items", static_cast<std::size_t>(o.back()), first, last, false));
         break;
       }
       case RecordKind::object: {
@@ -645,11 +666,11 @@ class Loader {
           const std::string name = f["name"].get<std::string>();
           if (!is_valid_utf8(name) || !seen.insert(name).second) bad("has a repeated or non-UTF-8 field name");
           n.names.push_back(name);
-          n.children.push_back(node(f, path + "/" + std::to_string(k), slots, true));
+          n.children.push_back(node(f, path + "/" + std::to_string(k), total, begin, end, true));
         }
         const std::string order = s.value("key_order", std::string("schema"));
         if (order == "per_record") {
-          key_orders(n, path, where);
+          key_orders(n, path, total, begin, end, where);
         } else if (order != "schema") {
           throw Unsupported(where + " has unknown key_order '" + order + "'");
         }
@@ -662,21 +683,82 @@ class Loader {
  private:
   void require(const std::string& file, const std::string& where) const { detail::require_file(in_, file, where); }
 
-  std::shared_ptr<const Buffer> bitmap(const std::string& file, std::size_t slots, const std::string& where) {
-    return detail::read_bitmap(in_, file, slots, where).buffer();
+  // Bits [begin, end) of a bitmap of `total`, moved to start at bit 0.
+  std::shared_ptr<const Buffer> bitmap(const std::string& file, std::size_t total, std::size_t begin, std::size_t end,
+                                       const std::string& where) {
+    if (begin == 0 && end == total) return detail::read_bitmap(in_, file, total, where).buffer();
+    require(file, where);
+    ArrayView bytes = in_.read_array_range(file, DType::uint8, (total + 7) / 8, begin / 8, (end + 7) / 8);
+    if (begin % 8 == 0) return bytes.buffer();
+    const Buffer& from = *bytes.buffer();
+    auto bits = Buffer::allocate((end - begin + 7) / 8);
+    std::memset(bits->mutable_data(), 0, bits->size());
+    for (std::size_t i = begin; i < end; ++i)
+      if (detail::bit_at(from, i - begin / 8 * 8))
+        bits->mutable_data()[(i - begin) / 8] |= static_cast<std::byte>(1u << ((i - begin) % 8));
+    return bits;
   }
 
-  void strings(RecordNode& n, const std::string& path, std::size_t count, const std::string& where) {
+  void strings(RecordNode& n, const std::string& path, std::size_t total, std::size_t begin, std::size_t end,
+               const std::string& where) {
     require(path + ".offsets.npy", where);
     require(path + ".bytes", where);
-    StringsView v = in_.read_strings(path);
-    if (v.size() != count)
+    StringsView v = begin == 0 && end == total ? in_.read_strings(path) : in_.read_strings_range(path, total, begin, end);
+    if (v.size() != end - begin)
       throw CorruptData(where + " holds " + std::to_string(v.size()) + " strings where the schema has " +
-                        std::to_string(count));
+                        std::to_string(total));
     n.values = v.offsets().buffer();
     n.bytes = v.bytes_buffer();
   }
 
+
+  // Slots [begin, end) of a dictionary-encoded string column: their codes,
+  // and of the dictionary the few words they use, one by one (or all of it
+  // when they use many), renumbered in the order of their codes.
+  void dictionary_range(RecordNode& n, const std::string& path, std::size_t total, std::size_t begin, std::size_t end,
+                        const std::string& where) {
+    constexpr std::size_t kFewWords = 64;
+    const std::string dict = path + ".dict";
+    require(dict + ".offsets.npy", where);
+    require(dict + ".bytes", where);
+    require(path + ".codes.npy", where);
+    ArrayView stored = in_.read_array_range(path + ".codes.npy", DType::uint32, total, begin, end);
+    std::vector<std::uint32_t> codes(stored.values<std::uint32_t>().begin(), stored.values<std::uint32_t>().end());
+    std::vector<std::uint32_t> used(codes);
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    const std::uint64_t offsets = in_.array_length(dict + ".offsets.npy");
+    const std::uint64_t words = offsets == 0 ? 0 : offsets - 1;
+    for (std::size_t i = 0; i < codes.size(); ++i)
+      if (codes[i] >= words)
+        throw CorruptData(where + " has code " + std::to_string(codes[i]) + " at row " + std::to_string(begin + i) +
+                          ", but the dictionary holds " + std::to_string(words) + " strings");
+    if (used.size() > kFewWords) {
+      const StringsView all = in_.read_strings(dict);
+      if (all.size() != words) throw CorruptData(where + ": '" + dict + "' changed while being read");
+      n.values = all.offsets().buffer();
+      n.bytes = all.bytes_buffer();
+    } else {
+      std::vector<std::int64_t> merged_offsets{0};
+      std::string merged;
+      for (std::uint32_t code : used) {
+        const StringsView word = in_.read_strings_range(dict, words, code, code + 1);
+        merged += word[0];
+        merged_offsets.push_back(static_cast<std::int64_t>(merged.size()));
+      }
+      for (auto& c : codes)
+        c = static_cast<std::uint32_t>(std::lower_bound(used.begin(), used.end(), c) - used.begin());
+      n.values = owned(std::move(merged_offsets));
+      n.bytes = owned(std::vector<char>(merged.begin(), merged.end()));
+    }
+    n.codes = owned(std::move(codes));
+  }
+
+  template <class T>
+  static std::shared_ptr<const Buffer> owned(std::vector<T> values) {
+    auto holder = std::make_shared<std::vector<T>>(std::move(values));
+    return Buffer::wrap(holder->data(), holder->size() * sizeof(T), holder);
+  }
 
   // Every JSON text is one JSON value, so export writes only JSON.
   void check_json(const RecordNode& n, const std::string& where) {
@@ -697,13 +779,15 @@ class Loader {
     }
   }
 
-  void key_orders(RecordNode& n, const std::string& path, const std::string& where) {
+  void key_orders(RecordNode& n, const std::string& path, std::size_t total, std::size_t begin, std::size_t end,
+                  const std::string& where) {
     require(path + ".order.npy", where);
     require(path + ".orders.offsets.npy", where);
     require(path + ".orders.bytes", where);
-    ArrayView codes = in_.read_array(path + ".order.npy", DType::uint32, 1);
+    ArrayView codes = begin == 0 && end == total ? in_.read_array(path + ".order.npy", DType::uint32, 1)
+                                                 : in_.read_array_range(path + ".order.npy", DType::uint32, total, begin, end);
     if (codes.size() != n.slots)
-      throw CorruptData(where + " holds " + std::to_string(codes.size()) + " key orders for " + std::to_string(n.slots) + " slots");
+      throw CorruptData(where + " holds " + std::to_string(codes.size()) + " key orders for " + std::to_string(total) + " slots");
     StringsView orders = in_.read_strings(path + ".orders");
     for (std::size_t j = 0; j < orders.size(); ++j) {
       const std::string_view o = orders[j];
@@ -724,7 +808,7 @@ class Loader {
     auto c = codes.values<std::uint32_t>();
     for (std::size_t i = 0; i < c.size(); ++i)
       if (c[i] >= n.orders.size())
-        throw CorruptData(where + ": slot " + std::to_string(i) + " has key order " + std::to_string(c[i]) + " of " +
+        throw CorruptData(where + ": slot " + std::to_string(begin + i) + " has key order " + std::to_string(c[i]) + " of " +
                           std::to_string(n.orders.size()));
     n.order_codes = codes.buffer();
   }
@@ -734,14 +818,18 @@ class Loader {
 
 }  // namespace
 
-RecordCollection load_records(const ArtifactReader& in) {
+RecordCollection load_records(const ArtifactReader& in, const RecordSelection& selection) {
   in.require_materializer(materializer<RecordCollection>::name, materializer<RecordCollection>::version,
                           "a record collection");
   const auto count = in.meta<std::size_t>("count");
+  const auto [begin, end] = selection.rows.value_or(std::pair<std::size_t, std::size_t>{0, count});
+  if (begin > end || end > count)
+    throw InvalidArgument(in.label() + ": records [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") are outside [0, " + std::to_string(count) + ")");
   const auto schema = in.meta<nlohmann::json>("schema");
-  RecordNode root = Loader(in).node(schema, std::string(kRootPath), count, false);
+  RecordNode root = Loader(in).node(schema, std::string(kRootPath), count, begin, end, false);
   root.label = in.label();
-  return detail::RecordAccess::make(std::make_shared<const RecordNode>(std::move(root)), count);
+  return detail::RecordAccess::make(std::make_shared<const RecordNode>(std::move(root)), end - begin);
 }
 
 void materializer<RecordCollection>::validate(const ArtifactReader& in) {

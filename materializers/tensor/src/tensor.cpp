@@ -668,17 +668,24 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   if (begin < 0 || end < begin || end > l.shape[0])
     throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
                           ") are outside [0, " + std::to_string(l.shape[0]) + ")");
+  std::uint64_t row = dtype_size(l.dtype);
+  for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
+  auto shape = l.shape;
+  shape[0] = end - begin;
+  const std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
+  if (!l.packed && !l.recipe && !in.maps_in_place()) {
+    // A remote file: fetch the rows' bytes, not the whole file to map.
+    RawPayload raw = open_raw(in, l, Access::read);
+    auto data = in.read(kRawFile, raw.data_offset + lo, static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
+    check_bools(l, data->bytes(), lo, in, kRawFile);
+    return Tensor::Make(l.dtype, std::move(shape), std::move(data));
+  }
   if (!l.packed || l.recipe) {  // mapped, or encoded (delta needs every element before the rows)
     Tensor whole = materializer<Tensor>::load(in);
     return whole.rows(begin, end);
   }
-  std::uint64_t row = dtype_size(l.dtype);
-  for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
   ChunkIndex ix = open_packed(in, l, Access::read);
-  auto shape = l.shape;
-  shape[0] = end - begin;
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
-  std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
   decode_range(in, ix, lo, row * static_cast<std::uint64_t>(end), data->mutable_data());
   check_bools(l, data->bytes(), lo, in, kPackedFile);
   return Tensor::Make(l.dtype, std::move(shape), std::move(data));

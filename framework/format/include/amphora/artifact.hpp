@@ -34,6 +34,7 @@ namespace amphora {
 
 class Staging;
 struct MaterializerEntry;
+struct NpyHeader;
 namespace detail {
 class AMPHORA_INTERNAL ArtifactArea;
 class AMPHORA_INTERNAL ArtifactContext;
@@ -328,6 +329,10 @@ class ArtifactReader {
   /// Throws NotFound if unlisted or missing, CorruptData if its size differs
   /// from the manifest. Contents are not re-hashed here (see Store::verify).
   std::shared_ptr<const Buffer> map(std::string_view path) const;
+  /// Whether map() shares the stored bytes (a local store) rather than
+  /// fetching the whole file into memory (a remote one): a reader after a
+  /// small part of a large file uses read() where it is not.
+  bool maps_in_place() const;
   /// Reads bytes [offset, offset + size) of a listed payload file into fresh
   /// memory with pread. Unlike a mapping, a file that shrinks meanwhile gives
   /// CorruptData, never SIGBUS: validation passes use this. Throws NotFound
@@ -372,6 +377,22 @@ class ArtifactReader {
   /// Maps the merged strings written by write_strings(path), checking that the
   /// offsets start at 0, never decrease and end at the size of the bytes file.
   StringsView read_strings(std::string_view path) const;
+  /// Elements [begin, end) of the 1-d array `path` of `count` elements of
+  /// `dtype`, reading only their bytes where the file allows: an array
+  /// stored as it is, or encoded element by element (decimal, squeeze); one
+  /// with delta or shuffle is read whole and sliced. A remote store fetches
+  /// only what is read. Throws as read_array, CorruptData when the array
+  /// does not hold `count` elements, InvalidArgument for a range outside it.
+  ArrayView read_array_range(std::string_view path, DType dtype, std::uint64_t count, std::uint64_t begin,
+                             std::uint64_t end) const;
+  /// The element count of the 1-d array `path`, from its header or
+  /// encoding recipe alone. Throws as read_array.
+  std::uint64_t array_length(std::string_view path) const;
+  /// Strings [begin, end) of the `count` merged strings under `path`, their
+  /// offsets rebased to start at 0, reading only their offsets and bytes.
+  /// The offsets read are checked as read_strings checks all of them.
+  StringsView read_strings_range(std::string_view path, std::uint64_t count, std::uint64_t begin,
+                                 std::uint64_t end) const;
 
   /// The children listed in the manifest, sorted by role.
   const std::vector<ChildEntry>& children() const& { return manifest_->children; }
@@ -401,6 +422,9 @@ class ArtifactReader {
   AMPHORA_INTERNAL ArtifactReader(std::shared_ptr<detail::ArtifactContext> context,
                                   std::shared_ptr<const detail::ArtifactArea> artifacts, Digest digest,
                                   std::shared_ptr<const Manifest> manifest, std::string label, int depth);
+  template <class Access>
+  auto checked(std::string_view path, Access&& access) const;
+  std::optional<NpyHeader> read_npy_head(std::string_view path, std::shared_ptr<const Buffer>& head) const;
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
   ArrayView read_stored_array(std::string_view path, const std::string& where) const;

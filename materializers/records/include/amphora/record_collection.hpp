@@ -21,9 +21,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 AMPHORA_API_BEGIN
 
@@ -91,12 +93,21 @@ class RecordCollection {
   std::size_t size_ = 0;
 };
 
+/// What load_records reads: some records (all when absent).
+struct RecordSelection {
+  std::optional<std::pair<std::size_t, std::size_t>> rows{};  ///< [begin, end)
+};
+
 /// Opens a stored collection: maps every column, decodes the encoded ones and
 /// checks the structure (every column's length against the schema, list
 /// offsets monotone and ending at their items' count, codes within their
-/// dictionaries, bitmaps' sizes). Throws CorruptData naming the artifact and
-/// column for damage, Unsupported for an unknown kind.
-RecordCollection load_records(const ArtifactReader& in);
+/// dictionaries, bitmaps' sizes). With `selection.rows`, the collection of
+/// just those records, reading only their part of each column file (a list
+/// column's offsets and a dictionary whole), so a remote store fetches that
+/// part alone; the checks apply to what is read. Throws CorruptData naming
+/// the artifact and column for damage, Unsupported for an unknown kind,
+/// InvalidArgument for rows outside the collection.
+RecordCollection load_records(const ArtifactReader& in, const RecordSelection& selection = {});
 
 /// Saves the JSON lines file as a record collection into `out` without
 /// holding it: after read_jsonl's schema pass the file is read twice more in

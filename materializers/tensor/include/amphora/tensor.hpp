@@ -166,7 +166,10 @@ struct materializer<Tensor> {
 };
 
 /// Reads rows [begin, end) along the first axis of a stored tensor, touching
-/// only the compressed chunks that hold them. Throws InvalidArgument for an
+/// only the compressed chunks that hold them (and, on a remote, fetching only
+/// the chunk index and those chunks, or the rows' bytes of an uncompressed
+/// tensor). An uncompressed tensor in a local store shares its mapping. An
+/// encoded one (ArrayEncoding) is read whole. Throws InvalidArgument for an
 /// out-of-range interval, Unsupported if `in` is not a tensor artifact.
 Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end);
 

@@ -202,6 +202,17 @@ class Medium {
   /// The whole object as a buffer; the local medium maps it read-only.
   /// Throws as get() (without a size limit).
   virtual std::shared_ptr<const Buffer> map(std::string_view key);
+  /// Whether map() shares the stored bytes (a local file's mapping) rather
+  /// than copying them in (the generic version, an object store): a reader
+  /// after a small part of a large object reads that part where it is not.
+  virtual bool maps_in_place() const { return false; }
+  /// open() of an object whose size is known from elsewhere (a manifest).
+  /// A medium where looking costs a request (an object store) skips the
+  /// look: a missing object is then NotFound, and one of another size
+  /// CorruptData, at the first read. The generic version is open().
+  virtual std::unique_ptr<RandomAccessFile> open_sized(std::string_view key, std::uint64_t size);
+  /// map() of an object whose size is known from elsewhere, likewise.
+  virtual std::shared_ptr<const Buffer> map_sized(std::string_view key, std::uint64_t size);
   /// Makes the folder `prefix` (ending with '/') visible while empty, where
   /// the medium has folders of their own (a directory); the generic media
   /// have none, and do nothing.
