@@ -10,6 +10,9 @@
 //   small   1,000 small tensors (a few hundred bytes each), pushed and
 //           pulled as 1,000 artifacts, vs a boto3 loop of put_object /
 //           get_object of their payloads
+//   rows    10 rows of a 1 GiB LZ4 tensor read through to the remote by a
+//           store that lacks it (load_tensor_rows), vs pulling the whole
+//           artifact; the bytes come through a relay here that counts them
 //
 // Peak RSS is measured around each push and pull (VmHWM over what the
 // process held before).
@@ -18,9 +21,21 @@
 
 #include <amphora/storage/s3.hpp>
 
+#include <amphora/tensor.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace amphora_bench {
 
@@ -61,6 +76,108 @@ class Server {
  private:
   fs::path dir_;
   std::string endpoint_, bucket_;
+};
+
+// A TCP relay on 127.0.0.1 in front of the server that counts what it
+// relays: the bytes of the answers, and the requests (the ends of their
+// heads; the reads it serves send no bodies).
+class CountingRelay {
+ public:
+  explicit CountingRelay(const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    upstream_port_ = static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1)));
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listener_, 64) != 0 || ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      throw std::runtime_error("remote bench: cannot listen for the relay");
+    endpoint_ = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~CountingRelay() {
+    stopping_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    acceptor_.join();
+    std::lock_guard lock(mutex_);
+    for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& t : relays_) t.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  std::uint64_t bytes_down() const { return down_; }
+  std::uint64_t requests() const { return requests_; }
+  void reset() { down_ = 0, requests_ = 0; }
+
+ private:
+  void accept_loop() {
+    while (!stopping_) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      to.sin_port = htons(upstream_port_);
+      if (server < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+        ::close(client);
+        if (server >= 0) ::close(server);
+        continue;
+      }
+      const int one = 1;  // relayed writes go out at once, as the client's and the server's do
+      ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::lock_guard lock(mutex_);
+      open_.insert(client), open_.insert(server);
+      relays_.emplace_back([this, client, server] { relay(client, server); });
+    }
+  }
+  void relay(int client, int server) {
+    std::vector<char> buffer(1 << 16);
+    std::string tail;  // the last bytes sent up, to find head ends split across reads
+    pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+    for (bool open = true; open && !stopping_;) {
+      if (::poll(fds, 2, 1000) < 0) break;
+      for (int k = 0; k < 2 && open; ++k) {
+        if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const ssize_t n = ::read(fds[k].fd, buffer.data(), buffer.size());
+        if (n <= 0 || !send_all(fds[1 - k].fd, buffer.data(), static_cast<std::size_t>(n))) {
+          open = false;
+          break;
+        }
+        if (k == 1) {
+          down_ += static_cast<std::uint64_t>(n);
+        } else {
+          tail.append(buffer.data(), static_cast<std::size_t>(n));
+          for (std::size_t at; (at = tail.find("\r\n\r\n")) != std::string::npos;) ++requests_, tail.erase(0, at + 4);
+          if (tail.size() > 3) tail.erase(0, tail.size() - 3);
+        }
+      }
+    }
+    std::lock_guard lock(mutex_);
+    open_.erase(client), open_.erase(server);
+    ::close(client), ::close(server);
+  }
+  static bool send_all(int fd, const char* data, std::size_t n) {
+    while (n > 0) {
+      const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
+      if (sent <= 0) return false;
+      data += sent, n -= static_cast<std::size_t>(sent);
+    }
+    return true;
+  }
+
+  std::uint16_t upstream_port_ = 0;
+  int listener_ = -1;
+  std::string endpoint_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> down_{0}, requests_{0};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::set<int> open_;
+  std::vector<std::thread> relays_;
 };
 
 struct Timed {
@@ -185,6 +302,83 @@ void run_remote(const Options& o, Verdicts& verdict) {
               "  (" + fmt("%.0f", static_cast<double>(n) / median(pull.seconds)) + " artifacts/s)");
     retire(o.dir / "remote-src");
     retire(payloads);
+
+    // What the gateway itself can take: small PUTs and GETs on `jobs`
+    // connections with no store around them. A pushed artifact costs two
+    // PUTs (its file, then its manifest) and a pulled one two GETs, so these
+    // bound the ratios above whatever the client does.
+    auto medium = amphora::open_s3_medium(base + "/ceiling", {.endpoint = server.endpoint()});
+    const std::string object(200, 'x');
+    auto rate = [&](bool put) {
+      std::atomic<std::size_t> next{0};
+      auto t0 = Clock::now();
+      std::vector<std::thread> threads;
+      for (std::size_t j = 0; j < jobs; ++j)
+        threads.emplace_back([&] {
+          for (std::size_t k; (k = next++) < 2 * n;) {
+            const std::string key = "o/" + std::to_string(k);
+            if (put) (void)medium->put(key, object);
+            else (void)medium->get(key, 1024);
+          }
+        });
+      for (auto& t : threads) t.join();
+      return static_cast<double>(2 * n) / seconds_since(t0);
+    };
+    const double puts = rate(true), gets = rate(false);
+    for (const auto& entry : amphora::list_all(*medium, "o/", false)) medium->remove(entry.key);
+    std::printf("  gateway ceiling: %.0f small PUT/s, %.0f small GET/s on %zu connections; at 2 per artifact, "
+                "push >= %.2f s (%.2fx boto3 at best), pull >= %.2f s (%.2fx)\n",
+                puts, gets, jobs, 2 * static_cast<double>(n) / puts, peer_push / (2 * static_cast<double>(n) / puts),
+                2 * static_cast<double>(n) / gets, peer_pull / (2 * static_cast<double>(n) / gets));
+  }
+
+  // Ten rows of a large LZ4 tensor, read through to the remote.
+  {
+    // int32 counters with a little noise: LZ4 keeps about a third.
+    amphora::Tensor t = amphora::Tensor::zeros(amphora::DType::int32, {mib * 256, 1024});
+    auto v = t.mutable_values<std::int32_t>();
+    Rng rng(5);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(i % 4096 + (rng.next() & 15));
+    auto source = store_with_remote(o.dir / "remote-src", server, base + "/rows");
+    const auto digest =
+        source.save(t, {.name = "rows", .options = amphora::TensorOptions{amphora::Compression::lz4}}).digest;
+    source.push({"rows"}, {.jobs = jobs});
+    const auto stored = source.open_artifact(digest);
+    const std::uint64_t manifest = fs::file_size(artifact_dir(source, digest) / "manifest.json");
+    const std::uint64_t index = stored.file_size("tensor.chunks.npy"), packed = stored.file_size("tensor.npy.lz4");
+    const std::uint64_t frames = stored.meta()["chunks"].get<std::uint64_t>();
+    CountingRelay relay(server.endpoint());
+    std::vector<double> rows_s, fetched, requests;
+    Timed pull;
+    for (int r = 0; r < repeats; ++r) {
+      auto reader_store = fresh_store(o.dir / "remote-dst");
+      reader_store.add_remote({.name = "bench", .url = base + "/rows", .endpoint = relay.endpoint()});
+      const std::int64_t first = (static_cast<std::int64_t>(r) * 7919 * 256 + 1000) % (t.shape()[0] - 10);
+      relay.reset();
+      auto t0 = Clock::now();
+      const amphora::Tensor rows = amphora::load_tensor_rows(reader_store.open_artifact("rows"), first, first + 10);
+      rows_s.push_back(seconds_since(t0));
+      fetched.push_back(static_cast<double>(relay.bytes_down()));
+      requests.push_back(static_cast<double>(relay.requests()));
+      if (std::memcmp(rows.data(), t.rows(first, first + 10).data(), rows.nbytes()) != 0)
+        throw std::runtime_error("remote bench: read the wrong rows");
+      if (reader_store.contains(digest)) throw std::runtime_error("remote bench: the rows pulled the artifact");
+      pull.measure([&] { reader_store.pull({"rows"}, {.jobs = jobs}); });
+      retire(o.dir / "remote-dst");
+    }
+    clear_remote(source);
+    retire(o.dir / "remote-src");
+    const double frame = static_cast<double>(packed) / static_cast<double>(frames);
+    const double allowed = static_cast<double>(manifest + index) + 2 * frame;
+    const double speedup = median(rows_s) > 0 ? median(pull.seconds) / median(rows_s) : 0;
+    std::printf("  %-34s %9.3f s %9.3f s  %6.0fx  (whole pull: %s MB of LZ4 frames)  target >= 50x: %s\n",
+                ("10 rows of " + std::to_string(mib) + " MiB LZ4 tensor").c_str(), median(rows_s), median(pull.seconds),
+                speedup, fmt("%.0f", static_cast<double>(packed) / 1e6).c_str(), verdict(speedup >= 50));
+    std::printf("  rows fetched %.0f KiB in %.0f requests; manifest %.1f KiB + index %.1f KiB + 2 frames of %.0f KiB "
+                "= %.0f KiB, plus 1 KiB of HTTP head per request: %s\n",
+                median(fetched) / 1024, median(requests), static_cast<double>(manifest) / 1024,
+                static_cast<double>(index) / 1024, frame / 1024, allowed / 1024,
+                verdict(median(fetched) <= allowed + 1024 * median(requests)));
   }
 }
 

@@ -1,6 +1,7 @@
 // The README's record collection example, compiled and run:
 //   amphora_records_demo STORE_DIR
-// Saves two COCO-style annotations, reads record 1 back alone, and round-trips
+// Saves two COCO-style annotations, reads record 1 back alone (and record 0 from
+// its part of the column files), and round-trips
 // them through a JSON lines file in the store directory.
 
 #include <amphora/amphora.hpp>
@@ -22,12 +23,13 @@ int main(int argc, char** argv) {
     store.save(records, {.name = "coco"});
     auto back = store.load<amphora::RecordCollection>("coco");
     nlohmann::ordered_json second = back.record(1);
+    auto some = amphora::load_records(store.open_artifact("coco"), {.rows = std::pair{0, 1}});  // only their bytes
     const auto file = std::filesystem::path(argv[1]) / "coco.jsonl";
     back.write_jsonl(file);
     auto from_file = amphora::RecordCollection::read_jsonl(file);
     std::cout << "record 1: " << second.dump() << "\nschema of 'bboxes' items: "
               << back.schema()["fields"][2]["items"]["items"]["kind"] << "\n";
-    return second == annotations[1] && from_file.equals(records) ? 0 : 1;
+    return second == annotations[1] && some.size() == 1 && some.record(0) == annotations[0] && from_file.equals(records) ? 0 : 1;
   } catch (const amphora::Error& e) {
     std::cerr << "amphora_records_demo: " << e.what() << "\n";
     return 1;
