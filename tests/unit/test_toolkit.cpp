@@ -297,6 +297,8 @@ struct amphora::materializer<EncodedColumns> {
     out.write_array<std::int64_t>("squeeze.npy", e.values, {.squeeze = true});
     out.write_array<std::int64_t>("delta.npy", e.values, {.delta = true, .squeeze = true});
     out.write_array<std::int64_t>("shuffle.npy", e.values, {.shuffle = true});
+    const std::int64_t grid[] = {50, 100};
+    out.write_array("grid.npy", DType::int64, grid, std::as_bytes(std::span<const std::int64_t>(e.values)), {.squeeze = true});
   }
   static EncodedColumns load(const ArtifactReader&) { return {}; }
 };
@@ -343,6 +345,7 @@ TEST_CASE("Ranges of arrays read their elements alone, or the whole file where t
   CHECK_THROWS_WITH(raw_reader.read_array_range("short.npy", DType::int32, 999, 0, 10), Catch::Contains("1000 elements where 999"));
   CHECK_THROWS_WITH(raw_reader.read_array_range("short.npy", DType::int64, 1000, 0, 10), Catch::Contains("expected int64"));
   CHECK_THROWS_AS(raw_reader.read_array_range("two_d.npy", DType::int32, 1000, 0, 10), CorruptData);
+  CHECK_THROWS_WITH(reader.read_array_range("grid.npy", DType::int64, 5000, 0, 10), Catch::Contains("2 dimensions"));
   CHECK_THROWS_AS(raw_reader.read_array_range("short.npy", DType::int32, 1000, 10, 1001), InvalidArgument);
   CHECK_THROWS_AS(raw_reader.read_array_range("short.npy", DType::int32, 1000, 11, 10), InvalidArgument);
   CHECK_THROWS_AS(raw_reader.read_array_range("absent.npy", DType::int32, 1000, 0, 1), NotFound);

@@ -341,8 +341,11 @@ ArrayView ArtifactReader::read_array_range(std::string_view path, DType dtype, s
   };
   bool elementwise = true;
   if (recipe) {
+    if (!recipe->is_object()) return whole();  // read_array names the damage
     auto t = recipe->find("transforms");
-    if (!recipe->is_object() || t == recipe->end() || !t->is_array()) return whole();  // read_array names the damage
+    auto shape = recipe->find("shape");
+    if (t == recipe->end() || !t->is_array() || shape == recipe->end() || *shape != nlohmann::json::array({count}))
+      return whole();  // the same, or an array of other dimensions
     for (const auto& name : *t) elementwise = elementwise && (name == "decimal" || name == "squeeze");
   }
   const std::uint64_t size = file_size(path);
