@@ -438,6 +438,14 @@ Column load_column(const ArtifactReader& in, const Schema& s, std::size_t k, std
   const std::string where = in.label() + ": column '" + name + "'";
   auto valid = s.nullable[k] ? read_validity(in, path, s.rows, begin, end, where) : nullptr;
   const ColumnType type = s.types[k];
+  // Where mapping a file would fetch it whole (a remote store), only the
+  // rows' part of each file is read.
+  const bool ranged = !in.maps_in_place() && (begin != 0 || end != s.rows);
+  if (type != ColumnType::string && ranged) {
+    ArrayView a = in.read_array_range(path + ".npy", dtype_of_column(type), s.rows, begin, end);
+    return ColumnAccess::make(type, end - begin, Tensor::Make(a.dtype(), {static_cast<std::int64_t>(end - begin)}, a.buffer()),
+                              nullptr, std::move(valid));
+  }
   if (type != ColumnType::string) {
     ArrayView a = in.read_array(path + ".npy", dtype_of_column(type), 1);
     if (a.size() != s.rows)
@@ -447,6 +455,12 @@ Column load_column(const ArtifactReader& in, const Schema& s, std::size_t k, std
                                  Buffer::slice(a.buffer(), begin * width, (end - begin) * width));
     if (in.load_options().eager) values = values.copy();
     return ColumnAccess::make(type, end - begin, std::move(values), nullptr, std::move(valid));
+  }
+  if (s.encodings[k] == "plain" && ranged) {
+    StringsView strings = in.read_strings_range(path, s.rows, begin, end);
+    const ArrayView& offsets = strings.offsets();
+    Tensor o = Tensor::Make(DType::int64, {static_cast<std::int64_t>(end - begin + 1)}, offsets.buffer());
+    return ColumnAccess::make(type, end - begin, std::move(o), strings.bytes_buffer(), std::move(valid));
   }
   if (s.encodings[k] == "plain") {
     StringsView strings = in.read_strings(path);

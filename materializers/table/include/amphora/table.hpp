@@ -138,7 +138,10 @@ struct TableSelection {
 
 /// Reads the columns and rows of `selection` from a stored table, touching
 /// only those columns' files (mapped; strings and bitmaps decoded for the rows
-/// asked for). Throws NotFound for an unknown column, InvalidArgument for rows
+/// asked for). Where mapping would fetch a file whole (a remote store), a
+/// row range reads only its part of number and plain string columns; a
+/// dictionary column's codes and dictionary, and validity bitmaps, are read
+/// whole. Throws NotFound for an unknown column, InvalidArgument for rows
 /// outside the table, CorruptData naming the artifact and column for damage.
 Table load_table(const ArtifactReader& in, const TableSelection& selection = {});
 
