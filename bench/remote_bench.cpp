@@ -15,7 +15,9 @@
 //           artifact; the bytes come through a relay here that counts them
 //
 // Peak RSS is measured around each push and pull (VmHWM over what the
-// process held before).
+// process held before). After each of large and small, the gateway's own
+// ceiling: the same bytes as bare objects put and got on the same number of
+// connections, with no store, hashing or files, which bounds any client.
 
 #include "bench_common.hpp"
 
@@ -208,6 +210,30 @@ void clear_remote(amphora::Store& store) {
   remote.gc(false, std::chrono::seconds(0));
 }
 
+// Objects of `size` bytes put (then got) by `jobs` threads with no store
+// around them: what the gateway itself takes, per second.
+std::pair<double, double> gateway_rates(amphora::Medium& medium, std::size_t count, std::size_t size, std::size_t jobs) {
+  const std::string object(size, 'x');
+  auto rate = [&](bool put) {
+    std::atomic<std::size_t> next{0};
+    auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (std::size_t j = 0; j < jobs; ++j)
+      threads.emplace_back([&] {
+        for (std::size_t k; (k = next++) < count;) {
+          const std::string key = "o/" + std::to_string(k);
+          if (put) (void)medium.put(key, object);
+          else (void)medium.get(key, size);
+        }
+      });
+    for (auto& t : threads) t.join();
+    return static_cast<double>(count) / seconds_since(t0);
+  };
+  const double puts = rate(true), gets = rate(false);
+  for (const auto& entry : amphora::list_all(medium, "o/", false)) medium.remove(entry.key);
+  return {puts, gets};
+}
+
 void print_row(const char* what, double amphora_s, double peer_s, double bytes, double target, Verdicts& verdict,
                const std::string& extra = {}) {
   const double ratio = amphora_s > 0 ? peer_s / amphora_s : 0;
@@ -261,6 +287,15 @@ void run_remote(const Options& o, Verdicts& verdict) {
     std::printf("  peak RSS added: push %.0f MiB, pull %.0f MiB (limit 64 MiB + %zu parts of 8 MiB = %.0f MiB): %s\n",
                 median(push.rss_over) / (1 << 20), median(pull.rss_over) / (1 << 20), jobs, limit / (1 << 20),
                 verdict(peak <= limit));
+    // The same bytes as 8 MiB objects put and got on `jobs` connections with
+    // no store, no hashing and no files: the gateway's own ceiling.
+    auto medium = amphora::open_s3_medium(base + "/ceiling-large", {.endpoint = server.endpoint()});
+    const std::size_t parts = static_cast<std::size_t>(bytes / (8 << 20)) + 1;
+    const auto [puts, gets] = gateway_rates(*medium, parts, 8 << 20, jobs);
+    const double put_s = static_cast<double>(parts) / puts, get_s = static_cast<double>(parts) / gets;
+    std::printf("  gateway ceiling: %zu objects of 8 MiB put in %.2f s (%.2fx boto3's upload at best), got in %.2f s "
+                "(%.2fx its download)\n",
+                parts, put_s, peer_push / put_s, get_s, peer_pull / get_s);
     retire(o.dir / "remote-src");
   }
 
@@ -308,24 +343,7 @@ void run_remote(const Options& o, Verdicts& verdict) {
     // PUTs (its file, then its manifest) and a pulled one two GETs, so these
     // bound the ratios above whatever the client does.
     auto medium = amphora::open_s3_medium(base + "/ceiling", {.endpoint = server.endpoint()});
-    const std::string object(200, 'x');
-    auto rate = [&](bool put) {
-      std::atomic<std::size_t> next{0};
-      auto t0 = Clock::now();
-      std::vector<std::thread> threads;
-      for (std::size_t j = 0; j < jobs; ++j)
-        threads.emplace_back([&] {
-          for (std::size_t k; (k = next++) < 2 * n;) {
-            const std::string key = "o/" + std::to_string(k);
-            if (put) (void)medium->put(key, object);
-            else (void)medium->get(key, 1024);
-          }
-        });
-      for (auto& t : threads) t.join();
-      return static_cast<double>(2 * n) / seconds_since(t0);
-    };
-    const double puts = rate(true), gets = rate(false);
-    for (const auto& entry : amphora::list_all(*medium, "o/", false)) medium->remove(entry.key);
+    const auto [puts, gets] = gateway_rates(*medium, 2 * n, 200, jobs);
     std::printf("  gateway ceiling: %.0f small PUT/s, %.0f small GET/s on %zu connections; at 2 per artifact, "
                 "push >= %.2f s (%.2fx boto3 at best), pull >= %.2f s (%.2fx)\n",
                 puts, gets, jobs, 2 * static_cast<double>(n) / puts, peer_push / (2 * static_cast<double>(n) / puts),
