@@ -263,4 +263,18 @@ TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote
   CHECK_THROWS_AS(local_only.load_erased("n3"), NotFound);
   CHECK(*std::static_pointer_cast<std::string>(b.load_erased("n3")) == "erased");
   CHECK(b.contains(third.digest));
+  // The remote read through to is opened once, and followed when it changes.
+  const auto fourth = a.save(std::string("only on r"), {.name = "n4"});
+  a.push();
+  CHECK(b.open_artifact(fourth.digest).digest() == fourth.digest);
+  b.remove_remote("r");
+  Store elsewhere = test::make_store(dir / "elsewhere");
+  (void)elsewhere.save(std::string("other"), {.name = "x"});
+  b.add_remote({"r", file_url(dir / "elsewhere"), "", ""});
+  CHECK_THROWS_WITH(b.open_artifact(fourth.digest), Catch::Contains("nor on its remote"));
+  CHECK(b.load<std::string>("x") == "other");
+  b.remove_remote("r");
+  CHECK_THROWS_AS(b.open_artifact(fourth.digest), NotFound);
+  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  CHECK(b.open_artifact(fourth.digest).digest() == fourth.digest);
 }

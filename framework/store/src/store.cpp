@@ -181,6 +181,11 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   std::optional<detail::RunLog> runs;
   std::shared_ptr<Registry> registry;
   bool read_through = true;
+  // The remote reads go through to, opened once for as long as the
+  // remotes it was opened from stay as they are (remotes.json is reread).
+  std::mutex remote_mutex;
+  std::string remote_key;
+  std::shared_ptr<const Store> remote;
 
   // Only published artifacts count: a directory without a manifest (a
   // leftover verify reports) must not make a prefix ambiguous.
@@ -952,9 +957,21 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
 }
 
 std::optional<Store> Store::read_through_remote() const {
-  if (!impl_->read_through || remotes().empty()) return std::nullopt;
+  if (!impl_->read_through) return std::nullopt;
+  const auto all = remotes();
+  if (all.empty()) return std::nullopt;
+  std::string key;
+  for (const auto& r : all) key += r.name + '\n' + r.url + '\n' + r.endpoint + '\n' + r.region + '\n';
+  {
+    std::lock_guard lock(impl_->remote_mutex);
+    if (impl_->remote && impl_->remote_key == key) return *impl_->remote;
+  }
   try {
-    return remote_store();
+    auto remote = std::make_shared<const Store>(remote_store());
+    std::lock_guard lock(impl_->remote_mutex);
+    impl_->remote = remote;
+    impl_->remote_key = std::move(key);
+    return *remote;
   } catch (const NotFound&) {
     return std::nullopt;  // nothing pushed there yet: nothing to read through to
   }
