@@ -353,18 +353,24 @@ class Copier {
     Sha256 hash;
     std::uint64_t piece = chunk.offset / entry.piece_size;
     std::uint64_t piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
+    // Whole blocks, across pieces (2 MiB at the least): one request of up to
+    // 8 MiB each from an object store, not one per piece.
     for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), piece_end - at));
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), chunk.offset + chunk.size - at));
       source->read_at(at, n, buffer.data());
-      hash.update(buffer.data(), n);
+      for (std::size_t done = 0; done < n;) {
+        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(n - done, piece_end - (at + done)));
+        hash.update(buffer.data() + done, m);
+        done += m;
+        if (at + done == piece_end) {
+          if (piece >= entry.pieces.size() || hash.finish() != entry.pieces[piece])
+            throw CorruptData(mismatch(item, entry, piece));
+          ++piece;
+          piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
+        }
+      }
       o.files[chunk.file]->write_at(at, ConstBytes(buffer.data(), n));
       at += n;
-      if (at == piece_end) {
-        if (piece >= entry.pieces.size() || hash.finish() != entry.pieces[piece])
-          throw CorruptData(mismatch(item, entry, piece));
-        ++piece;
-        piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
-      }
       std::lock_guard lock(status_mutex_);
       status_.bytes_done += n;
       if (progress_) progress_(status_);
