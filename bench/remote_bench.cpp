@@ -202,8 +202,8 @@ amphora::Store store_with_remote(const fs::path& dir, const Server& server, cons
   return store;
 }
 
-// Removes everything under the remote's prefix (the next repeat starts empty,
-// and the in-memory server keeps its memory).
+// Removes everything under the remote's prefix once a loop of repeats is done
+// (the in-memory server keeps its memory).
 void clear_remote(amphora::Store& store) {
   auto remote = store.remote_store();
   for (const auto& name : remote.names()) remote.remove(name);
@@ -260,18 +260,28 @@ void run_remote(const Options& o, Verdicts& verdict) {
   {
     amphora::Tensor t = amphora::Tensor::zeros(amphora::DType::float32, {mib * 256, 1024});
     fill_random_f32(t.mutable_values<float>(), 11);
-    auto source = store_with_remote(o.dir / "remote-src", server, base + "/large");
+    auto source = store_with_remote(o.dir / "remote-src", server, base + "/large-0");
     const auto digest = source.save(t, {.name = "big"}).digest;
     const auto file = artifact_dir(source, digest) / source.open_artifact(digest).manifest().files.front().path;
     const double bytes = static_cast<double>(fs::file_size(file));
     Timed push, pull;
+    // Each repeat to a prefix of its own, removed after the loop (as the
+    // peer does): a removal's collection on the gateway does not run into
+    // the next repeat.
     for (int r = 0; r < repeats; ++r) {
+      const std::string prefix = base + "/large-" + std::to_string(r);
+      source.remove_remote("bench");
+      source.add_remote({.name = "bench", .url = prefix, .endpoint = server.endpoint()});
       push.measure([&] { source.push({"big"}, {.jobs = jobs}); });
-      auto target = store_with_remote(o.dir / "remote-dst", server, base + "/large");
+      auto target = store_with_remote(o.dir / "remote-dst", server, prefix);
       pull.measure([&] { target.pull({"big"}, {.jobs = jobs}); });
       if (target.resolve("big") != digest) throw std::runtime_error("remote bench: pulled the wrong artifact");
-      clear_remote(source);
       retire(o.dir / "remote-dst");
+    }
+    for (int r = 0; r < repeats; ++r) {
+      source.remove_remote("bench");
+      source.add_remote({.name = "bench", .url = base + "/large-" + std::to_string(r), .endpoint = server.endpoint()});
+      clear_remote(source);
     }
     auto peer = run_peer(AMPHORA_S3_PEER, {"large", std::to_string(repeats), server.endpoint(), server.bucket(),
                                            "bench-" + std::to_string(::getpid()) + "-boto3", file.string()});
@@ -302,7 +312,7 @@ void run_remote(const Options& o, Verdicts& verdict) {
   // Many small artifacts.
   {
     const std::size_t n = o.quick ? 100 : 1000;
-    auto source = store_with_remote(o.dir / "remote-src", server, base + "/small");
+    auto source = store_with_remote(o.dir / "remote-src", server, base + "/small-0");
     std::vector<std::string> refs;
     const fs::path payloads = o.dir / "remote-payloads";
     retire(payloads);
@@ -319,12 +329,19 @@ void run_remote(const Options& o, Verdicts& verdict) {
     }
     Timed push, pull;
     for (int r = 0; r < repeats; ++r) {
+      const std::string prefix = base + "/small-" + std::to_string(r);
+      source.remove_remote("bench");
+      source.add_remote({.name = "bench", .url = prefix, .endpoint = server.endpoint()});
       push.measure([&] { source.push(refs, {.jobs = jobs}); });
-      auto target = store_with_remote(o.dir / "remote-dst", server, base + "/small");
+      auto target = store_with_remote(o.dir / "remote-dst", server, prefix);
       pull.measure([&] { target.pull(refs, {.jobs = jobs}); });
       if (target.artifacts().size() != n) throw std::runtime_error("remote bench: pulled the wrong number of artifacts");
-      clear_remote(source);
       retire(o.dir / "remote-dst");
+    }
+    for (int r = 0; r < repeats; ++r) {
+      source.remove_remote("bench");
+      source.add_remote({.name = "bench", .url = base + "/small-" + std::to_string(r), .endpoint = server.endpoint()});
+      clear_remote(source);
     }
     auto peer = run_peer(AMPHORA_S3_PEER, {"small", std::to_string(repeats), server.endpoint(), server.bucket(),
                                            "bench-" + std::to_string(::getpid()) + "-boto3", payloads.string()});

@@ -52,7 +52,8 @@ def large(repeats, endpoint, bucket, prefix, path):
         if os.path.getsize(target) != out["bytes"]:
             raise SystemExit("s3_peer: the downloaded copy has the wrong size")
         os.unlink(target)
-        s3.delete_object(Bucket=bucket, Key=key)
+    for r in range(repeats):  # after the loop, as the C++ side removes its copies
+        s3.delete_object(Bucket=bucket, Key=f"{prefix}/large-{r}")
     print(json.dumps(out), flush=True)
 
 
@@ -79,7 +80,8 @@ def small(repeats, endpoint, bucket, prefix, folder):
         out["pull_s"].append(time.perf_counter() - t0)
         if got != out["bytes"]:
             raise SystemExit("s3_peer: the objects read back have the wrong size")
-        clear(s3, bucket, base)
+    for r in range(repeats):  # after the loop, as the C++ side removes its copies
+        clear(s3, bucket, f"{prefix}/small-{r}/")
     print(json.dumps(out), flush=True)
 
 
