@@ -15,26 +15,36 @@ struct Object {
   std::chrono::system_clock::time_point modified;
 };
 
+void check_key(std::string_view key) { check_storage_key(key); }
+
+void count(ReadCount* reads, std::uint64_t bytes) {
+  if (!reads) return;
+  ++reads->calls;
+  reads->bytes += bytes;
+}
+
 class MemoryFile : public RandomAccessFile {
  public:
-  explicit MemoryFile(std::shared_ptr<const std::string> bytes) : bytes_(std::move(bytes)) {}
+  MemoryFile(std::shared_ptr<const std::string> bytes, std::shared_ptr<ReadCount> reads)
+      : bytes_(std::move(bytes)), reads_(std::move(reads)) {}
   std::uint64_t size() const override { return bytes_->size(); }
   void read_at(std::uint64_t offset, std::size_t size, std::byte* dst) const override {
     if (offset > bytes_->size() || size > bytes_->size() - offset)
       throw CorruptData("in-memory object of " + std::to_string(bytes_->size()) + " bytes ends before byte " +
                         std::to_string(offset + size));
     if (size) std::memcpy(dst, bytes_->data() + offset, size);
+    count(reads_.get(), size);
   }
 
  private:
   std::shared_ptr<const std::string> bytes_;  // a replaced object's old bytes stay readable
+  std::shared_ptr<ReadCount> reads_;
 };
-
-void check_key(std::string_view key) { check_storage_key(key); }
 
 class MemoryMedium : public Medium {
  public:
-  explicit MemoryMedium(std::string location) : location_(std::move(location)) {}
+  MemoryMedium(std::string location, std::shared_ptr<ReadCount> reads)
+      : location_(std::move(location)), reads_(std::move(reads)) {}
 
   std::string location() const override { return location_; }
 
@@ -51,15 +61,17 @@ class MemoryMedium : public Medium {
     if (bytes->size() > max_bytes)
       throw CorruptData(location_ + "/" + std::string(key) + " is " + std::to_string(bytes->size()) +
                         " bytes, more than the " + std::to_string(max_bytes) + " allowed");
+    count(reads_.get(), bytes->size());
     return *bytes;
   }
 
   std::unique_ptr<RandomAccessFile> open(std::string_view key) override {
-    return std::make_unique<MemoryFile>(find(key));
+    return std::make_unique<MemoryFile>(find(key), reads_);
   }
 
   std::shared_ptr<const Buffer> map(std::string_view key) override {
     auto bytes = find(key);
+    count(reads_.get(), bytes->size());
     return Buffer::wrap(bytes->data(), bytes->size(), bytes);
   }
 
@@ -134,6 +146,7 @@ class MemoryMedium : public Medium {
   static ObjectInfo info(const Object& o) { return {o.bytes->size(), o.tag, o.modified}; }
 
   std::string location_;
+  std::shared_ptr<ReadCount> reads_;
   std::mutex mutex_;
   std::map<std::string, Object, std::less<>> objects_;
   std::uint64_t version_ = 0;
@@ -141,8 +154,8 @@ class MemoryMedium : public Medium {
 
 }  // namespace
 
-std::shared_ptr<Medium> make_memory_medium(std::string location) {
-  return std::make_shared<MemoryMedium>(std::move(location));
+std::shared_ptr<Medium> make_memory_medium(std::string location, std::shared_ptr<ReadCount> reads) {
+  return std::make_shared<MemoryMedium>(std::move(location), std::move(reads));
 }
 
 void register_memory_scheme() {

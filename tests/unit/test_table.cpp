@@ -133,6 +133,15 @@ TEST_CASE("load_table reads only the columns and rows asked for", "[table]") {
   CHECK(part.rows() == 333);
   CHECK(part.equals(t.select(cols).slice(123, 456)));
   CHECK(load_table(in, {.rows = std::pair<std::size_t, std::size_t>{1000, 1000}}).rows() == 0);
+  // A dictionary of 300 words: a range using a few reads those alone, one
+  // using more than 64 the whole dictionary.
+  std::vector<std::string> many(1000);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = "word-" + std::to_string(i * 7 % 300);
+  const Table dictionary = Table::make({{"many", Column::of(many)}});
+  auto din = store.open_artifact(store.save(dictionary).digest);
+  REQUIRE(din.meta()["columns"][0]["encoding"] == "dictionary");
+  for (const auto& [b, e] : std::vector<std::pair<std::size_t, std::size_t>>{{0, 1}, {290, 310}, {100, 1000}, {0, 1000}})
+    CHECK(load_table(din, {.rows = std::pair{b, e}}).equals(dictionary.slice(b, e)));
   CHECK(load_table(in, {.columns = {"unique"}}).column(0).string(999) == t.column("unique").string(999));
   CHECK_THROWS_AS(load_table(in, {.columns = {"nope"}}), NotFound);
   CHECK_THROWS_WITH(load_table(in, {.rows = std::pair<std::size_t, std::size_t>{10, 1001}}),

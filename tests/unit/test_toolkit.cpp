@@ -2,6 +2,7 @@
 // and every validation failure, on files planted byte by byte.
 
 #include "support.hpp"
+#include "memory_medium.hpp"
 
 #include <amphora/npy_format.hpp>
 #include <catch2/catch.hpp>
@@ -350,4 +351,48 @@ TEST_CASE("Ranges of arrays read their elements alone, or the whole file where t
   CHECK_THROWS_AS(raw_reader.read_array_range("short.npy", DType::int32, 1000, 11, 10), InvalidArgument);
   CHECK_THROWS_AS(raw_reader.read_array_range("absent.npy", DType::int32, 1000, 0, 1), NotFound);
   CHECK_THROWS_AS(raw_reader.array_length("two_d.npy"), CorruptData);
+}
+
+TEST_CASE("Strings at scattered indices are read in a few reads, nearby ones together", "[toolkit][partial]") {
+  auto reads = std::make_shared<testing::ReadCount>();
+  Store store = Store::open({.create = true, .medium = testing::make_memory_medium("memory", reads)});
+  Detections d;
+  for (int i = 0; i < 100000; ++i) {
+    d.paths.push_back(i % 11 == 0 ? std::string() : "word-" + std::to_string(i));
+    d.widths.push_back(i);
+    d.scores.push_back(0);
+  }
+  const auto reader = store.open_artifact(store.save(d).digest);
+  const std::vector<std::uint64_t> indices{0, 5, 6, 7, 9, 11, 50000, 99999};
+  reads->calls = 0;
+  const StringsView some = reader.read_strings_at("paths", 100000, indices);
+  REQUIRE(some.size() == indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) CHECK(some[k] == d.paths[indices[k]]);
+  // The offsets' header (which holds the first run), two more runs of
+  // offsets, and three of bytes: not three reads a string.
+  CHECK(reads->calls <= 6);
+  CHECK(reader.read_strings_at("paths", 100000, std::vector<std::uint64_t>{}).size() == 0);
+  CHECK(reader.read_strings_at("paths", 100000, std::vector<std::uint64_t>{0, 11}).size() == 2);  // two empty strings
+  CHECK_THROWS_AS(reader.read_strings_at("paths", 100000, std::vector<std::uint64_t>{7, 5}), InvalidArgument);
+  CHECK_THROWS_AS(reader.read_strings_at("paths", 100000, std::vector<std::uint64_t>{5, 5}), InvalidArgument);
+  CHECK_THROWS_WITH(reader.read_strings_at("paths", 100000, std::vector<std::uint64_t>{100000}),
+                    Catch::Contains("index 100000 lies outside its 100000"));
+  CHECK_THROWS_WITH(reader.read_strings_at("paths", 99999, std::vector<std::uint64_t>{5}),
+                    Catch::Contains("100001 elements where 100000"));
+}
+
+TEST_CASE("Strings at indices find damaged offsets in what they read", "[toolkit][partial][bad-input]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::string offsets;
+  for (std::int64_t o : {0, 3, 6, 2, 12, 1000}) offsets += bytes_of(&o, 8);
+  RawFiles raw{{{"w.offsets.npy", npy(DType::int64, {6}, offsets)}, {"w.bytes", "abcdefghijkl"}}};
+  const auto reader = store.open_artifact(store.save(raw).digest);
+  const StringsView fine = reader.read_strings_at("w", 5, std::vector<std::uint64_t>{0, 1});
+  CHECK(fine[0] == "abc");
+  CHECK(fine[1] == "def");
+  CHECK_THROWS_WITH(reader.read_strings_at("w", 5, std::vector<std::uint64_t>{2}),
+                    Catch::Contains("w.offsets.npy") && Catch::Contains("offset 3 (2) is below offset 2 (6)"));
+  CHECK_THROWS_WITH(reader.read_strings_at("w", 5, std::vector<std::uint64_t>{4}),
+                    Catch::Contains("lie outside 'w.bytes' (12 bytes)"));
 }

@@ -321,23 +321,34 @@ std::uint64_t ArtifactReader::array_length(std::string_view path) const {
 
 ArrayView ArtifactReader::read_array_range(std::string_view path, DType dtype, std::uint64_t count, std::uint64_t begin,
                                            std::uint64_t end) const {
+  const std::pair<std::uint64_t, std::uint64_t> range{begin, end};
+  return std::move(read_array_ranges(path, dtype, count, std::span(&range, 1)).front());
+}
+
+std::vector<ArrayView> ArtifactReader::read_array_ranges(std::string_view path, DType dtype, std::uint64_t count,
+                                                         std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges) const {
   const std::string where = label_ + ": '" + std::string(path) + "'";
-  if (begin > end || end > count)
-    throw InvalidArgument(where + ": elements [" + std::to_string(begin) + ", " + std::to_string(end) +
-                          ") lie outside its " + std::to_string(count));
+  for (const auto& [begin, end] : ranges)
+    if (begin > end || end > count)
+      throw InvalidArgument(where + ": elements [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") lie outside its " + std::to_string(count));
   const nlohmann::json* recipe = nullptr;
   if (auto encodings = manifest_->meta.find(detail::kEncodingsKey); encodings != manifest_->meta.end()) {
     if (!encodings->is_object()) throw CorruptData(label_ + ": metadata 'encodings' is not an object");
     if (auto r = encodings->find(path); r != encodings->end()) recipe = &*r;
   }
+  const std::size_t item = dtype_size(dtype);
   auto whole = [&] {
     ArrayView all = read_array(path, dtype, 1);
     if (all.size() != count)
       throw CorruptData(where + " holds " + std::to_string(all.size()) + " elements where " + std::to_string(count) +
                         " belong");
-    const std::size_t item = dtype_size(dtype);
-    return ArrayView(dtype, {static_cast<std::int64_t>(end - begin)},
-                     Buffer::slice(all.buffer(), static_cast<std::size_t>(begin * item), static_cast<std::size_t>((end - begin) * item)));
+    std::vector<ArrayView> parts;
+    for (const auto& [begin, end] : ranges)
+      parts.emplace_back(dtype, std::vector<std::int64_t>{static_cast<std::int64_t>(end - begin)},
+                         Buffer::slice(all.buffer(), static_cast<std::size_t>(begin * item),
+                                       static_cast<std::size_t>((end - begin) * item)));
+    return parts;
   };
   bool elementwise = true;
   if (recipe) {
@@ -347,11 +358,12 @@ ArrayView ArtifactReader::read_array_range(std::string_view path, DType dtype, s
     if (t == recipe->end() || !t->is_array() || shape == recipe->end() || *shape != nlohmann::json::array({count}))
       return whole();  // the same, or an array of other dimensions
     for (const auto& name : *t) elementwise = elementwise && (name == "decimal" || name == "squeeze");
+    if (!elementwise) return whole();
   }
   const std::uint64_t size = file_size(path);
   std::shared_ptr<const Buffer> head;
   auto header = read_npy_head(path, head);
-  if (!header || !elementwise) return whole();
+  if (!header) return whole();
   DType stored;
   bool big_endian;
   try {
@@ -360,30 +372,34 @@ ArrayView ArtifactReader::read_array_range(std::string_view path, DType dtype, s
     throw CorruptData(e.what());
   }
   if (big_endian || header->fortran_order || header->shape.size() != 1) return whole();  // read_array names it
-  const std::size_t item = dtype_size(stored);
+  const std::size_t stored_item = dtype_size(stored);
   const auto stored_count = static_cast<std::uint64_t>(header->shape[0]);
   if (recipe ? stored_count != count : stored_count != count || (stored != dtype && !(dtype == DType::bfloat16 && stored == DType::uint16)))
     return whole();  // read_array and the count check name what is wrong
-  if (header->data_offset % std::min<std::size_t>(item, 16) != 0 || stored_count > (size - header->data_offset) / item ||
-      size - header->data_offset != stored_count * item)
+  if (header->data_offset % std::min<std::size_t>(stored_item, 16) != 0 ||
+      stored_count > (size - header->data_offset) / stored_item || size - header->data_offset != stored_count * stored_item)
     return whole();
-  const std::uint64_t at = header->data_offset + begin * item, n = (end - begin) * item;
-  // A small file's data came with its header->
-  auto bytes = at + n <= head->size() ? Buffer::slice(head, static_cast<std::size_t>(at), static_cast<std::size_t>(n))
-                                      : read(path, at, static_cast<std::size_t>(n));
-  if (recipe) {
-    nlohmann::json part = *recipe;
-    part["count"] = end - begin;
-    part["shape"] = {end - begin};
-    std::vector<std::byte> decoded = decode_array(part, bytes->bytes(), where);
-    if (dtype_from_name(part.at("dtype").get<std::string>()) != dtype)
-      throw CorruptData(where + " is encoded as " + part.at("dtype").get<std::string>() + ", expected " +
-                        std::string(dtype_name(dtype)));
-    auto owner = std::make_shared<std::vector<std::byte>>(std::move(decoded));
-    bytes = Buffer::wrap(owner->data(), owner->size(), owner);
+  std::vector<ArrayView> parts;
+  for (const auto& [begin, end] : ranges) {
+    const std::uint64_t at = header->data_offset + begin * stored_item, n = (end - begin) * stored_item;
+    // A small file's data came with its header.
+    auto bytes = at + n <= head->size() ? Buffer::slice(head, static_cast<std::size_t>(at), static_cast<std::size_t>(n))
+                                        : read(path, at, static_cast<std::size_t>(n));
+    if (recipe) {
+      nlohmann::json part = *recipe;
+      part["count"] = end - begin;
+      part["shape"] = {end - begin};
+      std::vector<std::byte> decoded = decode_array(part, bytes->bytes(), where);
+      if (dtype_from_name(part.at("dtype").get<std::string>()) != dtype)
+        throw CorruptData(where + " is encoded as " + part.at("dtype").get<std::string>() + ", expected " +
+                          std::string(dtype_name(dtype)));
+      auto owner = std::make_shared<std::vector<std::byte>>(std::move(decoded));
+      bytes = Buffer::wrap(owner->data(), owner->size(), owner);
+    }
+    if (dtype == DType::bool_) check_bools(bytes->bytes(), where);
+    parts.emplace_back(dtype, std::vector<std::int64_t>{static_cast<std::int64_t>(end - begin)}, std::move(bytes));
   }
-  if (dtype == DType::bool_) check_bools(bytes->bytes(), where);
-  return ArrayView(dtype, {static_cast<std::int64_t>(end - begin)}, std::move(bytes));
+  return parts;
 }
 
 StringsView ArtifactReader::read_strings_range(std::string_view path, std::uint64_t count, std::uint64_t begin,
@@ -407,6 +423,67 @@ StringsView ArtifactReader::read_strings_range(std::string_view path, std::uint6
   ArrayView view(DType::int64, {static_cast<std::int64_t>(owner->size())},
                  Buffer::wrap(owner->data(), owner->size() * sizeof(std::int64_t), owner));
   return StringsView(std::move(view), std::move(bytes));
+}
+
+StringsView ArtifactReader::read_strings_at(std::string_view path, std::uint64_t count,
+                                            std::span<const std::uint64_t> indices) const {
+  // Indices this close share one read of offsets, and strings whose bytes lie
+  // this close share one read of bytes: on an object store a request costs
+  // more than the bytes skipped.
+  constexpr std::uint64_t kNearOffsets = 8192, kNearBytes = 64u << 10;
+  const std::string offsets_path = strings_offsets_path(path), bytes_path = strings_bytes_path(path);
+  const std::string where = label_ + ": strings '" + std::string(path) + "': '" + offsets_path + "'";
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    if (indices[i] >= count || (i > 0 && indices[i] <= indices[i - 1]))
+      throw InvalidArgument(label_ + ": strings '" + std::string(path) + "': index " + std::to_string(indices[i]) +
+                            (indices[i] >= count ? " lies outside its " + std::to_string(count)
+                                                 : " does not follow " + std::to_string(indices[i - 1])));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;  // offsets [first, last + 2) of each run of indices
+  for (std::uint64_t i : indices)
+    if (!runs.empty() && i - (runs.back().second - 2) <= kNearOffsets)
+      runs.back().second = i + 2;
+    else
+      runs.emplace_back(i, i + 2);
+  const std::vector<ArrayView> parts = read_array_ranges(offsets_path, DType::int64, count + 1, runs);
+  const std::uint64_t size = file_size(bytes_path);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // bytes of each string, in index order
+  for (std::size_t r = 0, i = 0; r < runs.size(); ++r) {
+    auto o = parts[r].values<std::int64_t>();
+    for (std::size_t k = 1; k < o.size(); ++k)
+      if (o[k] < o[k - 1])
+        throw CorruptData(where + ": offset " + std::to_string(runs[r].first + k) + " (" + std::to_string(o[k]) +
+                          ") is below offset " + std::to_string(runs[r].first + k - 1) + " (" + std::to_string(o[k - 1]) + ")");
+    if (o.front() < 0 || static_cast<std::uint64_t>(o.back()) > size)
+      throw CorruptData(where + ": offsets " + std::to_string(o.front()) + " to " + std::to_string(o.back()) +
+                        " lie outside '" + bytes_path + "' (" + std::to_string(size) + " bytes)");
+    for (; i < indices.size() && indices[i] + 2 <= runs[r].second; ++i) {
+      const std::size_t k = static_cast<std::size_t>(indices[i] - runs[r].first);
+      spans.emplace_back(static_cast<std::uint64_t>(o[k]), static_cast<std::uint64_t>(o[k + 1]));
+    }
+  }
+  std::vector<std::int64_t> offsets{0};
+  std::vector<char> merged;
+  for (std::size_t first = 0; first < spans.size();) {
+    std::size_t last = first;  // spans [first, last] are read at once
+    while (last + 1 < spans.size() && spans[last + 1].first >= spans[last].second &&
+           spans[last + 1].first - spans[last].second <= kNearBytes)
+      ++last;
+    const std::uint64_t from = spans[first].first, n = spans[last].second - from;
+    auto bytes = n == 0 ? nullptr : read(bytes_path, from, static_cast<std::size_t>(n));
+    for (std::size_t k = first; k <= last; ++k) {
+      if (spans[k].second > spans[k].first) {
+        const char* text = reinterpret_cast<const char*>(bytes->data()) + (spans[k].first - from);
+        merged.insert(merged.end(), text, text + (spans[k].second - spans[k].first));
+      }
+      offsets.push_back(static_cast<std::int64_t>(merged.size()));
+    }
+    first = last + 1;
+  }
+  auto offsets_owner = std::make_shared<std::vector<std::int64_t>>(std::move(offsets));
+  auto bytes_owner = std::make_shared<std::vector<char>>(std::move(merged));
+  ArrayView view(DType::int64, {static_cast<std::int64_t>(offsets_owner->size())},
+                 Buffer::wrap(offsets_owner->data(), offsets_owner->size() * sizeof(std::int64_t), offsets_owner));
+  return StringsView(std::move(view), Buffer::wrap(bytes_owner->data(), bytes_owner->size(), bytes_owner));
 }
 
 StringsView ArtifactReader::read_strings(std::string_view path) const {

@@ -104,4 +104,33 @@ DictionaryColumn read_dictionary_column(const ArtifactReader& in, const std::str
   return column;
 }
 
+DictionaryColumn read_dictionary_rows(const ArtifactReader& in, const std::string& path, std::size_t rows,
+                                      std::size_t begin, std::size_t end, const std::string& where) {
+  constexpr std::size_t kFewWords = 64;
+  const std::string dict = path + ".dict";
+  for (const auto& file : {dict + ".offsets.npy", dict + ".bytes", path + ".codes.npy"}) require_file(in, file, where);
+  ArrayView stored = in.read_array_range(path + ".codes.npy", DType::uint32, rows, begin, end);
+  std::vector<std::uint32_t> codes(stored.values<std::uint32_t>().begin(), stored.values<std::uint32_t>().end());
+  const std::uint64_t offsets = in.array_length(dict + ".offsets.npy");
+  const std::uint64_t words = offsets == 0 ? 0 : offsets - 1;
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    if (codes[i] >= words)
+      throw CorruptData(where + ": row " + std::to_string(begin + i) + " has code " + std::to_string(codes[i]) +
+                        ", but the dictionary holds " + std::to_string(words) + " strings");
+  std::vector<std::uint64_t> used(codes.begin(), codes.end());
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  if (used.size() > kFewWords) {
+    StringsView all = in.read_strings(dict);
+    if (all.size() != words) throw CorruptData(where + ": '" + dict + "' changed while being read");
+    return {std::move(all), std::move(stored)};
+  }
+  StringsView few = in.read_strings_at(dict, words, used);
+  for (auto& c : codes) c = static_cast<std::uint32_t>(std::lower_bound(used.begin(), used.end(), c) - used.begin());
+  auto owner = std::make_shared<std::vector<std::uint32_t>>(std::move(codes));
+  ArrayView renumbered(DType::uint32, {static_cast<std::int64_t>(owner->size())},
+                       Buffer::wrap(owner->data(), owner->size() * sizeof(std::uint32_t), owner));
+  return {std::move(few), std::move(renumbered)};
+}
+
 }  // namespace amphora::detail

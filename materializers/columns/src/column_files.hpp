@@ -135,5 +135,12 @@ struct DictionaryColumn {
 /// past the dictionary.
 DictionaryColumn read_dictionary_column(const ArtifactReader& in, const std::string& path, std::size_t rows,
                                         std::size_t begin, std::size_t end, const std::string& where);
+/// Rows [begin, end) of the same column read without the rest, for a
+/// store that fetches what it reads (a remote): `codes` holds those rows'
+/// codes only, renumbered into `words`, which holds the few words they use
+/// (read together where they lie close) or, past 64 distinct, the whole
+/// dictionary with the codes as stored. Throws as read_dictionary_column.
+DictionaryColumn read_dictionary_rows(const ArtifactReader& in, const std::string& path, std::size_t rows,
+                                      std::size_t begin, std::size_t end, const std::string& where);
 
 }  // namespace amphora::detail

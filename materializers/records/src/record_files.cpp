@@ -628,7 +628,10 @@ class Loader {
           n.bytes = dict.words.bytes_buffer();
           n.codes = dict.codes.buffer();
         } else if (encoding == "dictionary") {
-          dictionary_range(n, path, total, begin, end, where);
+          const detail::DictionaryColumn dict = detail::read_dictionary_rows(in_, path, total, begin, end, where);
+          n.values = dict.words.offsets().buffer();
+          n.bytes = dict.words.bytes_buffer();
+          n.codes = dict.codes.buffer();
         } else {
           throw Unsupported(where + " has unknown string encoding '" + encoding + "'");
         }
@@ -709,55 +712,6 @@ class Loader {
                         std::to_string(total));
     n.values = v.offsets().buffer();
     n.bytes = v.bytes_buffer();
-  }
-
-
-  // Slots [begin, end) of a dictionary-encoded string column: their codes,
-  // and of the dictionary the few words they use, one by one (or all of it
-  // when they use many), renumbered in the order of their codes.
-  void dictionary_range(RecordNode& n, const std::string& path, std::size_t total, std::size_t begin, std::size_t end,
-                        const std::string& where) {
-    constexpr std::size_t kFewWords = 64;
-    const std::string dict = path + ".dict";
-    require(dict + ".offsets.npy", where);
-    require(dict + ".bytes", where);
-    require(path + ".codes.npy", where);
-    ArrayView stored = in_.read_array_range(path + ".codes.npy", DType::uint32, total, begin, end);
-    std::vector<std::uint32_t> codes(stored.values<std::uint32_t>().begin(), stored.values<std::uint32_t>().end());
-    std::vector<std::uint32_t> used(codes);
-    std::sort(used.begin(), used.end());
-    used.erase(std::unique(used.begin(), used.end()), used.end());
-    const std::uint64_t offsets = in_.array_length(dict + ".offsets.npy");
-    const std::uint64_t words = offsets == 0 ? 0 : offsets - 1;
-    for (std::size_t i = 0; i < codes.size(); ++i)
-      if (codes[i] >= words)
-        throw CorruptData(where + " has code " + std::to_string(codes[i]) + " at row " + std::to_string(begin + i) +
-                          ", but the dictionary holds " + std::to_string(words) + " strings");
-    if (used.size() > kFewWords) {
-      const StringsView all = in_.read_strings(dict);
-      if (all.size() != words) throw CorruptData(where + ": '" + dict + "' changed while being read");
-      n.values = all.offsets().buffer();
-      n.bytes = all.bytes_buffer();
-    } else {
-      std::vector<std::int64_t> merged_offsets{0};
-      std::string merged;
-      for (std::uint32_t code : used) {
-        const StringsView word = in_.read_strings_range(dict, words, code, code + 1);
-        merged += word[0];
-        merged_offsets.push_back(static_cast<std::int64_t>(merged.size()));
-      }
-      for (auto& c : codes)
-        c = static_cast<std::uint32_t>(std::lower_bound(used.begin(), used.end(), c) - used.begin());
-      n.values = owned(std::move(merged_offsets));
-      n.bytes = owned(std::vector<char>(merged.begin(), merged.end()));
-    }
-    n.codes = owned(std::move(codes));
-  }
-
-  template <class T>
-  static std::shared_ptr<const Buffer> owned(std::vector<T> values) {
-    auto holder = std::make_shared<std::vector<T>>(std::move(values));
-    return Buffer::wrap(holder->data(), holder->size() * sizeof(T), holder);
   }
 
   // Every JSON text is one JSON value, so export writes only JSON.

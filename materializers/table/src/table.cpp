@@ -472,10 +472,12 @@ Column load_column(const ArtifactReader& in, const Schema& s, std::size_t k, std
     return ColumnAccess::make(type, end - begin, std::move(o), strings.bytes_buffer(), std::move(valid));
   }
   // Dictionary: the strings of the rows asked for, gathered from the dictionary.
-  const detail::DictionaryColumn dict = detail::read_dictionary_column(in, path, s.rows, begin, end, where);
+  const detail::DictionaryColumn dict = ranged ? detail::read_dictionary_rows(in, path, s.rows, begin, end, where)
+                                               : detail::read_dictionary_column(in, path, s.rows, begin, end, where);
   auto c = dict.codes.values<std::uint32_t>();
+  const std::size_t first = ranged ? 0 : begin;  // a ranged read holds only the rows' codes
   std::vector<std::string_view> values(end - begin);
-  for (std::size_t i = begin; i < end; ++i) values[i - begin] = dict.words[c[i]];
+  for (std::size_t i = 0; i < end - begin; ++i) values[i] = dict.words[c[first + i]];
   Column built = make_strings(std::span<const std::string_view>(values), {});
   return ColumnAccess::make(type, end - begin, ColumnAccess::raw_values(built), ColumnAccess::bytes(built),
                             std::move(valid));

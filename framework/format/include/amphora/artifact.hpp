@@ -21,6 +21,7 @@
 #include <map>
 #include <typeindex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include <memory>
 #include <optional>
@@ -393,6 +394,13 @@ class ArtifactReader {
   /// The offsets read are checked as read_strings checks all of them.
   StringsView read_strings_range(std::string_view path, std::uint64_t count, std::uint64_t begin,
                                  std::uint64_t end) const;
+  /// The strings at `indices` (ascending, distinct, each below `count`) of
+  /// the `count` merged strings under `path`, in that order, reading only
+  /// their offsets and bytes; nearby ones are read together, so a few words
+  /// of a large dictionary on an object store cost a few requests. Checks
+  /// the offsets it reads as read_strings_range does; InvalidArgument for
+  /// indices out of order or range.
+  StringsView read_strings_at(std::string_view path, std::uint64_t count, std::span<const std::uint64_t> indices) const;
 
   /// The children listed in the manifest, sorted by role.
   const std::vector<ChildEntry>& children() const& { return manifest_->children; }
@@ -425,6 +433,8 @@ class ArtifactReader {
   template <class Access>
   auto checked(std::string_view path, Access&& access) const;
   std::optional<NpyHeader> read_npy_head(std::string_view path, std::shared_ptr<const Buffer>& head) const;
+  std::vector<ArrayView> read_array_ranges(std::string_view path, DType dtype, std::uint64_t count,
+                                           std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges) const;
   template <class Open>
   auto open_checked(std::string_view path, Open&& open) const;
   ArrayView read_stored_array(std::string_view path, const std::string& where) const;
