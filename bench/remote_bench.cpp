@@ -14,6 +14,11 @@
 //           store that lacks it (load_tensor_rows), vs pulling the whole
 //           artifact; the bytes come through a relay here that counts them
 //
+// Amphora's repeats alternate with boto3's (one repeat per run of the peer),
+// and dirty pages are written out before every timed step on both sides:
+// a 1 GiB copy otherwise runs at the disk's speed or the page cache's
+// depending on what the step before it left unwritten.
+//
 // Peak RSS is measured around each push and pull (VmHWM over what the
 // process held before). After each of large and small, the gateway's own
 // ceiling: the same bytes as bare objects put and got on the same number of
@@ -185,6 +190,7 @@ class CountingRelay {
 struct Timed {
   std::vector<double> seconds, rss_over;
   void measure(const std::function<void()>& work) {
+    ::sync();  // neither client pays for the other's (or an earlier step's) dirty pages
     touch_scratch();
     const double before = static_cast<double>(status_kib("VmRSS:")) * 1024;
     reset_peak_rss();
@@ -192,6 +198,21 @@ struct Timed {
     work();
     seconds.push_back(seconds_since(t0));
     rss_over.push_back(static_cast<double>(status_kib("VmHWM:")) * 1024 - before);
+  }
+};
+
+// The peer's seconds over its single-repeat runs; 0 when it could not run.
+struct PeerTimes {
+  std::map<std::string, std::vector<double>> seconds;
+  void add(const std::vector<nlohmann::json>& out) {
+    if (out.empty()) return;
+    for (const char* key : {"push_s", "pull_s"})
+      if (auto it = out.front().find(key); it != out.front().end() && it->is_array())
+        for (const auto& v : *it) seconds[key].push_back(v.get<double>());
+  }
+  double median(const std::string& key) const {
+    auto it = seconds.find(key);
+    return it == seconds.end() || it->second.empty() ? 0 : amphora_bench::median(it->second);
   }
 };
 
@@ -255,6 +276,7 @@ void run_remote(const Options& o, Verdicts& verdict) {
               server.endpoint().c_str(), jobs, repeats);
   std::printf("  %-34s %11s %11s  %7s\n", "", "amphora", "boto3", "ratio");
   const std::string base = "s3://" + server.bucket() + "/bench-" + std::to_string(::getpid());
+  const std::string peer_prefix = "bench-" + std::to_string(::getpid()) + "-boto3";
 
   // One large tensor.
   {
@@ -265,9 +287,11 @@ void run_remote(const Options& o, Verdicts& verdict) {
     const auto file = artifact_dir(source, digest) / source.open_artifact(digest).manifest().files.front().path;
     const double bytes = static_cast<double>(fs::file_size(file));
     Timed push, pull;
+    PeerTimes peer;
     // Each repeat to a prefix of its own, removed after the loop (as the
-    // peer does): a removal's collection on the gateway does not run into
-    // the next repeat.
+    // peer's): a removal's collection on the gateway does not run into the
+    // next repeat. Amphora's repeats alternate with boto3's, so a slow spell
+    // of the machine falls on both.
     for (int r = 0; r < repeats; ++r) {
       const std::string prefix = base + "/large-" + std::to_string(r);
       source.remove_remote("bench");
@@ -277,16 +301,17 @@ void run_remote(const Options& o, Verdicts& verdict) {
       pull.measure([&] { target.pull({"big"}, {.jobs = jobs}); });
       if (target.resolve("big") != digest) throw std::runtime_error("remote bench: pulled the wrong artifact");
       retire(o.dir / "remote-dst");
+      peer.add(run_peer(AMPHORA_S3_PEER, {"large", "1", server.endpoint(), server.bucket(),
+                                          peer_prefix + "/large-" + std::to_string(r), file.string(), "--keep"}));
     }
     for (int r = 0; r < repeats; ++r) {
       source.remove_remote("bench");
       source.add_remote({.name = "bench", .url = base + "/large-" + std::to_string(r), .endpoint = server.endpoint()});
       clear_remote(source);
     }
-    auto peer = run_peer(AMPHORA_S3_PEER, {"large", std::to_string(repeats), server.endpoint(), server.bucket(),
-                                           "bench-" + std::to_string(::getpid()) + "-boto3", file.string()});
-    const double peer_push = peer.empty() ? 0 : peer_median(peer.front(), "push_s");
-    const double peer_pull = peer.empty() ? 0 : peer_median(peer.front(), "pull_s");
+    run_peer(AMPHORA_S3_PEER, {"clear", server.endpoint(), server.bucket(), peer_prefix});
+    const double peer_push = peer.median("push_s");
+    const double peer_pull = peer.median("pull_s");
     const std::string label = std::to_string(mib) + " MiB tensor";
     print_row(("push " + label).c_str(), median(push.seconds), peer_push, bytes, 1.5, verdict);
     print_row(("pull " + label).c_str(), median(pull.seconds), peer_pull, bytes, 1.5, verdict);
@@ -328,6 +353,7 @@ void run_remote(const Options& o, Verdicts& verdict) {
       bytes += static_cast<double>(fs::file_size(file));
     }
     Timed push, pull;
+    PeerTimes peer;
     for (int r = 0; r < repeats; ++r) {
       const std::string prefix = base + "/small-" + std::to_string(r);
       source.remove_remote("bench");
@@ -337,16 +363,17 @@ void run_remote(const Options& o, Verdicts& verdict) {
       pull.measure([&] { target.pull(refs, {.jobs = jobs}); });
       if (target.artifacts().size() != n) throw std::runtime_error("remote bench: pulled the wrong number of artifacts");
       retire(o.dir / "remote-dst");
+      peer.add(run_peer(AMPHORA_S3_PEER, {"small", "1", server.endpoint(), server.bucket(),
+                                          peer_prefix + "/small-" + std::to_string(r), payloads.string(), "--keep"}));
     }
     for (int r = 0; r < repeats; ++r) {
       source.remove_remote("bench");
       source.add_remote({.name = "bench", .url = base + "/small-" + std::to_string(r), .endpoint = server.endpoint()});
       clear_remote(source);
     }
-    auto peer = run_peer(AMPHORA_S3_PEER, {"small", std::to_string(repeats), server.endpoint(), server.bucket(),
-                                           "bench-" + std::to_string(::getpid()) + "-boto3", payloads.string()});
-    const double peer_push = peer.empty() ? 0 : peer_median(peer.front(), "push_s");
-    const double peer_pull = peer.empty() ? 0 : peer_median(peer.front(), "pull_s");
+    run_peer(AMPHORA_S3_PEER, {"clear", server.endpoint(), server.bucket(), peer_prefix});
+    const double peer_push = peer.median("push_s");
+    const double peer_pull = peer.median("pull_s");
     const std::string label = std::to_string(n) + " small artifacts";
     print_row(("push " + label).c_str(), median(push.seconds), peer_push, bytes, 3.0, verdict,
               "  (" + fmt("%.0f", static_cast<double>(n) / median(push.seconds)) + " artifacts/s)");

@@ -10,6 +10,7 @@
 #include "sha256_x2.hpp"
 
 #include <amphora/digest.hpp>
+#include <amphora/error.hpp>
 #include <amphora/parallel.hpp>
 
 #include <catch2/catch.hpp>
@@ -381,4 +382,54 @@ TEST_CASE("hash_pieces of sixteen identical pieces gives sixteen equal digests",
     INFO("piece " << k);
     CHECK(got[k].hex() == want);
   }
+}
+
+TEST_CASE("Pieces and blocks hashed in one pass match libcrypto", "[sha256_lanes][pieces]") {
+  // What push does: a file read in blocks, each checked piece by piece and
+  // hashed whole for the part that carries it. Pieces larger and smaller
+  // than blocks, files ending mid-block, mid-piece and on an edge, blocks
+  // starting at later pieces, with both lanes and with OpenSSL alone.
+  std::mt19937_64 rng(7);
+  std::vector<std::uint8_t> data(3u << 20);
+  for (auto& b : data) b = static_cast<std::uint8_t>(rng());
+  struct Case {
+    std::uint64_t piece, block, size, start;
+  };
+  const std::vector<Case> cases = {
+      {4096, 16384, 16384 * 5, 0},       {4096, 16384, 16384 * 5 - 1, 0}, {4096, 16384, 16384 * 5 - 64, 0},
+      {4096, 16384, 16384 * 4 + 55, 4096}, {65536, 16384, 65536 * 3 + 100, 65536}, {65536, 16384, 65536 * 2, 0},
+      {64, 192, 640, 0},                 {64, 64, 65, 0},                 {1u << 20, 8192, 3u << 20, 1u << 20},
+      {4096, 4096 * 3, 4096 * 3, 0},     {128, 1024, 1000, 0},            {4096, 16384, 10, 0}};
+  for (bool two_lanes : {true, false}) {
+    if (two_lanes && !amphora::detail::sha256_x2_available()) {
+      WARN("this CPU has no SHA extensions (or AMPHORA_SHA256_X2=0): the two-lane path is not tested here");
+      continue;
+    }
+    for (const Case& c : cases) {
+      INFO("piece " << c.piece << " block " << c.block << " size " << c.size << " start " << c.start << " two lanes "
+                    << two_lanes);
+      amphora::detail::PieceAndBlockHasher hasher(c.piece, c.size, c.start, two_lanes);
+      std::vector<std::pair<std::uint64_t, std::string>> pieces;
+      for (std::uint64_t at = c.start; at < c.size; at += c.block) {
+        const std::uint64_t n = std::min(c.block, c.size - at);
+        const ConstBytes block(reinterpret_cast<const std::byte*>(data.data() + at), n);
+        const auto whole = hasher.update(block, [&](std::uint64_t k, const amphora::Sha256Value& v) { pieces.emplace_back(k, v.hex()); });
+        CHECK(whole.hex() == hex(libcrypto_sha256(data.data() + at, n)));
+      }
+      const std::uint64_t first = c.start / c.piece, count = (c.size - 1) / c.piece + 1 - first;
+      REQUIRE(pieces.size() == count);
+      for (std::uint64_t k = 0; k < count; ++k) {
+        const std::uint64_t begin = (first + k) * c.piece, end = std::min(c.size, begin + c.piece);
+        CHECK(pieces[k].first == first + k);
+        CHECK(pieces[k].second == hex(libcrypto_sha256(data.data() + begin, end - begin)));
+      }
+    }
+  }
+  // Blocks that do not fit the file are refused, not hashed.
+  amphora::detail::PieceAndBlockHasher hasher(4096, 10000, 0, true);
+  const ConstBytes odd(reinterpret_cast<const std::byte*>(data.data()), 100);
+  CHECK_THROWS_AS(hasher.update(odd, [](std::uint64_t, const amphora::Sha256Value&) {}), amphora::InvalidArgument);
+  const ConstBytes past(reinterpret_cast<const std::byte*>(data.data()), 20000);
+  CHECK_THROWS_AS(hasher.update(past, [](std::uint64_t, const amphora::Sha256Value&) {}), amphora::InvalidArgument);
+  CHECK_THROWS_AS(amphora::detail::PieceAndBlockHasher(100, 1000, 0, true), amphora::InvalidArgument);
 }

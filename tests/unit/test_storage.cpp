@@ -484,6 +484,46 @@ TEMPLATE_TEST_CASE("Storage: a folder staged in place takes writes in any order 
   CHECK(m->get(prefix + "manifest.json", 100) == "{}");
 }
 
+TEMPLATE_TEST_CASE("Storage: writes that carry their SHA-256 are stored as written; a wrong one never is",
+                   "[storage]", LocalKind, MemoryKind, S3Kind) {
+  TestType kind;
+  auto m = kind.make();
+  const std::string prefix = "objects/sha256/ce/cef0/";
+  const std::size_t size = (20u << 20) + 77;
+  std::string big(size, '\0');
+  for (std::size_t k = 0; k < size; ++k) big[k] = static_cast<char>((k * 2246822519u) >> 11);
+  auto bytes = [&](std::size_t at, std::size_t n) { return ConstBytes(reinterpret_cast<const std::byte*>(big.data() + at), n); };
+  {
+    auto staging = m->begin_staging_at(prefix);
+    auto file = staging->create_file("big.bin");
+    file->reserve(size);
+    // An object store signs its parts and wants their hashes; the others take none.
+    const std::uint64_t part = file->hashed_write_size();
+    if (std::string(TestType::name) == "s3") CHECK(part == 8u << 20);
+    else CHECK(part == 0);
+    const std::size_t step = part ? static_cast<std::size_t>(part) : 8u << 20;
+    for (std::size_t at = 0; at < size; at += step) {
+      const std::size_t n = std::min(step, size - at);
+      file->write_hashed_at(at, bytes(at, n), Sha256::of(big.data() + at, n));
+    }
+    file->close();
+    CHECK(staging->publish(prefix, "manifest.json", "{}"));
+  }
+  CHECK(read_all(*m->open(prefix + "big.bin")) == big);
+  // A hash that is not the data's: the server refuses the part (the
+  // medium that signs with it), and nothing is published.
+  if (std::string(TestType::name) == "s3") {
+    const std::string other = "objects/sha256/cf/cf00/";
+    auto staging = m->begin_staging_at(other);
+    auto file = staging->create_file("big.bin");
+    file->reserve(size);
+    CHECK_THROWS_AS(file->write_hashed_at(0, bytes(0, 8u << 20), Sha256::of(std::string_view("not these bytes"))), RemoteError);
+    staging.reset();
+    CHECK_FALSE(m->head(other + "manifest.json"));
+    CHECK_FALSE(m->head(other + "big.bin"));
+  }
+}
+
 TEMPLATE_TEST_CASE("Storage: the medium's leases exclude, share and wait", "[storage][leases]", LocalKind, MemoryKind, S3Kind) {
   TestType kind;
   auto m = kind.make();

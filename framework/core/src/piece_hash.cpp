@@ -3,9 +3,11 @@
 #include "sha256_x16.hpp"
 #include "sha256_x2.hpp"
 
+#include <amphora/error.hpp>
 #include <amphora/parallel.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace amphora::detail {
@@ -152,6 +154,140 @@ std::vector<Sha256Value> hash_pieces(const PartList& data, std::uint64_t piece, 
     out[k] = hash_one(data, begin, std::min(total, begin + piece), sink);
   });
   return out;
+}
+
+namespace {
+
+// The final block(s) of a message: its last `tail` bytes (fewer than 64),
+// 0x80, zeros and the length in bits. Returns how many blocks (1 or 2).
+std::size_t padding(const std::byte* tail, std::size_t n, std::uint64_t length, std::uint8_t out[128]) {
+  std::memset(out, 0, 128);
+  if (n) std::memcpy(out, tail, n);
+  out[n] = 0x80;
+  const std::size_t blocks = n + 1 + 8 <= 64 ? 1 : 2;
+  const std::uint64_t bits = length * 8;
+  for (int k = 0; k < 8; ++k) out[blocks * 64 - 1 - k] = static_cast<std::uint8_t>(bits >> (8 * k));
+  return blocks;
+}
+
+Sha256Value value_of(const std::uint32_t h[8]) {
+  Sha256Value v;
+  for (int w = 0; w < 8; ++w)
+    for (int k = 0; k < 4; ++k) v.bytes[4 * w + k] = static_cast<std::uint8_t>(h[w] >> (24 - 8 * k));
+  return v;
+}
+
+}  // namespace
+
+PieceAndBlockHasher::PieceAndBlockHasher(std::uint64_t piece_size, std::uint64_t file_size, std::uint64_t offset,
+                                         bool two_lanes)
+    : piece_size_(piece_size), file_size_(file_size), offset_(offset), two_lanes_(two_lanes && sha256_x2_available()) {
+  if (piece_size == 0 || piece_size % 64 != 0 || offset % piece_size != 0 || offset > file_size)
+    throw InvalidArgument("piece hashing: pieces of " + std::to_string(piece_size) + " bytes from offset " +
+                          std::to_string(offset) + " of a file of " + std::to_string(file_size));
+  std::memcpy(lane_state_, Sha256x2State().h[0], sizeof lane_state_);
+}
+
+PieceAndBlockHasher::~PieceAndBlockHasher() = default;
+
+std::vector<PieceAndBlockHasher::Segment> PieceAndBlockHasher::segments(std::uint64_t size) {
+  if (size > file_size_ - offset_ || (size % 64 != 0 && offset_ + size != file_size_))
+    throw InvalidArgument("piece hashing: a block of " + std::to_string(size) + " bytes at offset " +
+                          std::to_string(offset_) + " of a file of " + std::to_string(file_size_));
+  std::vector<Segment> out;
+  std::uint64_t done = piece_done_bytes_;
+  for (std::uint64_t at = 0; at < size;) {
+    const std::uint64_t n = std::min(size - at, piece_size_ - done);
+    const bool completes = done + n == piece_size_ || offset_ + at + n == file_size_;
+    out.push_back({at, n, completes, (offset_ + at) / piece_size_, done + n});
+    done = completes ? 0 : done + n;
+    at += n;
+  }
+  return out;
+}
+
+Sha256Value PieceAndBlockHasher::update(ConstBytes block, const PieceDone& piece_done) {
+  const std::vector<Segment> parts = segments(block.size());
+  Sha256Value whole;
+  if (two_lanes_) {
+    whole = update_two_lanes(block, parts, piece_done);
+  } else {
+    for (const Segment& s : parts) {
+      piece_hash_.update(block.data() + s.at, static_cast<std::size_t>(s.size));
+      if (s.completes) piece_done(s.piece, piece_hash_.finish());
+    }
+    whole = Sha256::of(block.data(), block.size());
+  }
+  piece_done_bytes_ = parts.empty() || parts.back().completes ? 0 : parts.back().piece_length;
+  offset_ += block.size();
+  return whole;
+}
+
+// Lane 0 walks the pieces (restarting at each piece's end), lane 1 the
+// block; each lane is a list of runs of 64-byte blocks, its padding among
+// them, compressed two lanes at a time.
+Sha256Value PieceAndBlockHasher::update_two_lanes(ConstBytes block, const std::vector<Segment>& parts,
+                                                  const PieceDone& piece_done) {
+  struct Run {
+    const std::uint8_t* data;
+    std::uint64_t blocks;
+    bool finishes = false;
+    std::uint64_t piece = 0;
+  };
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(block.data());
+  std::vector<std::array<std::uint8_t, 128>> pads(parts.size() + 1);
+  std::vector<Run> lanes[2];
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const Segment& s = parts[k];
+    const std::uint64_t full = s.size / 64;
+    if (full) lanes[0].push_back({bytes + s.at, full});
+    if (s.completes) {
+      const std::size_t n = static_cast<std::size_t>(s.size % 64);
+      const std::size_t blocks = padding(block.data() + s.at + full * 64, n, s.piece_length, pads[k].data());
+      lanes[0].push_back({pads[k].data(), blocks, true, s.piece});
+    }
+  }
+  if (block.size() >= 64) lanes[1].push_back({bytes, block.size() / 64});
+  const std::size_t tail = block.size() % 64;
+  lanes[1].push_back({pads.back().data(), padding(block.data() + block.size() - tail, tail, block.size(), pads.back().data()), true});
+
+  Sha256x2State state;
+  const Sha256x2State fresh;
+  std::memcpy(state.h[0], lane_state_, sizeof lane_state_);
+  std::size_t run[2] = {0, 0};
+  std::uint64_t used[2] = {0, 0};  // blocks of the current run compressed
+  std::uint32_t kept[8];           // lane 0's state once its runs are done
+  std::memcpy(kept, lane_state_, sizeof kept);
+  Sha256Value whole;
+  while (run[0] < lanes[0].size() || run[1] < lanes[1].size()) {
+    const bool live[2] = {run[0] < lanes[0].size(), run[1] < lanes[1].size()};
+    std::uint64_t n = ~std::uint64_t{0};
+    for (int l = 0; l < 2; ++l)
+      if (live[l]) n = std::min(n, lanes[l][run[l]].blocks - used[l]);
+    const std::uint8_t* data[2];
+    for (int l = 0; l < 2; ++l)
+      if (live[l]) data[l] = lanes[l][run[l]].data + used[l] * 64;
+    // A lane with nothing left reads its partner's bytes; its result is unused.
+    if (!live[0]) data[0] = data[1];
+    if (!live[1]) data[1] = data[0];
+    sha256_x2_compress(state, data, static_cast<std::size_t>(n));
+    if (!live[0]) std::memcpy(state.h[0], kept, sizeof kept);
+    for (int l = 0; l < 2; ++l) {
+      if (!live[l] || (used[l] += n) < lanes[l][run[l]].blocks) continue;
+      const Run& done = lanes[l][run[l]];
+      ++run[l];
+      used[l] = 0;
+      if (done.finishes && l == 0) {
+        piece_done(done.piece, value_of(state.h[0]));
+        std::memcpy(state.h[0], fresh.h[0], sizeof state.h[0]);
+      } else if (done.finishes) {
+        whole = value_of(state.h[1]);
+      }
+      if (l == 0 && run[0] == lanes[0].size()) std::memcpy(kept, state.h[0], sizeof kept);
+    }
+  }
+  std::memcpy(lane_state_, kept, sizeof lane_state_);
+  return whole;
 }
 
 }  // namespace amphora::detail

@@ -205,6 +205,7 @@ struct Call {
   std::vector<std::pair<std::string, std::string>> query{};
   std::vector<std::pair<std::string, std::string>> headers{};
   std::string_view body{};
+  std::optional<Sha256Value> body_sha256{};  // given by a caller that hashed the body already
   std::size_t max_body = kMaxDocument;
   detail::http::Sink sink{};
   std::function<void()> before_attempt{};  // resets what a sink gathered
@@ -484,7 +485,7 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
     to_sign.method = call.method;
     to_sign.path = path;
     to_sign.query = call.query;
-    to_sign.payload_sha256 = Sha256::of(call.body).hex();
+    to_sign.payload_sha256 = (call.body_sha256 ? *call.body_sha256 : Sha256::of(call.body)).hex();
     const std::string date = amz_now();
     to_sign.headers = {{"host", endpoint_.authority},
                        {"x-amz-date", date},
@@ -657,36 +658,16 @@ class S3StagedFile : public StagedFile {
     if (part_size_ == 0) part_size_ = part_size_for(size);
   }
 
-  void write_at(std::uint64_t offset, ConstBytes data) override {
-    while (!data.empty()) {
-      std::string full;
-      std::uint64_t index;
-      std::size_t n;
-      {
-        std::lock_guard lock(mutex_);
-        if (closed_) throw InvalidArgument("write to a closed staged file '" + key_ + "'");
-        if (part_size_ == 0) part_size_ = kMinPart;
-        index = offset / part_size_;
-        const std::uint64_t in_part = offset % part_size_;
-        n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), part_size_ - in_part));
-        if (index + 1 > kMaxParts)
-          throw InvalidArgument(medium_->location_text() + ": '" + key_ + "' would need more than " +
-                                std::to_string(kMaxParts) + " parts; reserve() its size first");
-        auto& part = pending_[index];
-        if (part.bytes.size() < in_part + n) part.bytes.resize(static_cast<std::size_t>(in_part + n));
-        std::memcpy(part.bytes.data() + in_part, data.data(), n);
-        part.filled += n;
-        end_ = std::max(end_, offset + n);
-        if (part.filled == part_size_) {
-          full = std::move(part.bytes);
-          pending_.erase(index);
-        }
-      }
-      if (!full.empty()) upload_part(index, full);
-      offset += n;
-      data = data.subspan(n);
-    }
+  std::uint64_t hashed_write_size() const override {
+    std::lock_guard lock(mutex_);
+    return part_size_;
   }
+
+  void write_hashed_at(std::uint64_t offset, ConstBytes data, const Sha256Value& sha256) override {
+    write(offset, data, &sha256);
+  }
+
+  void write_at(std::uint64_t offset, ConstBytes data) override { write(offset, data, nullptr); }
 
   void close() override {
     std::map<std::uint64_t, Part> rest;
@@ -724,6 +705,46 @@ class S3StagedFile : public StagedFile {
     std::uint64_t filled = 0;
   };
 
+  // `sha256`, when given, is that of all of `data`: of use when `data` is
+  // one whole part.
+  void write(std::uint64_t offset, ConstBytes data, const Sha256Value* sha256) {
+    while (!data.empty()) {
+      std::string full;
+      std::uint64_t index;
+      std::size_t n;
+      bool whole_part = false;  // sent from `data` as it is: no copy, no fresh 8 MiB to fault in
+      {
+        std::lock_guard lock(mutex_);
+        if (closed_) throw InvalidArgument("write to a closed staged file '" + key_ + "'");
+        if (part_size_ == 0) part_size_ = kMinPart;
+        index = offset / part_size_;
+        const std::uint64_t in_part = offset % part_size_;
+        n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), part_size_ - in_part));
+        if (index + 1 > kMaxParts)
+          throw InvalidArgument(medium_->location_text() + ": '" + key_ + "' would need more than " +
+                                std::to_string(kMaxParts) + " parts; reserve() its size first");
+        end_ = std::max(end_, offset + n);
+        whole_part = in_part == 0 && n == part_size_ && !pending_.contains(index);
+        if (!whole_part) {
+          auto& part = pending_[index];
+          if (part.bytes.size() < in_part + n) part.bytes.resize(static_cast<std::size_t>(in_part + n));
+          std::memcpy(part.bytes.data() + in_part, data.data(), n);
+          part.filled += n;
+          if (part.filled == part_size_) {
+            full = std::move(part.bytes);
+            pending_.erase(index);
+          }
+        }
+      }
+      if (whole_part)
+        upload_part(index, std::string_view(reinterpret_cast<const char*>(data.data()), n),
+                    sha256 && n == data.size() ? std::optional(*sha256) : std::nullopt);
+      if (!full.empty()) upload_part(index, full);
+      offset += n;
+      data = data.subspan(n);
+    }
+  }
+
   void start() {
     std::call_once(started_, [&] {
       Call call{.method = "POST", .key = key_, .query = {{"uploads", ""}}};
@@ -733,10 +754,11 @@ class S3StagedFile : public StagedFile {
     });
   }
 
-  void upload_part(std::uint64_t index, std::string_view bytes) {
+  void upload_part(std::uint64_t index, std::string_view bytes, std::optional<Sha256Value> sha256 = std::nullopt) {
     start();
     Call call{.method = "PUT", .key = key_,
-              .query = {{"partNumber", std::to_string(index + 1)}, {"uploadId", upload_id_}}, .body = bytes};
+              .query = {{"partNumber", std::to_string(index + 1)}, {"uploadId", upload_id_}}, .body = bytes,
+              .body_sha256 = sha256};
     auto r = medium_->send(call);
     if (r.status != 200) medium_->fail(call, r);
     auto etag = r.header("etag");
@@ -774,7 +796,7 @@ class S3StagedFile : public StagedFile {
 
   std::shared_ptr<S3Medium> medium_;
   std::string key_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::uint64_t part_size_ = 0;
   std::uint64_t end_ = 0;
   std::map<std::uint64_t, Part> pending_;

@@ -43,6 +43,10 @@ class GuardedStagedFile : public StagedFile {
     guarded(where_, [&] { inner_->write_parts_at(offset, parts); });
   }
   void reserve(std::uint64_t size) override { guarded(where_, [&] { inner_->reserve(size); }); }
+  std::uint64_t hashed_write_size() const override { return guarded(where_, [&] { return inner_->hashed_write_size(); }); }
+  void write_hashed_at(std::uint64_t offset, ConstBytes data, const Sha256Value& sha256) override {
+    guarded(where_, [&] { inner_->write_hashed_at(offset, data, sha256); });
+  }
   void close() override { guarded(where_, [&] { inner_->close(); }); }
 
  private:

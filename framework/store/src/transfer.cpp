@@ -17,6 +17,7 @@
 #include <amphora/storage/s3.hpp>
 
 #include "error_boundary.hpp"
+#include "piece_hash.hpp"
 #include "store_access.hpp"
 
 #include <algorithm>
@@ -327,9 +328,7 @@ class Copier {
           throw CorruptData(mismatch(item, entry, piece));
       }
       o.files[chunk.file]->write_at(0, ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
-      std::lock_guard lock(status_mutex_);
-      status_.bytes_done += bytes.size();
-      if (progress_) progress_(status_);
+      count_bytes(bytes.size());
       return;
     }
     std::shared_ptr<RandomAccessFile> source;
@@ -350,6 +349,28 @@ class Copier {
       source = o.sources[chunk.file];
     }
     buffer.resize(static_cast<std::size_t>(std::min<std::uint64_t>(kMinChunk, chunk.size)));
+    StagedFile& to = *o.files[chunk.file];
+    // A destination that signs what it sends with its SHA-256 (an object
+    // store's parts, when they are these blocks) gets each block's hash from
+    // the same pass that checks the pieces, two lanes at once.
+    const std::uint64_t part = to.hashed_write_size();
+    if (part != 0 && part == buffer.size() && chunk.offset % part == 0) {
+      detail::PieceAndBlockHasher hasher(entry.piece_size, entry.size, chunk.offset, true);
+      const auto check = [&](std::uint64_t piece, const Sha256Value& value) {
+        if (piece >= entry.pieces.size() || value != entry.pieces[piece]) throw CorruptData(mismatch(item, entry, piece));
+      };
+      for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), chunk.offset + chunk.size - at));
+        source->read_at(at, n, buffer.data());
+        const ConstBytes block(buffer.data(), n);
+        const Sha256Value whole = hasher.update(block, check);
+        if (n == part) to.write_hashed_at(at, block, whole);
+        else to.write_at(at, block);
+        at += n;
+        count_bytes(n);
+      }
+      return;
+    }
     Sha256 hash;
     std::uint64_t piece = chunk.offset / entry.piece_size;
     std::uint64_t piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
@@ -369,12 +390,16 @@ class Copier {
           piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
         }
       }
-      o.files[chunk.file]->write_at(at, ConstBytes(buffer.data(), n));
+      to.write_at(at, ConstBytes(buffer.data(), n));
       at += n;
-      std::lock_guard lock(status_mutex_);
-      status_.bytes_done += n;
-      if (progress_) progress_(status_);
+      count_bytes(n);
     }
+  }
+
+  void count_bytes(std::uint64_t n) {
+    std::lock_guard lock(status_mutex_);
+    status_.bytes_done += n;
+    if (progress_) progress_(status_);
   }
 
   std::string mismatch(const Item& item, const FileEntry& entry, std::uint64_t piece) const {

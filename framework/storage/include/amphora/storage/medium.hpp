@@ -18,6 +18,7 @@
 
 #include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
+#include <amphora/digest.hpp>
 #include <amphora/error.hpp>
 
 #include <chrono>
@@ -114,6 +115,18 @@ class StagedFile {
   }
   /// Hint: the file will hold `size` bytes. A medium may preallocate.
   virtual void reserve(std::uint64_t size) { (void)size; }
+  /// The size of the writes, at offsets that are multiples of it, for
+  /// which write_hashed_at saves work (an object store's part size: each
+  /// part is signed with its SHA-256); 0 when the medium has no use for it.
+  virtual std::uint64_t hashed_write_size() const { return 0; }
+  /// write_at with `sha256`, the SHA-256 of `data`, from a caller that
+  /// hashes the bytes anyway: a medium that signs what it sends uses it
+  /// instead of hashing them again (the server refuses a wrong one). The
+  /// default ignores it.
+  virtual void write_hashed_at(std::uint64_t offset, ConstBytes data, const Sha256Value& sha256) {
+    (void)sha256;
+    write_at(offset, data);
+  }
   /// Flushes and closes; the file is complete afterwards. Throws IoError.
   virtual void close() = 0;
 };
