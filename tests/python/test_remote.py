@@ -157,6 +157,21 @@ class RemoteTest(cs.StoreTestCase):
         self.assertIn("all intact", proc.stdout)
         self.assertIn("grid", cs.run("--store", store_url, "ls").stdout)
 
+    def test_pieces_of_any_size_another_writer_chose_are_pushed_and_pulled(self):
+        # Amphora's writers pick powers of two; another writer may not. A
+        # piece size that is no multiple of 64 cannot share the SHA-NI pass
+        # with the parts' signatures, and must still be checked and copied.
+        import hostile_corpus as hc
+        data = np.random.default_rng(9).bytes((20 << 20) + 3)  # three parts, three pieces
+        piece = (9 << 20) + 4  # larger than a part, so a chunk starts on a part's edge
+        digest = hc.put_artifact(self.store, "test.raw", {}, files={"blob.bin": data},
+                                 edit=lambda m: m["files"][0].update(hc.file_entry("blob.bin", data, piece)))
+        self.run_cli("push", digest, check=cs.EXIT_OK)
+        self.other_cli("pull", digest, check=cs.EXIT_OK)
+        with open(os.path.join(hc.object_dir(self.other, digest), "blob.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.other_cli("verify", check=cs.EXIT_OK)
+
     def test_damaged_objects_in_the_bucket_are_named_and_nothing_is_published(self):
         self.save_npy("t", np.random.default_rng(3).standard_normal(1 << 20))  # 8 MiB, four pieces, incompressible
         self.run_cli("push", check=cs.EXIT_OK)

@@ -510,6 +510,18 @@ TEMPLATE_TEST_CASE("Storage: writes that carry their SHA-256 are stored as writt
     CHECK(staging->publish(prefix, "manifest.json", "{}"));
   }
   CHECK(read_all(*m->open(prefix + "big.bin")) == big);
+  // A hash of more than one part applies to none of them.
+  {
+    const std::string two = "objects/sha256/ce/cef1/";
+    auto staging = m->begin_staging_at(two);
+    auto file = staging->create_file("big.bin");
+    file->reserve(size);
+    file->write_hashed_at(0, bytes(0, 16u << 20), Sha256::of(big.data(), 16u << 20));
+    file->write_at(16u << 20, bytes(16u << 20, size - (16u << 20)));
+    file->close();
+    CHECK(staging->publish(two, "manifest.json", "{}"));
+    CHECK(read_all(*m->open(two + "big.bin")) == big);
+  }
   // A hash that is not the data's: the server refuses the part (the
   // medium that signs with it), and nothing is published.
   if (std::string(TestType::name) == "s3") {

@@ -708,6 +708,7 @@ class S3StagedFile : public StagedFile {
   // `sha256`, when given, is that of all of `data`: of use when `data` is
   // one whole part.
   void write(std::uint64_t offset, ConstBytes data, const Sha256Value* sha256) {
+    const std::size_t hashed_size = data.size();  // the bytes `sha256` is the hash of
     while (!data.empty()) {
       std::string full;
       std::uint64_t index;
@@ -738,7 +739,7 @@ class S3StagedFile : public StagedFile {
       }
       if (whole_part)
         upload_part(index, std::string_view(reinterpret_cast<const char*>(data.data()), n),
-                    sha256 && n == data.size() ? std::optional(*sha256) : std::nullopt);
+                    sha256 && n == hashed_size ? std::optional(*sha256) : std::nullopt);
       if (!full.empty()) upload_part(index, full);
       offset += n;
       data = data.subspan(n);

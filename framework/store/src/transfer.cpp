@@ -354,7 +354,7 @@ class Copier {
     // store's parts, when they are these blocks) gets each block's hash from
     // the same pass that checks the pieces, two lanes at once.
     const std::uint64_t part = to.hashed_write_size();
-    if (part != 0 && part == buffer.size() && chunk.offset % part == 0) {
+    if (part != 0 && part == buffer.size() && chunk.offset % part == 0 && entry.piece_size % 64 == 0) {
       detail::PieceAndBlockHasher hasher(entry.piece_size, entry.size, chunk.offset, true);
       const auto check = [&](std::uint64_t piece, const Sha256Value& value) {
         if (piece >= entry.pieces.size() || value != entry.pieces[piece]) throw CorruptData(mismatch(item, entry, piece));
