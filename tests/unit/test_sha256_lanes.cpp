@@ -408,13 +408,14 @@ TEST_CASE("Pieces and blocks hashed in one pass match libcrypto", "[sha256_lanes
     for (const Case& c : cases) {
       INFO("piece " << c.piece << " block " << c.block << " size " << c.size << " start " << c.start << " two lanes "
                     << two_lanes);
-      amphora::detail::PieceAndBlockHasher hasher(c.piece, c.size, c.start, two_lanes);
+      amphora::detail::PieceAndBlockHasher hasher(c.piece, c.size, c.start, true, two_lanes);
       std::vector<std::pair<std::uint64_t, std::string>> pieces;
       for (std::uint64_t at = c.start; at < c.size; at += c.block) {
         const std::uint64_t n = std::min(c.block, c.size - at);
         const ConstBytes block(reinterpret_cast<const std::byte*>(data.data() + at), n);
         const auto whole = hasher.update(block, [&](std::uint64_t k, const amphora::Sha256Value& v) { pieces.emplace_back(k, v.hex()); });
-        CHECK(whole.hex() == hex(libcrypto_sha256(data.data() + at, n)));
+        REQUIRE(whole);
+        CHECK(whole->hex() == hex(libcrypto_sha256(data.data() + at, n)));
       }
       const std::uint64_t first = c.start / c.piece, count = (c.size - 1) / c.piece + 1 - first;
       REQUIRE(pieces.size() == count);
@@ -425,11 +426,32 @@ TEST_CASE("Pieces and blocks hashed in one pass match libcrypto", "[sha256_lanes
       }
     }
   }
+  // Pieces of any size another writer chose (not whole 64-byte blocks, so
+  // never two lanes), with and without the blocks hashed whole.
+  for (bool whole_blocks : {true, false}) {
+    INFO("pieces of 4100 bytes, whole blocks " << whole_blocks);
+    const std::uint64_t size = 3 * 4100 + 7, block = 5000;
+    amphora::detail::PieceAndBlockHasher hasher(4100, size, 0, whole_blocks);
+    std::vector<std::string> pieces;
+    for (std::uint64_t at = 0; at < size; at += block) {
+      const std::uint64_t n = std::min(block, size - at);
+      const auto whole = hasher.update(ConstBytes(reinterpret_cast<const std::byte*>(data.data() + at), n),
+                                       [&](std::uint64_t, const amphora::Sha256Value& v) { pieces.push_back(v.hex()); });
+      CHECK(whole.has_value() == whole_blocks);
+      if (whole) CHECK(whole->hex() == hex(libcrypto_sha256(data.data() + at, n)));
+    }
+    REQUIRE(pieces.size() == 4);
+    for (std::uint64_t k = 0; k < 4; ++k)
+      CHECK(pieces[k] == hex(libcrypto_sha256(data.data() + k * 4100, std::min<std::uint64_t>(4100, size - k * 4100))));
+  }
   // Blocks that do not fit the file are refused, not hashed.
   amphora::detail::PieceAndBlockHasher hasher(4096, 10000, 0, true);
-  const ConstBytes odd(reinterpret_cast<const std::byte*>(data.data()), 100);
-  CHECK_THROWS_AS(hasher.update(odd, [](std::uint64_t, const amphora::Sha256Value&) {}), amphora::InvalidArgument);
   const ConstBytes past(reinterpret_cast<const std::byte*>(data.data()), 20000);
   CHECK_THROWS_AS(hasher.update(past, [](std::uint64_t, const amphora::Sha256Value&) {}), amphora::InvalidArgument);
-  CHECK_THROWS_AS(amphora::detail::PieceAndBlockHasher(100, 1000, 0, true), amphora::InvalidArgument);
+  if (amphora::detail::sha256_x2_available()) {  // two lanes step 64 bytes at a time
+    const ConstBytes odd(reinterpret_cast<const std::byte*>(data.data()), 100);
+    CHECK_THROWS_AS(hasher.update(odd, [](std::uint64_t, const amphora::Sha256Value&) {}), amphora::InvalidArgument);
+  }
+  CHECK_THROWS_AS(amphora::detail::PieceAndBlockHasher(0, 1000, 0, true), amphora::InvalidArgument);
+  CHECK_THROWS_AS(amphora::detail::PieceAndBlockHasher(4096, 10000, 100, true), amphora::InvalidArgument);
 }

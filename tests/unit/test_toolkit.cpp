@@ -395,4 +395,16 @@ TEST_CASE("Strings at indices find damaged offsets in what they read", "[toolkit
                     Catch::Contains("w.offsets.npy") && Catch::Contains("offset 3 (2) is below offset 2 (6)"));
   CHECK_THROWS_WITH(reader.read_strings_at("w", 5, std::vector<std::uint64_t>{4}),
                     Catch::Contains("lie outside 'w.bytes' (12 bytes)"));
+  // Strings far apart (read in runs of their own) whose offsets go back:
+  // every word would span the whole bytes file, read once per word.
+  std::string back;
+  for (std::int64_t k = 0; k <= 20000; ++k) {
+    const std::int64_t o = k <= 10000 ? k : k - 10000;
+    back += bytes_of(&o, 8);
+  }
+  RawFiles rewound{{{"r.offsets.npy", npy(DType::int64, {20001}, back)}, {"r.bytes", std::string(10000, 'x')}}};
+  const auto rewound_reader = store.open_artifact(store.save(rewound).digest);
+  CHECK(rewound_reader.read_strings_at("r", 20000, std::vector<std::uint64_t>{0, 9999}).size() == 2);
+  CHECK_THROWS_WITH(rewound_reader.read_strings_at("r", 20000, std::vector<std::uint64_t>{9999, 19000}),
+                    Catch::Contains("r.offsets.npy") && Catch::Contains("offset 19000 (9000) is below offset 10000 (10000)"));
 }

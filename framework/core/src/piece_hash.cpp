@@ -180,9 +180,14 @@ Sha256Value value_of(const std::uint32_t h[8]) {
 }  // namespace
 
 PieceAndBlockHasher::PieceAndBlockHasher(std::uint64_t piece_size, std::uint64_t file_size, std::uint64_t offset,
-                                         bool two_lanes)
-    : piece_size_(piece_size), file_size_(file_size), offset_(offset), two_lanes_(two_lanes && sha256_x2_available()) {
-  if (piece_size == 0 || piece_size % 64 != 0 || offset % piece_size != 0 || offset > file_size)
+                                         bool whole_blocks, bool two_lanes)
+    : piece_size_(piece_size),
+      file_size_(file_size),
+      offset_(offset),
+      whole_blocks_(whole_blocks),
+      // A second lane pays only for a second hash; lanes step 64 bytes at a time.
+      two_lanes_(whole_blocks && two_lanes && piece_size % 64 == 0 && sha256_x2_available()) {
+  if (piece_size == 0 || offset % piece_size != 0 || offset > file_size)
     throw InvalidArgument("piece hashing: pieces of " + std::to_string(piece_size) + " bytes from offset " +
                           std::to_string(offset) + " of a file of " + std::to_string(file_size));
   std::memcpy(lane_state_, Sha256x2State().h[0], sizeof lane_state_);
@@ -191,7 +196,7 @@ PieceAndBlockHasher::PieceAndBlockHasher(std::uint64_t piece_size, std::uint64_t
 PieceAndBlockHasher::~PieceAndBlockHasher() = default;
 
 std::vector<PieceAndBlockHasher::Segment> PieceAndBlockHasher::segments(std::uint64_t size) {
-  if (size > file_size_ - offset_ || (size % 64 != 0 && offset_ + size != file_size_))
+  if (size > file_size_ - offset_ || (two_lanes_ && size % 64 != 0 && offset_ + size != file_size_))
     throw InvalidArgument("piece hashing: a block of " + std::to_string(size) + " bytes at offset " +
                           std::to_string(offset_) + " of a file of " + std::to_string(file_size_));
   std::vector<Segment> out;
@@ -206,9 +211,9 @@ std::vector<PieceAndBlockHasher::Segment> PieceAndBlockHasher::segments(std::uin
   return out;
 }
 
-Sha256Value PieceAndBlockHasher::update(ConstBytes block, const PieceDone& piece_done) {
+std::optional<Sha256Value> PieceAndBlockHasher::update(ConstBytes block, const PieceDone& piece_done) {
   const std::vector<Segment> parts = segments(block.size());
-  Sha256Value whole;
+  std::optional<Sha256Value> whole;
   if (two_lanes_) {
     whole = update_two_lanes(block, parts, piece_done);
   } else {
@@ -216,7 +221,7 @@ Sha256Value PieceAndBlockHasher::update(ConstBytes block, const PieceDone& piece
       piece_hash_.update(block.data() + s.at, static_cast<std::size_t>(s.size));
       if (s.completes) piece_done(s.piece, piece_hash_.finish());
     }
-    whole = Sha256::of(block.data(), block.size());
+    if (whole_blocks_) whole = Sha256::of(block.data(), block.size());
   }
   piece_done_bytes_ = parts.empty() || parts.back().completes ? 0 : parts.back().piece_length;
   offset_ += block.size();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,24 +44,27 @@ using SegmentSink = std::function<void(std::uint64_t offset, std::span<const Con
 /// with the SHA extensions, two.
 std::vector<Sha256Value> hash_pieces(const PartList& data, std::uint64_t piece_size, const SegmentSink& sink);
 
-/// Hashes a file's consecutive blocks two ways in one pass: by its pieces
-/// of `piece_size` bytes (each piece's SHA-256 handed over as it completes,
-/// a piece may span blocks) and each block whole (what an object store signs
-/// a part with). With the SHA extensions the two are the lanes of one
-/// kernel, in about the time of one; elsewhere OpenSSL hashes twice. Not
-/// thread-safe: one per sequence of blocks.
+/// Checks a file's consecutive blocks piece by piece (each piece's SHA-256
+/// handed over as it completes; a piece may span blocks) and, when asked,
+/// hashes each block whole (what an object store signs a part with). With
+/// the SHA extensions and pieces of whole 64-byte blocks, the two run as the
+/// lanes of one kernel, in about the time of one; elsewhere OpenSSL hashes
+/// twice. Not thread-safe: one per sequence of blocks.
 class PieceAndBlockHasher {
  public:
   /// A file of `file_size` bytes whose blocks start at `offset`, a piece
-  /// boundary; `two_lanes` false forces the OpenSSL path.
-  PieceAndBlockHasher(std::uint64_t piece_size, std::uint64_t file_size, std::uint64_t offset, bool two_lanes);
+  /// boundary. `whole_blocks`: also hash each block whole. `two_lanes`
+  /// false forces the OpenSSL path (for tests). Throws InvalidArgument for
+  /// a piece size of 0 or an offset off a piece's edge or past the end.
+  PieceAndBlockHasher(std::uint64_t piece_size, std::uint64_t file_size, std::uint64_t offset, bool whole_blocks,
+                      bool two_lanes = true);
   ~PieceAndBlockHasher();
   using PieceDone = std::function<void(std::uint64_t piece, const Sha256Value& value)>;
-  /// Hashes the next `block` (a multiple of 64 bytes unless it ends the
-  /// file), calling `piece_done` for each piece it completes, in order, and
-  /// returns the block's SHA-256. Throws InvalidArgument for a block past
-  /// the file's end or a short one before it.
-  Sha256Value update(ConstBytes block, const PieceDone& piece_done);
+  /// Hashes the next `block`, calling `piece_done` for each piece it
+  /// completes, in order; returns the block's SHA-256 when whole blocks
+  /// are hashed. Throws InvalidArgument for a block past the file's end, or
+  /// (on the two-lane path) one that is not whole 64-byte blocks before it.
+  std::optional<Sha256Value> update(ConstBytes block, const PieceDone& piece_done);
 
  private:
   struct Segment {
@@ -73,7 +77,7 @@ class PieceAndBlockHasher {
 
   std::uint64_t piece_size_, file_size_, offset_;
   std::uint64_t piece_done_bytes_ = 0;  // of the current piece, before the next block
-  bool two_lanes_;
+  bool whole_blocks_, two_lanes_;
   std::uint32_t lane_state_[8];  // the current piece's state between blocks (two lanes)
   Sha256 piece_hash_;             // the same, on the OpenSSL path
 };

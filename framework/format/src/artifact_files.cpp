@@ -26,6 +26,19 @@ void check_bools(ConstBytes bytes, const std::string& where) {
                       std::to_string(static_cast<unsigned>(*bad)) + ", not 0 or 1");
 }
 
+// Offsets of consecutive strings from index `first` on, as read from
+// `where`: never decreasing, and within the `size` bytes of `bytes_path`.
+void check_offsets_read(std::span<const std::int64_t> o, std::uint64_t first, std::uint64_t size,
+                        const std::string& where, const std::string& bytes_path) {
+  for (std::size_t i = 1; i < o.size(); ++i)
+    if (o[i] < o[i - 1])
+      throw CorruptData(where + ": offset " + std::to_string(first + i) + " (" + std::to_string(o[i]) +
+                        ") is below offset " + std::to_string(first + i - 1) + " (" + std::to_string(o[i - 1]) + ")");
+  if (!o.empty() && (o.front() < 0 || static_cast<std::uint64_t>(o.back()) > size))
+    throw CorruptData(where + ": offsets " + std::to_string(o.front()) + " to " + std::to_string(o.back()) +
+                      " lie outside '" + bytes_path + "' (" + std::to_string(size) + " bytes)");
+}
+
 std::string strings_offsets_path(std::string_view path) { return std::string(path) + ".offsets.npy"; }
 std::string strings_bytes_path(std::string_view path) { return std::string(path) + ".bytes"; }
 
@@ -408,14 +421,7 @@ StringsView ArtifactReader::read_strings_range(std::string_view path, std::uint6
   const std::string where = label_ + ": strings '" + std::string(path) + "': '" + offsets_path + "'";
   ArrayView offsets = read_array_range(offsets_path, DType::int64, count + 1, begin, end + 1);
   auto o = offsets.values<std::int64_t>();
-  for (std::size_t i = 1; i < o.size(); ++i)
-    if (o[i] < o[i - 1])
-      throw CorruptData(where + ": offset " + std::to_string(begin + i) + " (" + std::to_string(o[i]) +
-                        ") is below offset " + std::to_string(begin + i - 1) + " (" + std::to_string(o[i - 1]) + ")");
-  const std::uint64_t size = file_size(bytes_path);
-  if (o.front() < 0 || static_cast<std::uint64_t>(o.back()) > size)
-    throw CorruptData(where + ": offsets " + std::to_string(o.front()) + " to " + std::to_string(o.back()) +
-                      " lie outside '" + bytes_path + "' (" + std::to_string(size) + " bytes)");
+  check_offsets_read(o, begin, file_size(bytes_path), where, bytes_path);
   std::vector<std::int64_t> rebased(o.begin(), o.end());
   for (auto& v : rebased) v -= o.front();
   auto bytes = read(bytes_path, static_cast<std::uint64_t>(o.front()), static_cast<std::size_t>(rebased.back()));
@@ -449,13 +455,13 @@ StringsView ArtifactReader::read_strings_at(std::string_view path, std::uint64_t
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // bytes of each string, in index order
   for (std::size_t r = 0, i = 0; r < runs.size(); ++r) {
     auto o = parts[r].values<std::int64_t>();
-    for (std::size_t k = 1; k < o.size(); ++k)
-      if (o[k] < o[k - 1])
-        throw CorruptData(where + ": offset " + std::to_string(runs[r].first + k) + " (" + std::to_string(o[k]) +
-                          ") is below offset " + std::to_string(runs[r].first + k - 1) + " (" + std::to_string(o[k - 1]) + ")");
-    if (o.front() < 0 || static_cast<std::uint64_t>(o.back()) > size)
-      throw CorruptData(where + ": offsets " + std::to_string(o.front()) + " to " + std::to_string(o.back()) +
-                        " lie outside '" + bytes_path + "' (" + std::to_string(size) + " bytes)");
+    check_offsets_read(o, runs[r].first, size, where, bytes_path);
+    // Runs follow one another in the file too, so the strings read never
+    // overlap and never add up to more than the bytes file holds.
+    if (r > 0 && o.front() < parts[r - 1].values<std::int64_t>().back())
+      throw CorruptData(where + ": offset " + std::to_string(runs[r].first) + " (" + std::to_string(o.front()) +
+                        ") is below offset " + std::to_string(runs[r - 1].second - 1) + " (" +
+                        std::to_string(parts[r - 1].values<std::int64_t>().back()) + ")");
     for (; i < indices.size() && indices[i] + 2 <= runs[r].second; ++i) {
       const std::size_t k = static_cast<std::size_t>(indices[i] - runs[r].first);
       spans.emplace_back(static_cast<std::uint64_t>(o[k]), static_cast<std::uint64_t>(o[k + 1]));

@@ -352,45 +352,23 @@ class Copier {
     StagedFile& to = *o.files[chunk.file];
     // A destination that signs what it sends with its SHA-256 (an object
     // store's parts, when they are these blocks) gets each block's hash from
-    // the same pass that checks the pieces, two lanes at once.
+    // the pass that checks the pieces (two lanes at once where the CPU can).
     const std::uint64_t part = to.hashed_write_size();
-    if (part != 0 && part == buffer.size() && chunk.offset % part == 0 && entry.piece_size % 64 == 0) {
-      detail::PieceAndBlockHasher hasher(entry.piece_size, entry.size, chunk.offset, true);
-      const auto check = [&](std::uint64_t piece, const Sha256Value& value) {
-        if (piece >= entry.pieces.size() || value != entry.pieces[piece]) throw CorruptData(mismatch(item, entry, piece));
-      };
-      for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {
-        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), chunk.offset + chunk.size - at));
-        source->read_at(at, n, buffer.data());
-        const ConstBytes block(buffer.data(), n);
-        const Sha256Value whole = hasher.update(block, check);
-        if (n == part) to.write_hashed_at(at, block, whole);
-        else to.write_at(at, block);
-        at += n;
-        count_bytes(n);
-      }
-      return;
-    }
-    Sha256 hash;
-    std::uint64_t piece = chunk.offset / entry.piece_size;
-    std::uint64_t piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
+    const bool signs_blocks = part != 0 && part == buffer.size() && chunk.offset % part == 0;
+    detail::PieceAndBlockHasher hasher(entry.piece_size, entry.size, chunk.offset, signs_blocks);
+    const auto check = [&](std::uint64_t piece, const Sha256Value& value) {
+      if (piece >= entry.pieces.size() || value != entry.pieces[piece]) throw CorruptData(mismatch(item, entry, piece));
+    };
     // Whole blocks, across pieces (2 MiB at the least): one request of up to
-    // 8 MiB each from an object store, not one per piece.
+    // 8 MiB each from an object store, not one per piece. Each piece is
+    // checked before the block that ends it is written.
     for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), chunk.offset + chunk.size - at));
       source->read_at(at, n, buffer.data());
-      for (std::size_t done = 0; done < n;) {
-        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(n - done, piece_end - (at + done)));
-        hash.update(buffer.data() + done, m);
-        done += m;
-        if (at + done == piece_end) {
-          if (piece >= entry.pieces.size() || hash.finish() != entry.pieces[piece])
-            throw CorruptData(mismatch(item, entry, piece));
-          ++piece;
-          piece_end = std::min(entry.size, (piece + 1) * entry.piece_size);
-        }
-      }
-      to.write_at(at, ConstBytes(buffer.data(), n));
+      const ConstBytes block(buffer.data(), n);
+      const std::optional<Sha256Value> whole = hasher.update(block, check);
+      if (whole && n == part) to.write_hashed_at(at, block, *whole);
+      else to.write_at(at, block);
       at += n;
       count_bytes(n);
     }
