@@ -51,6 +51,12 @@ std::string utc_timestamp(std::chrono::system_clock::time_point t, bool compact)
   return std::string(buf) + frac;
 }
 
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "";
+  return valid_utf8(host);
+}
+
 std::string new_run_id(std::chrono::system_clock::time_point start) {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 20));
   char tail[8];
@@ -471,6 +477,7 @@ nlohmann::json step_json(const StepReport& s, nlohmann::json ingredients) {
   nlohmann::json j = {{"name", s.name}, {"status", s.status}, {"reason", s.reason}, {"duration", s.seconds},
                       {"outputs", outputs}, {"output_digests", digests}};
   if (!s.error.empty()) j["error"] = s.error;
+  if (!s.cache.empty()) j["cache"] = s.cache;
   if (s.key != Digest()) j["key"] = s.key.str();
   if (!ingredients.is_null()) j["ingredients"] = std::move(ingredients);
   return j;
@@ -490,7 +497,9 @@ class Run {
                {"pipeline", pipeline_.name()},
                {"started_at", utc_timestamp(start, false)},
                {"status", "running"},
+               {"host", host_name()},
                {"host_pid", ::getpid()},
+               {"remote_cache", remote_description()},
                {"jobs", jobs_},
                {"overrides", options_.params},
                {"inputs", store_inputs_},
@@ -521,6 +530,18 @@ class Run {
     record_["status"] = report_.ok ? "succeeded" : "failed";
     if (!report_.ok) record_["error"] = report_.error;
     record_["ended_at"] = utc_timestamp(std::chrono::system_clock::now(), false);
+    if (remote_ && options_.remote_cache == RemoteCache::read_write) {
+      // Shared with the outputs, so `amphora runs` and `why` on another
+      // machine see this run; a remote that fails here fails the run.
+      try {
+        detail::StoreAccess::runs(*remote_).write(pipeline_.name(), report_.run_id, record_);
+      } catch (const std::exception& e) {
+        report_.error = "the run record could not be written to remote '" + remote_name_ + "': " + valid_utf8(e.what());
+        report_.ok = false;
+        record_["status"] = "failed";
+        record_["error"] = report_.error;
+      }
+    }
     detail::StoreAccess::runs(store_).write(pipeline_.name(), report_.run_id, record_);
     report_.record = std::move(record_);
     return std::move(report_);
@@ -573,6 +594,16 @@ class Run {
                      return f == "*" || f == node.spec.name;
                    }) != options_.force.end();
       for (const auto& [producer, slot] : node.inputs) ++consumers_[producer];
+    }
+    if (options_.remote_cache != RemoteCache::off) {
+      const auto remotes = store_.remotes();
+      if (remotes.size() == 1) {
+        remote_name_ = remotes.front().name;
+        // A fresh remote becomes a store when this run first writes to it.
+        remote_.emplace(store_.remote_store(remote_name_, options_.remote_cache == RemoteCache::read_write));
+      } else if (remotes.size() > 1) {
+        remote_note_ = "off: the store has " + std::to_string(remotes.size()) + " remotes";
+      }
     }
     std::size_t steps = std::count_if(nodes_.begin(), nodes_.end(), [](const auto& x) { return !x.is_input; });
     jobs_ = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -653,7 +684,12 @@ class Run {
     std::lock_guard lock(value_mutex_[node]);
     auto& values = values_[node];
     if (values.size() <= slot) values.resize(nodes_[node].outputs.size());
-    if (!values[slot]) values[slot] = nodes_[node].outputs[slot].load(store_, digests_[node][slot]);
+    if (!values[slot]) {
+      const Digest& digest = digests_[node][slot];
+      // An output found on the remote's cache is copied here when first read.
+      if (remote_ && !store_.contains(digest)) store_.pull({digest.str()}, {.remote = remote_name_});
+      values[slot] = nodes_[node].outputs[slot].load(store_, digest);
+    }
     return values[slot];
   }
 
@@ -687,38 +723,48 @@ class Run {
 
   // Output digests from a cache entry that is intact for `node`, or nullopt
   // with `problem` saying what is wrong (empty when there is no entry).
-  std::optional<std::vector<Digest>> lookup(const detail::StepNode& node, const Digest& key,
-                                            const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
-                                            std::string& problem, std::shared_ptr<const detail::CacheEntry>& entry_out) {
+  // The entry `cache` holds for `key`, when it is one of `node` naming every
+  // output; else null, with `problem` saying what is wrong (empty when there
+  // is no entry). `what` names the entry in problems ("cache entry").
+  static std::shared_ptr<const detail::CacheEntry> checked_entry(const detail::ActionCache& cache,
+                                                                 const detail::StepNode& node, const Digest& key,
+                                                                 const std::string& what, std::string& problem) {
     problem.clear();
     std::shared_ptr<const detail::CacheEntry> entry;
     try {
-      entry = detail::StoreAccess::cache(store_).get(key);
+      entry = cache.get(key);
     } catch (const CorruptData& e) {
-      problem = std::string("cache entry damaged: ") + e.what();
-      return std::nullopt;
+      problem = what + " damaged: " + e.what();
+      return nullptr;
     }
-    if (!entry) return std::nullopt;
+    if (!entry) return nullptr;
     // An entry copied from another key, or edited, is not this step's.
     if (entry->key != key) {
-      problem = "cache entry damaged: it records key " +
+      problem = what + " damaged: it records key " +
                 (entry->key == Digest() ? std::string("none") : entry->key.short_str()) + ", not " + key.short_str();
-      return std::nullopt;
+      return nullptr;
     }
     if (entry->step != node.spec.name) {
-      problem = "cache entry damaged: it is an entry of step '" + printable(entry->step) + "', not '" +
-                node.spec.name + "'";
-      return std::nullopt;
+      problem = what + " damaged: it is an entry of step '" + printable(entry->step) + "', not '" + node.spec.name + "'";
+      return nullptr;
     }
+    for (const auto& slot : node.outputs)
+      if (!entry->outputs.contains(slot.name)) {
+        problem = what + " damaged: no digest for output `" + slot.name + "`";
+        return nullptr;
+      }
+    return entry;
+  }
+
+  std::optional<std::vector<Digest>> lookup(const detail::StepNode& node, const Digest& key,
+                                            const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
+                                            std::string& problem, std::shared_ptr<const detail::CacheEntry>& entry_out) {
+    auto entry = checked_entry(detail::StoreAccess::cache(store_), node, key, "cache entry", problem);
+    if (!entry) return std::nullopt;
     std::vector<Digest> digests;
     for (std::size_t s = 0; s < node.outputs.size(); ++s) {
       const auto& name = node.outputs[s].name;
-      auto it = entry->outputs.find(name);
-      if (it == entry->outputs.end()) {
-        problem = "cache entry damaged: no digest for output `" + name + "`";
-        return std::nullopt;
-      }
-      Digest d = it->second;
+      Digest d = entry->outputs.at(name);
       if (auto why = artifact_problem(store_, d, *entries[s], options_.verify_hits); !why.empty()) {
         problem = "output `" + name + "` missing or damaged (" + why + ")";
         return std::nullopt;
@@ -727,6 +773,63 @@ class Run {
     }
     entry_out = std::move(entry);
     return digests;
+  }
+
+  // The same on the remote's cache: an entry there is used when each output's
+  // manifest is there and was written by the output's materializer (one
+  // request for the entry and one per output; payloads are not looked at
+  // until a step or a load reads them, and checked piece by piece then).
+  // `manifests` receives the outputs' manifests.
+  std::optional<std::vector<Digest>> remote_lookup(const detail::StepNode& node, const Digest& key,
+                                                   const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
+                                                   std::string& problem,
+                                                   std::shared_ptr<const detail::CacheEntry>& entry_out,
+                                                   std::vector<Manifest>& manifests) {
+    const std::string where = "remote '" + remote_name_ + "'";
+    auto entry = checked_entry(detail::StoreAccess::cache(*remote_), node, key, "cache entry on " + where, problem);
+    if (!entry) return std::nullopt;
+    std::vector<Digest> digests;
+    manifests.clear();
+    for (std::size_t s = 0; s < node.outputs.size(); ++s) {
+      const auto& name = node.outputs[s].name;
+      const Digest d = entry->outputs.at(name);
+      try {
+        auto reader = remote_->open_artifact(d);
+        if (reader.manifest().materializer != entries[s]->name) {
+          problem = "output `" + name + "` on " + where + " was made by " + printable(reader.manifest().materializer) +
+                    ", not " + entries[s]->name;
+          return std::nullopt;
+        }
+        manifests.push_back(reader.manifest());
+      } catch (const NotFound&) {
+        problem = "output `" + name + "` of the cache entry on " + where + " is not there (" + d.short_str() + ")";
+        return std::nullopt;
+      } catch (const CorruptData& e) {
+        problem = "output `" + name + "` of the cache entry on " + where + " is damaged (" + e.what() + ")";
+        return std::nullopt;
+      }
+      digests.push_back(d);
+    }
+    entry_out = std::move(entry);
+    return digests;
+  }
+
+  // A hit on the local cache, else on the remote's; false with `problem`
+  // saying why neither served (the local problem first).
+  bool try_hit(std::size_t i, const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
+               const std::string& reason, std::string& problem) {
+    const auto& node = nodes_[i];
+    const Digest& key = reports_[i].key;
+    std::shared_ptr<const detail::CacheEntry> entry;
+    if (auto hit = lookup(node, key, entries, problem, entry))
+      if (served(i, *hit, *entry, reason, problem, nullptr)) return true;
+    if (!remote_) return false;
+    std::string remote_problem;
+    std::vector<Manifest> manifests;
+    if (auto hit = remote_lookup(node, key, entries, remote_problem, entry, manifests))
+      if (served(i, *hit, *entry, reason, remote_problem, &manifests)) return true;
+    if (problem.empty()) problem = remote_problem;
+    return false;
   }
 
   void process(std::size_t i) {
@@ -783,28 +886,32 @@ class Run {
     ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
 
     std::string problem;
-    std::shared_ptr<const detail::CacheEntry> entry;
-    if (!forced_[i]) {
-      if (auto hit = lookup(node, report.key, entries, problem, entry))
-        if (served(i, *hit, *entry, "", problem)) return;
-    }
+    if (!forced_[i] && try_hit(i, entries, "", problem)) return;
     report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
-    // One process computes a key; the others wait for its entry.
+    // One process computes a key: the local lease excludes the processes of
+    // this host, the remote's those of every host sharing the remote.
     const auto& cache = detail::StoreAccess::cache(store_);
-    auto lease = cache.lease(report.key, false);
-    if (!lease) {
-      if (options_.on_wait) {
-        std::lock_guard lock(callback_mutex_);
-        options_.on_wait(node.spec.name);
+    bool told = false;
+    auto take = [&](const detail::ActionCache& where) {
+      auto lease = where.lease(report.key, false);
+      if (!lease) {
+        if (options_.on_wait && !told) {
+          std::lock_guard lock(callback_mutex_);
+          options_.on_wait(node.spec.name);
+        }
+        told = true;
+        lease = where.lease(report.key, true);
       }
-      lease = cache.lease(report.key, true);
-    }
-    // Looked up again under the lease: another run may have published the
+      return lease;
+    };
+    auto lease = take(cache);
+    std::unique_ptr<Lease> remote_lease;
+    if (remote_ && options_.remote_cache == RemoteCache::read_write) remote_lease = take(detail::StoreAccess::cache(*remote_));
+    // Looked up again under the leases: another run may have published the
     // entry between our miss and our lease, whether or not we had to wait.
     if (!forced_[i]) {
       std::string late_problem;
-      if (auto hit = lookup(node, report.key, entries, late_problem, entry))
-        if (served(i, *hit, *entry, "computed meanwhile by another run", late_problem)) return;
+      if (try_hit(i, entries, "computed meanwhile by another run", late_problem)) return;
       if (!late_problem.empty() && problem.empty()) report.reason = reason_for_miss(i, late_problem);
     }
     report.status = "ran";  // from here a failure is this step's
@@ -846,21 +953,38 @@ class Run {
     // Published only after every output is named, so an entry never points
     // at what gc may collect.
     cache.put(produced);
+    if (remote_lease) share(produced, digests);
+  }
+
+  // The outputs pushed to the remote, then its entry created if absent (the
+  // outputs first: a visible entry always has them there).
+  void share(const detail::CacheEntry& produced, const std::vector<Digest>& digests) {
+    try {
+      std::vector<std::string> refs;
+      for (const auto& d : digests) refs.push_back(d.str());
+      store_.push(refs, {.remote = remote_name_});
+      detail::StoreAccess::cache(*remote_).put(produced, true);
+    } catch (const std::exception& e) {
+      throw RemoteError("its outputs are saved and cached here, but sharing them on remote '" + remote_name_ +
+                            "' failed: " + valid_utf8(e.what()),
+                        remote_->location(), "", 0, "");
+    }
   }
 
   // A hit, unless recording it fails on what the entry holds (provenance
   // too large for a name record, FORMAT.md §1.7): then false, with
   // `problem` saying why, and the step runs, replacing the entry.
   bool served(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason,
-              std::string& problem) {
+              std::string& problem, const std::vector<Manifest>* remote_manifests) {
     auto& report = reports_[i];
     const std::string reason_before = report.reason;
     try {
-      cached(i, digests, entry, std::move(reason));
+      cached(i, digests, entry, std::move(reason), remote_manifests);
       return true;
     } catch (const InvalidArgument& e) {
       problem = std::string("cache entry unusable: ") + e.what();
       report.status.clear();
+      report.cache.clear();
       report.reason = reason_before;
       report.outputs.clear();
       digests_[i].clear();
@@ -868,10 +992,14 @@ class Run {
     }
   }
 
-  void cached(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason) {
+  // `remote_manifests`: the outputs' manifests, for an entry found on the
+  // remote; the outputs then stay there, and their local names say so.
+  void cached(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason,
+              const std::vector<Manifest>* remote_manifests) {
     const auto& node = nodes_[i];
     auto& report = reports_[i];
     report.status = "cached";
+    report.cache = remote_manifests ? remote_name_ : "local";
     report.reason = std::move(reason);
     digests_[i] = digests;
     // `PIPELINE.STEP.OUTPUT` keeps meaning the latest run's output: a hit on
@@ -888,7 +1016,12 @@ class Run {
         auto p = entry.provenance;
         p["output"] = node.outputs[s].name;
         p["cached_in_run"] = report_.run_id;
-        version = store_.name_artifact(digests[s], name, p).version;
+        if (remote_manifests) {
+          p["remote_cache"] = remote_name_;
+          version = detail::StoreAccess::name_artifact(store_, digests[s], name, p, &(*remote_manifests)[s]).version;
+        } else {
+          version = store_.name_artifact(digests[s], name, p).version;
+        }
       }
       report.outputs.push_back({node.outputs[s].name, name + "@" + std::to_string(version), digests[s]});
     }
@@ -903,9 +1036,20 @@ class Run {
     return change;
   }
 
+  // What the run record says of the remote cache.
+  nlohmann::json remote_description() const {
+    if (!remote_) return remote_note_.empty() ? std::string("off") : remote_note_;
+    return {{"remote", remote_name_},
+            {"mode", options_.remote_cache == RemoteCache::read ? "read" : "read_write"},
+            {"location", remote_->location()}};
+  }
+
   const Pipeline& pipeline_;
   const std::vector<detail::StepNode>& nodes_;
   Store& store_;
+  std::optional<Store> remote_;  // the remote cache, if the run uses one
+  std::string remote_name_;
+  std::string remote_note_;  // why none is used, when the store has remotes
   const RunOptions& options_;
   std::size_t jobs_ = 1;
   RunReport report_;

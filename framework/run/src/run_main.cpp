@@ -204,6 +204,13 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
   app.add_option("--force", options.force, "run STEP even if cached ('*' = every step; repeatable)");
   app.add_option("--jobs", options.jobs, "steps run at once (default: one per core)");
   app.add_flag("--verify-hits", options.verify_hits, "re-hash the outputs of every cache hit");
+  std::string remote_cache = "read-write";
+  bool no_remote_cache = false;
+  app.add_option("--remote-cache", remote_cache,
+                 "the store's remote as a shared cache: read-write (default: look up there, push what runs here), "
+                 "read (look up only, for machines that must not write to it) or off")
+      ->check(CLI::IsMember({"read-write", "read", "off"}));
+  app.add_flag("--no-remote-cache", no_remote_cache, "the same as --remote-cache=off");
   app.add_flag("-q,--quiet", quiet, "print only failures");
   app.add_option("--print", print, "after the run, print STEP's outputs (repeatable; also with --quiet)");
   app.footer(steps_help(pipeline));
@@ -212,6 +219,10 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  options.remote_cache = no_remote_cache           ? RemoteCache::off
+                         : remote_cache == "read"    ? RemoteCache::read
+                         : remote_cache == "off"     ? RemoteCache::off
+                                                     : RemoteCache::read_write;
   try {
     if (!config.empty()) options.params = read_run_config(config);
     for (const auto& s : sets) apply_override(options.params, s);
@@ -237,6 +248,8 @@ int run_pipeline_program(const Pipeline& pipeline, int argc, char** argv,
         std::cout << "  " << s.status << std::string(8 - std::min<std::size_t>(8, s.status.size()), ' ') << time
                   << "  " << printable(s.name);
         if (!s.reason.empty()) std::cout << "  (" << printable(s.reason) << ")";
+        if (s.status == "cached" && !s.cache.empty() && s.cache != "local")
+          std::cout << "  [remote '" << printable(s.cache) << "']";
         if (!s.error.empty()) std::cout << "\n      error: " << printable(s.error);
         std::cout << std::endl;
       };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -138,8 +139,22 @@ std::uint64_t Medium::remove_folder(std::string_view prefix, std::string_view ma
   return bytes;
 }
 
+ObjectLeases::Options object_lease_options() {
+  ObjectLeases::Options options;
+  // How long a killed holder blocks the others; for tests, and for links
+  // slow enough that a renewal every ttl/3 could miss.
+  if (const char* text = std::getenv("AMPHORA_LEASE_SECONDS"); text && *text) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds >= 1 && seconds <= 3600))
+      throw InvalidArgument("AMPHORA_LEASE_SECONDS is '" + std::string(text) + "': give seconds from 1 to 3600");
+    options.ttl = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  }
+  return options;
+}
+
 std::unique_ptr<Lease> Medium::lease(std::string_view name, LeaseMode mode, bool wait) {
-  std::call_once(leases_once_, [&] { leases_ = ObjectLeases::create(*this); });
+  std::call_once(leases_once_, [&] { leases_ = ObjectLeases::create(*this, object_lease_options()); });
   return leases_->acquire(name, mode, wait);
 }
 

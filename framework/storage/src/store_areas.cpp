@@ -430,13 +430,16 @@ void ActionCache::parse_entry(nlohmann::json doc, CacheEntry& entry) {
   if (auto it = doc.find("provenance"); it != doc.end() && it->is_object()) entry.provenance = std::move(*it);
 }
 
-void ActionCache::put(const CacheEntry& entry) const {
+bool ActionCache::put(const CacheEntry& entry, bool only_if_absent) const {
   nlohmann::json outputs = nlohmann::json::object();
   for (const auto& [name, digest] : entry.outputs) outputs[name] = digest.str();
   nlohmann::json doc = {{"key", entry.key.str()},   {"pipeline", entry.pipeline},     {"step", entry.step},
                         {"outputs", outputs},        {"provenance", entry.provenance}, {"created_at", entry.created_at}};
   const std::string key = "cache/" + entry.key.hex() + ".json";
-  medium_->put(key, record_text(doc, 1, NameIndex::kMaxRecordBytes, "cache entry", shown(*medium_, key)));
+  return medium_
+      ->put(key, record_text(doc, 1, NameIndex::kMaxRecordBytes, "cache entry", shown(*medium_, key)),
+            only_if_absent ? PutCondition::absent() : PutCondition{})
+      .has_value();
 }
 
 std::vector<Digest> ActionCache::keys() const {

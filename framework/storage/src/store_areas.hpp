@@ -166,8 +166,10 @@ class ActionCache {
   /// a hit costs a head, not a read and a parse. Thread-safe. Throws
   /// CorruptData for a record that is not a small JSON object.
   std::shared_ptr<const CacheEntry> get(const Digest& key) const;
-  /// Publishes (or replaces) the entry. Throws InvalidArgument over 1 MiB.
-  void put(const CacheEntry& entry) const;
+  /// Publishes (or replaces) the entry; with `only_if_absent`, only when
+  /// there is none, and returns false, writing nothing, when there is.
+  /// Throws InvalidArgument over 1 MiB.
+  bool put(const CacheEntry& entry, bool only_if_absent = false) const;
   /// Every key with an entry, sorted.
   std::vector<Digest> keys() const;
   bool remove(const Digest& key) const;

@@ -931,8 +931,13 @@ ArtifactReader Store::open_artifact(std::string_view ref) const {
     } catch (const NotFound& here) {
       auto remote = read_through_remote();
       if (!remote) throw;
+      std::string wanted(ref);
       try {
-        return remote->open_artifact(ref);
+        wanted = impl_->resolve(ref).str();  // a name here for an artifact there (a remote cache hit)
+      } catch (const Error&) {
+      }
+      try {
+        return remote->open_artifact(wanted);
       } catch (const NotFound& there) {
         throw NotFound(std::string(here.what()) + "; nor on its remote: " + there.what());
       }
@@ -949,8 +954,15 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
       if (!read_through_remote()) throw;
       // Whole, verified and kept: the next load is local. A NAME@N of the
       // remote's numbering need not exist here: the digest it pulled does.
+      // A name this store has for an artifact only the remote holds (a
+      // remote cache hit) is pulled by the digest it names here.
+      std::string wanted(ref);
+      try {
+        wanted = impl_->resolve(ref).str();
+      } catch (const Error&) {
+      }
       Store self(impl_);
-      const auto pulled = self.pull({std::string(ref)});
+      const auto pulled = self.pull({wanted});
       return impl_->open(pulled.roots.front(), "artifact " + pulled.roots.front().short_str());
     }
   });
@@ -1102,10 +1114,17 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     auto scan = scan_names();
     report.problems = std::move(scan.problems);
     digests = artifacts.list({}, &report.problems);
-    for (const auto& info : scan.versions)
-      if (!artifacts.has(info.digest))
-        report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
-                                  " points to missing artifact " + info.digest.str());
+    std::set<std::string> remote_names;
+    for (const auto& r : remotes()) remote_names.insert(r.name);
+    for (const auto& info : scan.versions) {
+      if (artifacts.has(info.digest)) continue;
+      // A remote cache hit names its outputs here while they stay on the
+      // remote (FORMAT.md §13.4): not damage while that remote is configured.
+      const auto on = info.record.find("remote_cache");
+      if (on != info.record.end() && on->is_string() && remote_names.contains(on->get<std::string>())) continue;
+      report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
+                                " points to missing artifact " + info.digest.str());
+    }
   }
 
   struct Item {

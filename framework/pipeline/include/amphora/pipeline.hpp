@@ -173,6 +173,10 @@ struct StepReport {
   /// 500", ...), why it failed or was skipped; empty for a plain cache hit.
   std::string reason;
   std::string error;   ///< the step's exception message, when it failed
+  /// For a cached step, where its entry was found: "local", or the name of
+  /// the store's remote (its outputs then stay there until a step or a load
+  /// reads them). Empty otherwise.
+  std::string cache;
   double seconds = 0;  ///< wall time spent on the step, including the cache check
   Digest key;          ///< its cache key (empty when skipped)
   std::vector<StepOutput> outputs;
@@ -190,6 +194,13 @@ struct RunReport {
   const StepReport& step(std::string_view name) const;  ///< throws NotFound
 };
 
+/// How a run uses its store's remote as a shared action cache (FORMAT.md §13.4).
+enum class RemoteCache {
+  off,         ///< the local cache only
+  read,        ///< look up and use the remote's entries; never write to the remote
+  read_write,  ///< also push what a step computes, then its entry; take step leases there
+};
+
 struct RunOptions {
   /// Steps run at once at most; 0 = one per core.
   std::size_t jobs = 0;
@@ -201,6 +212,11 @@ struct RunOptions {
   /// Re-hash every output of a cache hit (Store::damage with rehash) instead
   /// of checking that its manifests and files are there with the right sizes.
   bool verify_hits = false;
+  /// The remote cache, when the store has exactly one remote (with several,
+  /// none is used and the run record says so). A step missing here is
+  /// looked up there; a hit is used by its output digests alone, and what a
+  /// step on this machine then reads is pulled as it reads it.
+  RemoteCache remote_cache = RemoteCache::read_write;
   /// Called, one call at a time, as each step starts waiting for another
   /// process computing the same key, and as each step ends.
   std::function<void(const StepReport&)> on_step{};

@@ -309,6 +309,11 @@ class ObjectLeases : public std::enable_shared_from_this<ObjectLeases> {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The options Medium::lease() gives its object leases: the defaults, with
+/// the ttl from $AMPHORA_LEASE_SECONDS when set (1 to 3600; InvalidArgument
+/// otherwise).
+ObjectLeases::Options object_lease_options();
+
 /// Opens (or, with `create`, makes) the directory `dir` as a medium; the
 /// store's own marker and layout are the framework's business (Store::open).
 /// With `durable`, file contents and directory entries are flushed to the
