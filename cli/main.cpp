@@ -231,16 +231,22 @@ class Parser {
     gc->add_option("--remote", args_.remote, "collect on this remote instead of the local store")->type_name("NAME");
 
     auto* runs = add("runs", "List pipeline runs, oldest first.", amphora::cli::cmd_runs,
-                     "One line per run: its id, pipeline, status, start and end time (UTC), and how\n"
-                     "many steps ran, came from the cache, failed or were skipped. --json prints\n"
-                     "the run records themselves (docs/FORMAT.md §1.8); --explain prints each step\n"
-                     "of the latest run with the reason it ran.\n\n"
+                     "One line per run: its id, pipeline, status, start and end time (UTC), how\n"
+                     "many steps ran, came from the cache, failed or were skipped, and the host\n"
+                     "that ran it. --json prints the run records themselves (docs/FORMAT.md §1.8);\n"
+                     "--explain prints each step of the latest run with the reason it ran.\n"
+                     "--remote lists the runs on a remote that pipelines share as their cache,\n"
+                     "from every machine (§13.4).\n\n"
                      "Examples:\n"
                      "  amphora runs\n"
                      "  amphora runs --json\n"
-                     "  amphora runs --explain");
+                     "  amphora runs --explain\n"
+                     "  amphora runs --remote team");
     runs->add_flag("--json", args_.json, "print the run records as a JSON array");
     runs->add_flag("--explain", args_.explain, "print why each step of the latest run ran");
+    runs->add_option("--remote", args_.remote,
+                     "list the runs recorded on this remote instead")
+        ->type_name("NAME");
 
     auto* why = add("why", "Say why each step of a run ran or came from the cache.", amphora::cli::cmd_why,
                     "REF is a run id, a pipeline name (its latest run), or an artifact a step made\n"
@@ -249,6 +255,7 @@ class Parser {
                     "  amphora why docfreq\n"
                     "  amphora why docfreq.model.model");
     why->add_option("REF", args_.ref, "run id, pipeline name or artifact ref")->required()->type_name("");
+    why->add_option("--remote", args_.remote, "look in the runs recorded on this remote")->type_name("NAME");
 
     auto* lineage = add("lineage", "Show the steps and artifacts an artifact was made from.", amphora::cli::cmd_lineage,
                         "Follows the inputs recorded by the steps that made each artifact, back to\n"

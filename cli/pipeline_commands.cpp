@@ -30,10 +30,19 @@ std::size_t count_status(const RunSummary& run, const std::string& status) {
   return it == run.steps.end() ? 0 : it->second;
 }
 
+// The store, or with --remote NAME its remote (where runs on other machines
+// that share it as their cache left their records).
+Store store_or_remote(const Args& a) {
+  Store store = open_store(a);
+  return a.remote.empty() ? store : store.remote_store(a.remote);
+}
+
 // One line per step: status, duration, name, and why.
 void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
   std::cout << "run " << printable(text_field(run, "run")) << " of " << printable(text_field(run, "pipeline")) << ": "
-            << printable(text_field(run, "status")) << "\n";
+            << printable(text_field(run, "status"));
+  if (auto host = text_field(run, "host"); !host.empty()) std::cout << " on " << printable(host);
+  std::cout << "\n";
   for (const auto& s : run["steps"]) {
     if (!s.is_object()) continue;
     auto name = text_field(s, "name");
@@ -45,6 +54,8 @@ void print_steps(const nlohmann::json& run, const std::string& marked = {}) {
               << std::string(8 - std::min<std::size_t>(8, status.size()), ' ') << time << "  " << printable(name);
     auto reason = text_field(s, "reason");
     if (!reason.empty()) std::cout << "  (" << one_line(reason) << ")";
+    if (auto cache = text_field(s, "cache"); !cache.empty() && cache != "local")
+      std::cout << "  [remote '" << printable(cache) << "']";
     auto error = text_field(s, "error");
     if (!error.empty()) std::cout << "\n      error: " << one_line(error);
     std::cout << "\n";
@@ -64,7 +75,7 @@ std::string when(const RunSummary& run) {
 }  // namespace
 
 int cmd_runs(const Args& a) {
-  Store store = open_store(a);
+  Store store = store_or_remote(a);
   auto runs = summaries_of(store);
   if (a.explain) {
     if (runs.empty()) throw NotFound("no runs recorded in store " + store.path().string());
@@ -102,13 +113,14 @@ int cmd_runs(const Args& a) {
               << "  " << count_status(r, "ran") << " ran, " << count_status(r, "cached") << " cached";
     if (auto n = count_status(r, "failed")) std::cout << ", " << n << " failed";
     if (auto n = count_status(r, "skipped")) std::cout << ", " << n << " skipped";
+    if (!r.host.empty()) std::cout << "  on " << printable(r.host);
     std::cout << "\n";
   }
   return 0;
 }
 
 int cmd_why(const Args& a) {
-  Store store = open_store(a);
+  Store store = store_or_remote(a);
   const std::string& ref = *a.ref;
   auto runs = summaries_of(store);
   // A run id, or a pipeline's name: that run, or the pipeline's latest.

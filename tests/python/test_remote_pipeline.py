@@ -155,9 +155,28 @@ class RemotePipelineTest(cs.StoreTestCase):
         self.assertEqual(artifacts_in(c), [report])
         self.assertEqual(printed_after_run(out_c), printed_after_run(out_a))
         self.assertEqual(cs.run("--store", c, "verify").returncode, 0)
-        # Its names resolve, and a load copies what it names.
+        # Its names resolve, without copying what they name.
         shown = cs.run("--store", c, "show", "docfreq.model.model")
         self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertEqual(artifacts_in(c), [report])
+        # Lineage follows the provenance the entries carried, back to the corpus.
+        lineage = json.loads(cs.run("--store", c, "lineage", "docfreq.report.report", "--json").stdout)
+        self.assertEqual([n.get("step") for n in lineage], ["report", "model", "count", "tokenize", "read"])
+        self.assertEqual({n["run"] for n in lineage} <= {record_a["run"], record_b["run"]}, True)
+        # Any machine lists the runs every machine shared, with their hosts.
+        listed = cs.run("--store", c, "runs", "--remote", "team")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        lines = listed.stdout.splitlines()
+        self.assertEqual(len(lines), 3, listed.stdout)
+        for record in (record_a, record_b):
+            self.assertIn(record["run"], listed.stdout)
+        self.assertTrue(all(line.endswith(" on " + record_a["host"]) for line in lines), listed.stdout)
+        why = cs.run("--store", c, "why", record_b["run"], "--remote", "team")
+        self.assertEqual(why.returncode, 0, why.stderr)
+        self.assertIn(f"run {record_b['run']} of docfreq: succeeded on {record_a['host']}", why.stdout)
+        self.assertEqual(why.stdout.count("[remote 'team']"), sum(1 for s in record_b["steps"] if s.get("cache") == "team"))
+        here = cs.run("--store", c, "why", "docfreq")
+        self.assertEqual(here.stdout.count("[remote 'team']"), 5, here.stdout)
 
     def test_a_runner_killed_holding_the_remote_lease_is_taken_over_after_expiry(self):
         a, b = self.local_store("a"), self.local_store("b")

@@ -136,6 +136,7 @@ std::vector<RunSummary> summaries_of(const Store& store, std::vector<std::string
             else if (key == "status") r.status = value;
             else if (key == "started_at") r.started_at = value;
             else if (key == "ended_at") r.ended_at = value;
+            else if (key == "host") r.host = value;
           },
           [&](const detail::ScannedStep& s) { ++r.steps[std::string(s.status)]; });
       r.stored_as = {pipeline, id};

@@ -460,6 +460,7 @@ std::vector<nlohmann::json> list_runs(const Store& store, std::vector<std::strin
 /// A run record's headline: what `amphora runs` lists of it.
 struct RunSummary {
   std::string pipeline, run, status, started_at, ended_at;  ///< as recorded ("" when absent)
+  std::string host;                                         ///< the host that ran it ("" when not recorded)
   std::map<std::string, std::size_t> steps;                 ///< steps by status: "ran", "cached", ...
   std::pair<std::string, std::string> stored_as;            ///< the (pipeline, run) read_run takes
 };
