@@ -228,6 +228,27 @@ class RemotePipelineTest(cs.StoreTestCase):
         finally:
             proxy.close()
 
+    def test_a_run_served_by_the_remote_costs_two_requests_a_step(self):
+        host, port = ENDPOINT[len("http://"):].split(":")
+        proxy = FaultProxy(host, int(port))
+        try:
+            self.pipeline(self.local_store("a"))
+            c = self.local_store("c", endpoint=proxy.endpoint)
+            proxy.reset_counts()
+            proc = self.pipeline(c)
+            self.assertIn("(0 ran, 3 cached)", proc.stdout)
+            requests = list(proxy.requests)
+            # Per step its entry and its output's manifest; per run the store's
+            # marker, one listing and the run record. No payload is fetched.
+            self.assertLessEqual(len(requests), 2 * 3 + 3, "\n".join(requests))
+            self.assertEqual(sum("/cache/" in r for r in requests), 3, requests)
+            fetched = [r for r in requests if "/objects/" in r]
+            self.assertEqual(len(fetched), 3, requests)
+            self.assertTrue(all(r.split()[1].endswith("/manifest.json") for r in fetched), requests)
+            self.assertEqual(artifacts_in(c), [])
+        finally:
+            proxy.close()
+
     def test_an_entry_whose_outputs_left_the_remote_is_a_miss_that_says_so(self):
         a, b = self.local_store("a"), self.local_store("b")
         first = self.pipeline(a)

@@ -97,7 +97,11 @@ TEST_CASE("Remote cache: a run elsewhere is served by digests alone and pulls on
     CHECK(has_entry(dir / "remote", s.key));
     for (const auto& o : s.outputs) CHECK(remote.contains(o.digest));
   }
-  CHECK(remote.names().empty());  // outputs are shared by digest; names are each store's own
+  // Named there as here, so gc --keep-last treats the remote as a store.
+  CHECK(remote.names() == std::vector<std::string>{"shared.first.out", "shared.lengths.out", "shared.total.out",
+                                                   "shared.words.out"});
+  CHECK(remote.resolve("shared.total.out") == first.step("total").outputs[0].digest);
+  CHECK(remote.versions("shared.total.out").front().record["run"] == first.run_id);
   REQUIRE(list_runs(remote).size() == 1);
   CHECK(list_runs(remote).front()["run"] == first.run_id);
 
@@ -239,4 +243,30 @@ TEST_CASE("Remote cache: a remote that fails leaves the run failed, the store co
   const auto shared_runs = list_runs(Store::open(dir / "remote"));
   REQUIRE(shared_runs.size() == 1);
   CHECK(shared_runs.front()["run"] == rerun.run_id);
+}
+
+TEST_CASE("Remote cache: gc --keep-last on the remote drops old results and their entries, as locally", "[remote]") {
+  test::TempDir dir;
+  Shared one;
+  Store a = store_with_remote(dir / "a", dir / "remote");
+  const auto first = one.p.run(a);
+  const auto second = one.p.run(a, {.params = {{"total", {{"scale", 2}}}}});
+  REQUIRE((first.ok && second.ok));
+  Store remote = a.remote_store("team");
+  REQUIRE(remote.versions("shared.total.out").size() == 2);
+  const auto report = remote.gc(false, std::chrono::seconds(0), 1);
+  CHECK(report.dropped_versions.size() == 1);
+  CHECK(report.dropped_cache_entries == 1);
+  CHECK_FALSE(remote.contains(first.step("total").outputs[0].digest));
+  CHECK(remote.contains(second.step("total").outputs[0].digest));
+  CHECK(remote.verify().ok());
+
+  // Another machine asking for the dropped result computes it; the rest is served.
+  Shared two;
+  Store b = store_with_remote(dir / "b", dir / "remote");
+  const auto again = two.p.run(b);
+  REQUIRE(again.ok);
+  CHECK(two.calls == std::map<std::string, int>{{"total", 1}});
+  CHECK(again.step("total").reason == "no cache entry");
+  CHECK(again.step("lengths").cache == "team");
 }

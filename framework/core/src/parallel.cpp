@@ -1,6 +1,8 @@
 #include <amphora/digest.hpp>
 #include <amphora/parallel.hpp>
 
+#include "io_parallel.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -243,6 +245,33 @@ void parallel_for(std::size_t count, const std::function<void(std::size_t)>& bod
     // Taken out of the loop, so the exception's last reference is dropped by
     // the thread that handles it, never by a worker releasing the loop.
     error = std::exchange(loop->error, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void detail::run_parallel(std::size_t count, std::size_t jobs, const std::function<void(std::size_t)>& body) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t k; (k = next.fetch_add(1)) < count;) {
+      try {
+        body(k);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = count;
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;  // joined however this block is left
+    try {
+      for (std::size_t t = 1; t < std::min(jobs, count); ++t) threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+      // No more threads to be had: fewer do it all.
+    }
+    worker();
   }
   if (error) std::rethrow_exception(error);
 }

@@ -7,6 +7,7 @@
 #include <amphora/pipeline.hpp>
 
 #include "error_boundary.hpp"
+#include "io_parallel.hpp"
 #include "run_record_scan.hpp"
 #include "store_access.hpp"
 
@@ -511,6 +512,7 @@ class Run {
     // Whatever stops the schedule, the record is finished: failed, with why.
     std::string stopped;
     try {
+      prefetch();
       schedule();
     } catch (const std::exception& e) {
       stopped = valid_utf8(e.what());
@@ -556,6 +558,8 @@ class Run {
     forced_.assign(n, false);
     reports_.assign(n, StepReport{});
     ingredients_.assign(n, nlohmann::json());
+    keyed_.assign(n, Keyed{});
+    found_.assign(n, std::nullopt);
     digests_.assign(n, {});
     values_.assign(n, {});
     value_mutex_ = std::vector<std::mutex>(n);
@@ -728,11 +732,12 @@ class Run {
   // is no entry). `what` names the entry in problems ("cache entry").
   static std::shared_ptr<const detail::CacheEntry> checked_entry(const detail::ActionCache& cache,
                                                                  const detail::StepNode& node, const Digest& key,
-                                                                 const std::string& what, std::string& problem) {
+                                                                 const std::string& what, std::string& problem,
+                                                                 bool remote = false) {
     problem.clear();
     std::shared_ptr<const detail::CacheEntry> entry;
     try {
-      entry = cache.get(key);
+      entry = remote ? cache.read(key) : cache.get(key);
     } catch (const CorruptData& e) {
       problem = what + " damaged: " + e.what();
       return nullptr;
@@ -786,7 +791,7 @@ class Run {
                                                    std::shared_ptr<const detail::CacheEntry>& entry_out,
                                                    std::vector<Manifest>& manifests) {
     const std::string where = "remote '" + remote_name_ + "'";
-    auto entry = checked_entry(detail::StoreAccess::cache(*remote_), node, key, "cache entry on " + where, problem);
+    auto entry = checked_entry(detail::StoreAccess::cache(*remote_), node, key, "cache entry on " + where, problem, true);
     if (!entry) return std::nullopt;
     std::vector<Digest> digests;
     manifests.clear();
@@ -794,13 +799,17 @@ class Run {
       const auto& name = node.outputs[s].name;
       const Digest d = entry->outputs.at(name);
       try {
-        auto reader = remote_->open_artifact(d);
-        if (reader.manifest().materializer != entries[s]->name) {
-          problem = "output `" + name + "` on " + where + " was made by " + printable(reader.manifest().materializer) +
+        // One read, checked against its digest as opening it would.
+        const std::string label = where + ": artifact " + d.short_str();
+        const auto text = detail::StoreAccess::artifacts(*remote_).read_manifest(d, Manifest::kMaxBytes);
+        if (Sha256::of(text) != d.value()) throw CorruptData(label + ": manifest.json does not match its digest");
+        auto manifest = Manifest::parse(text, label);
+        if (manifest.materializer != entries[s]->name) {
+          problem = "output `" + name + "` on " + where + " was made by " + printable(manifest.materializer) +
                     ", not " + entries[s]->name;
           return std::nullopt;
         }
-        manifests.push_back(reader.manifest());
+        manifests.push_back(std::move(manifest));
       } catch (const NotFound&) {
         problem = "output `" + name + "` of the cache entry on " + where + " is not there (" + d.short_str() + ")";
         return std::nullopt;
@@ -814,22 +823,41 @@ class Run {
     return digests;
   }
 
-  // A hit on the local cache, else on the remote's; false with `problem`
-  // saying why neither served (the local problem first).
-  bool try_hit(std::size_t i, const std::vector<std::shared_ptr<const MaterializerEntry>>& entries,
-               const std::string& reason, std::string& problem) {
+  // What a lookup found: a hit (its digests and entry; for the remote's,
+  // the outputs' manifests), or why there was none.
+  struct Found {
+    std::optional<std::vector<Digest>> digests;
+    std::shared_ptr<const detail::CacheEntry> entry;
+    std::vector<Manifest> manifests;
+    bool remote = false;
+    std::string problem;
+  };
+
+  // The local cache, else the remote's (the local problem named first).
+  Found find_hit(std::size_t i) {
     const auto& node = nodes_[i];
     const Digest& key = reports_[i].key;
-    std::shared_ptr<const detail::CacheEntry> entry;
-    if (auto hit = lookup(node, key, entries, problem, entry))
-      if (served(i, *hit, *entry, reason, problem, nullptr)) return true;
-    if (!remote_) return false;
+    const auto& entries = keyed_[i].entries;
+    Found found;
+    if ((found.digests = lookup(node, key, entries, found.problem, found.entry))) return found;
+    if (!remote_) return found;
     std::string remote_problem;
-    std::vector<Manifest> manifests;
-    if (auto hit = remote_lookup(node, key, entries, remote_problem, entry, manifests))
-      if (served(i, *hit, *entry, reason, remote_problem, &manifests)) return true;
-    if (problem.empty()) problem = remote_problem;
-    return false;
+    if ((found.digests = remote_lookup(node, key, entries, remote_problem, found.entry, found.manifests))) {
+      found.remote = true;
+      found.problem.clear();
+      return found;
+    }
+    if (found.problem.empty()) found.problem = remote_problem;
+    return found;
+  }
+
+  // Serves a hit, looked up now or given (prefetched); false with `problem`
+  // saying why not.
+  bool try_hit(std::size_t i, const std::string& reason, std::string& problem, std::optional<Found> given = {}) {
+    Found found = given ? std::move(*given) : find_hit(i);
+    problem = found.problem;
+    if (!found.digests) return false;
+    return served(i, *found.digests, *found.entry, reason, problem, found.remote ? &found.manifests : nullptr);
   }
 
   void process(std::size_t i) {
@@ -861,32 +889,85 @@ class Run {
     finish(i, started);
   }
 
+  // The step's cache key and ingredients, from its producers' digests as
+  // they are now: computed once, by the remote prefetch or by the step,
+  // again only if a producer's digests changed since (a prefetched hit that
+  // could not be served, and ran). Calls StepSpec::external.
+  void key_step(std::size_t i) {
+    const auto& node = nodes_[i];
+    auto& keyed = keyed_[i];
+    std::vector<Digest> from;
+    for (const auto& [producer, slot] : node.inputs) from.push_back(digests_[producer][slot]);
+    if (keyed.done && keyed.from == from) return;
+    keyed = Keyed{};
+    std::vector<std::pair<std::string, const MaterializerEntry*>> outputs;
+    for (const auto& slot : node.outputs) {
+      keyed.entries.push_back(slot.entry(store_));
+      outputs.emplace_back(slot.name, keyed.entries.back().get());
+    }
+    std::vector<std::pair<std::string, Digest>> inputs;
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) inputs.emplace_back(node.spec.inputs[k], from[k]);
+    if (node.spec.external) {
+      keyed.external = node.spec.external(StepContext(pipeline_.name(), node.spec.name, report_.run_id, params_[i]));
+      validate_storable_json(keyed.external, "the external input of step '" + node.spec.name + "'");
+    }
+    auto ingredients = Pipeline::cache_key_ingredients(pipeline_.name(), node.spec.name, node.spec.version,
+                                                       node.spec.code, params_[i], inputs, outputs, keyed.external);
+    reports_[i].key = Pipeline::cache_key(ingredients);
+    ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
+    keyed.from = std::move(from);
+    keyed.done = true;
+  }
+
+  // Before the schedule, when the run has a remote cache: the steps whose
+  // inputs are known are keyed and looked up a DAG level at a time, each
+  // level's lookups at once, so a run served by the remote waits about one
+  // round trip per level rather than one per step. A level's hits make the
+  // next level's keys; what misses, and what follows it, is left to the
+  // schedule. A lookup that throws is left to the step, which reports it.
+  void prefetch() {
+    if (!remote_) return;
+    const auto n = nodes_.size();
+    std::vector<char> hit(n, 0), looked(n, 0);
+    auto known = [&](std::size_t i) {
+      return std::all_of(nodes_[i].inputs.begin(), nodes_[i].inputs.end(),
+                         [&](const auto& in) { return nodes_[in.first].is_input || hit[in.first]; });
+    };
+    for (;;) {
+      std::vector<std::size_t> level;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!nodes_[i].is_input && !forced_[i] && !looked[i] && known(i)) level.push_back(i);
+      if (level.empty()) return;
+      detail::run_parallel(level.size(), kPrefetchLookups, [&](std::size_t k) {
+        const std::size_t i = level[k];
+        looked[i] = 1;
+        try {
+          key_step(i);
+          found_[i] = find_hit(i);
+          if (found_[i]->digests) {
+            digests_[i] = *found_[i]->digests;
+            hit[i] = 1;
+          }
+        } catch (...) {
+          found_[i].reset();
+        }
+      });
+    }
+  }
+
   void run_step(std::size_t i, std::chrono::steady_clock::time_point) {
     const auto& node = nodes_[i];
     auto& report = reports_[i];
-    std::vector<std::shared_ptr<const MaterializerEntry>> entries;
-    std::vector<std::pair<std::string, const MaterializerEntry*>> outputs;
-    for (const auto& slot : node.outputs) {
-      entries.push_back(slot.entry(store_));
-      outputs.emplace_back(slot.name, entries.back().get());
-    }
-    std::vector<std::pair<std::string, Digest>> inputs;
-    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
-      auto [producer, slot] = node.inputs[k];
-      inputs.emplace_back(node.spec.inputs[k], digests_[producer][slot]);
-    }
-    nlohmann::json external;
-    if (node.spec.external) {
-      external = node.spec.external(StepContext(pipeline_.name(), node.spec.name, report_.run_id, params_[i]));
-      validate_storable_json(external, "the external input of step '" + node.spec.name + "'");
-    }
-    auto ingredients = Pipeline::cache_key_ingredients(pipeline_.name(), node.spec.name, node.spec.version, node.spec.code, params_[i],
-                                                       inputs, outputs, external);
-    report.key = Pipeline::cache_key(ingredients);
-    ingredients_[i] = std::move(ingredients);  // recorded only once the key is known good
+    const Digest prefetched_key = keyed_[i].done ? report.key : Digest();
+    key_step(i);
+    const auto& entries = keyed_[i].entries;
+    const nlohmann::json& external = keyed_[i].external;
+    std::optional<Found> found;
+    if (found_[i] && report.key == prefetched_key) found = std::move(found_[i]);
+    found_[i].reset();
 
     std::string problem;
-    if (!forced_[i] && try_hit(i, entries, "", problem)) return;
+    if (!forced_[i] && try_hit(i, "", problem, std::move(found))) return;
     report.reason = forced_[i] ? "forced" : reason_for_miss(i, problem);
     // One process computes a key: the local lease excludes the processes of
     // this host, the remote's those of every host sharing the remote.
@@ -911,7 +992,7 @@ class Run {
     // entry between our miss and our lease, whether or not we had to wait.
     if (!forced_[i]) {
       std::string late_problem;
-      if (try_hit(i, entries, "computed meanwhile by another run", late_problem)) return;
+      if (try_hit(i, "computed meanwhile by another run", late_problem)) return;
       if (!late_problem.empty() && problem.empty()) report.reason = reason_for_miss(i, late_problem);
     }
     report.status = "ran";  // from here a failure is this step's
@@ -934,12 +1015,14 @@ class Run {
     detail::CacheEntry produced{report.key, pipeline_.name(), node.spec.name, {}, provenance,
                                 utc_timestamp(std::chrono::system_clock::now(), false)};
     std::vector<Digest> digests;
+    std::vector<nlohmann::json> provenances;
     for (std::size_t s = 0; s < values.size(); ++s) {
       SaveOptions save;
       save.name = output_name(node, s);
       save.options = node.spec.save_options;
       save.provenance = provenance;
       save.provenance["output"] = node.outputs[s].name;
+      provenances.push_back(save.provenance);
       auto saved = store_.save_erased(*entries[s], values[s].get(), save);
       digests.push_back(saved.digest);
       produced.outputs.emplace(node.outputs[s].name, saved.digest);
@@ -953,16 +1036,26 @@ class Run {
     // Published only after every output is named, so an entry never points
     // at what gc may collect.
     cache.put(produced);
-    if (remote_lease) share(produced, digests);
+    if (remote_lease) share(node, produced, digests, provenances);
   }
 
-  // The outputs pushed to the remote, then its entry created if absent (the
-  // outputs first: a visible entry always has them there).
-  void share(const detail::CacheEntry& produced, const std::vector<Digest>& digests) {
+  // The outputs pushed to the remote and named there as here (unless the
+  // name's latest version there has the digest already), then the entry
+  // created if absent: the outputs first, so a visible entry always has
+  // them; named, so gc --keep-last on the remote treats them as it does here.
+  void share(const detail::StepNode& node, const detail::CacheEntry& produced, const std::vector<Digest>& digests,
+             const std::vector<nlohmann::json>& provenances) {
     try {
       std::vector<std::string> refs;
       for (const auto& d : digests) refs.push_back(d.str());
       store_.push(refs, {.remote = remote_name_});
+      for (std::size_t s = 0; s < digests.size(); ++s) {
+        const auto name = output_name(node, s);
+        const auto latest = detail::StoreAccess::names(*remote_).newest(name);
+        if (latest && latest->second == digests[s]) continue;
+        const Manifest manifest = store_.open_artifact(digests[s]).manifest();
+        detail::StoreAccess::name_artifact(*remote_, digests[s], name, provenances[s], &manifest);
+      }
       detail::StoreAccess::cache(*remote_).put(produced, true);
     } catch (const std::exception& e) {
       throw RemoteError("its outputs are saved and cached here, but sharing them on remote '" + remote_name_ +
@@ -1047,6 +1140,15 @@ class Run {
   const Pipeline& pipeline_;
   const std::vector<detail::StepNode>& nodes_;
   Store& store_;
+  static constexpr std::size_t kPrefetchLookups = 16;  // lookups in flight at once
+  struct Keyed {
+    bool done = false;
+    std::vector<Digest> from;  // the producers' digests the key was made from
+    std::vector<std::shared_ptr<const MaterializerEntry>> entries;
+    nlohmann::json external;
+  };
+  std::vector<Keyed> keyed_;
+  std::vector<std::optional<Found>> found_;  // prefetched lookups, until their step takes them
   std::optional<Store> remote_;  // the remote cache, if the run uses one
   std::string remote_name_;
   std::string remote_note_;  // why none is used, when the store has remotes

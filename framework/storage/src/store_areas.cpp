@@ -412,6 +412,18 @@ std::shared_ptr<const CacheEntry> ActionCache::get(const Digest& key) const {
   return entry;
 }
 
+std::shared_ptr<const CacheEntry> ActionCache::read(const Digest& key) const {
+  nlohmann::json doc;
+  try {
+    doc = read_record(*medium_, "cache/" + key.hex() + ".json", NameIndex::kMaxRecordBytes, "cache entry");
+  } catch (const NotFound&) {
+    return nullptr;
+  }
+  auto entry = std::make_shared<CacheEntry>();
+  parse_entry(std::move(doc), *entry);
+  return entry;
+}
+
 void ActionCache::parse_entry(nlohmann::json doc, CacheEntry& entry) {
   auto text = [&](const char* field) {
     auto it = doc.find(field);

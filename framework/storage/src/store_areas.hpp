@@ -166,6 +166,10 @@ class ActionCache {
   /// a hit costs a head, not a read and a parse. Thread-safe. Throws
   /// CorruptData for a record that is not a small JSON object.
   std::shared_ptr<const CacheEntry> get(const Digest& key) const;
+  /// The entry for `key`, or null, read at once: one request on an object
+  /// store, where get() asks for the tag first; nothing is kept. For a
+  /// cache looked up once per run (a remote's). Throws as get().
+  std::shared_ptr<const CacheEntry> read(const Digest& key) const;
   /// Publishes (or replaces) the entry; with `only_if_absent`, only when
   /// there is none, and returns false, writing nothing, when there is.
   /// Throws InvalidArgument over 1 MiB.

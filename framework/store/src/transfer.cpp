@@ -17,6 +17,7 @@
 #include <amphora/storage/s3.hpp>
 
 #include "error_boundary.hpp"
+#include "io_parallel.hpp"
 #include "piece_hash.hpp"
 #include "store_access.hpp"
 
@@ -34,41 +35,14 @@
 
 namespace amphora {
 
+using detail::run_parallel;
+
 namespace {
 
 constexpr std::uint64_t kMinChunk = 8u << 20;
 constexpr const char* kRemotesKey = "remotes.json";
 constexpr std::size_t kMaxRemotesBytes = 1u << 20;
 
-// Runs body(0..count-1) on up to `jobs` threads (the caller's among them);
-// the first exception stops the rest and is rethrown. For waiting on a
-// medium, not for computing: threads beyond the cores are the point.
-void run_parallel(std::size_t count, std::size_t jobs, const std::function<void(std::size_t)>& body) {
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (std::size_t k; (k = next.fetch_add(1)) < count;) {
-      try {
-        body(k);
-      } catch (...) {
-        std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = count;
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> threads;  // joined however this block is left
-    try {
-      for (std::size_t t = 1; t < std::min(jobs, count); ++t) threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-      // No more threads to be had: fewer do it all.
-    }
-    worker();
-  }
-  if (error) std::rethrow_exception(error);
-}
 
 // One artifact to copy, its source manifest checked against its digest.
 struct Item {
