@@ -112,6 +112,7 @@ TEST_CASE("Remote cache: a run elsewhere is served by digests alone and pulls on
   REQUIRE(second.ok);
   CHECK(two.computed() == 0);
   CHECK(second.count("cached") == 4);
+  CHECK(second.record["remote_cache"]["lookup_rounds"] == 3);  // one per level: words; lengths, first; total
   for (const auto& s : second.steps) {
     CHECK(s.cache == "team");
     CHECK(s.reason.empty());

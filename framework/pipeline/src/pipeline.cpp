@@ -530,6 +530,7 @@ class Run {
     if (!stopped.empty()) report_.error = "the run stopped: " + stopped;
     report_.ok = report_.error.empty();
     record_["status"] = report_.ok ? "succeeded" : "failed";
+    record_["remote_cache"] = remote_description();
     if (!report_.ok) record_["error"] = report_.error;
     record_["ended_at"] = utc_timestamp(std::chrono::system_clock::now(), false);
     if (remote_ && options_.remote_cache == RemoteCache::read_write) {
@@ -938,6 +939,7 @@ class Run {
       for (std::size_t i = 0; i < n; ++i)
         if (!nodes_[i].is_input && !forced_[i] && !looked[i] && known(i)) level.push_back(i);
       if (level.empty()) return;
+      ++lookup_rounds_;
       detail::run_parallel(level.size(), kPrefetchLookups, [&](std::size_t k) {
         const std::size_t i = level[k];
         looked[i] = 1;
@@ -1134,7 +1136,8 @@ class Run {
     if (!remote_) return remote_note_.empty() ? std::string("off") : remote_note_;
     return {{"remote", remote_name_},
             {"mode", options_.remote_cache == RemoteCache::read ? "read" : "read_write"},
-            {"location", remote_->location()}};
+            {"location", remote_->location()},
+            {"lookup_rounds", lookup_rounds_}};
   }
 
   const Pipeline& pipeline_;
@@ -1148,6 +1151,7 @@ class Run {
     nlohmann::json external;
   };
   std::vector<Keyed> keyed_;
+  std::size_t lookup_rounds_ = 0;  // levels the prefetch looked up
   std::vector<std::optional<Found>> found_;  // prefetched lookups, until their step takes them
   std::optional<Store> remote_;  // the remote cache, if the run uses one
   std::string remote_name_;
