@@ -268,6 +268,22 @@ class RemotePipelineTest(cs.StoreTestCase):
         self.assertIn(f"objects/sha256/{square[:2]}/{square}/manifest.json", self.keys())
         self.assertIn("3 ran", first.stdout)
 
+    def test_gc_keep_last_on_the_remote_drops_old_results_which_are_then_computed_again(self):
+        a, b = self.local_store("a"), self.local_store("b")
+        self.pipeline(a)
+        self.pipeline(a, "--set", "total.offset=5")
+        gc = cs.run("--store", a, "gc", "--remote", "team", "--keep-last", "1", "--grace", "0")
+        self.assertEqual(gc.returncode, 0, gc.stderr)
+        self.assertIn("dropped 1 name version older than the last 1 and 1 cache entry only they reached", gc.stdout)
+        log = self.path("log")
+        proc = self.pipeline(b, env=dict(self.env, AMPHORA_TEST_LOG=log))
+        steps = steps_of(proc.stdout)
+        self.assertEqual(steps["square"], ("cached", "", "team"))
+        self.assertEqual(steps["total"], ("ran", "no cache entry", ""))
+        with open(log) as f:
+            self.assertEqual(f.read().split(), ["total"])
+        self.assertEqual(cs.run("--store", a, "verify").returncode, 0)
+
     def test_read_mode_writes_nothing_and_off_ignores_the_remote(self):
         a, b = self.local_store("a"), self.local_store("b")
         self.pipeline(a)

@@ -211,6 +211,7 @@ struct RunOptions {
   std::vector<std::string> force{};
   /// Re-hash every output of a cache hit (Store::damage with rehash) instead
   /// of checking that its manifests and files are there with the right sizes.
+  /// A remote hit's outputs are checked piece by piece when they are pulled.
   bool verify_hits = false;
   /// The remote cache, when the store has exactly one remote (with several,
   /// none is used and the run record says so). A step missing here is
