@@ -174,6 +174,15 @@ TEST_CASE("Remote cache: read mode writes nothing there, off ignores it", "[remo
   CHECK(off.count("ran") == 4);
   CHECK(off.record["remote_cache"] == "off");
 
+  // Reading from a remote that holds no store yet reads nothing.
+  Shared empty;
+  Store e = store_with_remote(dir / "e", dir / "nothing-there");
+  auto nothing = empty.p.run(e, {.remote_cache = RemoteCache::read});
+  REQUIRE(nothing.ok);
+  CHECK(nothing.count("ran") == 4);
+  CHECK(nothing.record["remote_cache"] == "off: remote 'team' holds no store yet");
+  CHECK_FALSE(fs::exists(dir / "nothing-there"));
+
   // A store with two remotes uses neither, and says so.
   Shared four;
   Store d = store_with_remote(dir / "d", dir / "remote");

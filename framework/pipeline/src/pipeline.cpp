@@ -604,8 +604,14 @@ class Run {
       const auto remotes = store_.remotes();
       if (remotes.size() == 1) {
         remote_name_ = remotes.front().name;
-        // A fresh remote becomes a store when this run first writes to it.
-        remote_.emplace(store_.remote_store(remote_name_, options_.remote_cache == RemoteCache::read_write));
+        // A fresh remote becomes a store when this run first writes to it;
+        // one that is none yet has nothing to read.
+        try {
+          remote_.emplace(store_.remote_store(remote_name_, options_.remote_cache == RemoteCache::read_write));
+        } catch (const NotFound&) {
+          if (options_.remote_cache == RemoteCache::read_write) throw;
+          remote_note_ = "off: remote '" + remote_name_ + "' holds no store yet";
+        }
       } else if (remotes.size() > 1) {
         remote_note_ = "off: the store has " + std::to_string(remotes.size()) + " remotes";
       }
@@ -816,6 +822,9 @@ class Run {
         return std::nullopt;
       } catch (const CorruptData& e) {
         problem = "output `" + name + "` of the cache entry on " + where + " is damaged (" + e.what() + ")";
+        return std::nullopt;
+      } catch (const Unsupported& e) {
+        problem = "output `" + name + "` of the cache entry on " + where + " cannot be read here (" + e.what() + ")";
         return std::nullopt;
       }
       digests.push_back(d);
