@@ -143,7 +143,10 @@ class MemoryMedium : public Medium {
     return it->second.bytes;
   }
 
-  static ObjectInfo info(const Object& o) { return {o.bytes->size(), o.tag, o.modified}; }
+  // Says its own clock, as an object store's Date does.
+  static ObjectInfo info(const Object& o) {
+    return {o.bytes->size(), o.tag, o.modified, std::chrono::system_clock::now()};
+  }
 
   std::string location_;
   std::shared_ptr<ReadCount> reads_;

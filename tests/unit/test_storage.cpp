@@ -647,6 +647,21 @@ TEMPLATE_TEST_CASE("Storage: object leases expire unrenewed and are taken over",
     CHECK(taken->held());
     CHECK(m->head("leases/step-z"));
   }
+  SECTION("a holder whose clock runs behind keeps its lease where the medium tells its own clock") {
+    // Written just now, by a holder whose clock is an hour behind: by its
+    // own expiry long gone, by the medium's clock fresh for its ttl.
+    nlohmann::json behind = {{"holder", "slow-clock"}, {"pid", 1}, {"expires_at_ms", now_ms() - 3600000},
+                             {"ttl_ms", 60000}};
+    REQUIRE(m->put("leases/step-c", behind.dump()));
+    const bool medium_clock = m->head("leases/step-c")->observed != std::chrono::system_clock::time_point{};
+    auto taken = leases->acquire("step-c", LeaseMode::exclusive, false);
+    CHECK(static_cast<bool>(taken) == !medium_clock);
+    // Past its ttl by the medium's clock, it is taken over whatever the record says.
+    nlohmann::json ahead = {{"holder", "fast-clock"}, {"pid", 1}, {"expires_at_ms", now_ms() + 3600000}, {"ttl_ms", 1}};
+    REQUIRE(m->put("leases/step-d", ahead.dump()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(medium_clock ? 2100 : 0));
+    CHECK(static_cast<bool>(leases->acquire("step-d", LeaseMode::exclusive, false)) == medium_clock);
+  }
   SECTION("garbage in a lease object does not block forever") {
     REQUIRE(m->put("leases/step-g", "not json"));
     CHECK(leases->acquire("step-g", LeaseMode::exclusive, false));

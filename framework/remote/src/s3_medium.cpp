@@ -457,11 +457,15 @@ class S3Medium : public Medium, public std::enable_shared_from_this<S3Medium> {
       throw CorruptData(location_ + ": " + call.method + " " + describe(call) + " gave no sensible size ('" +
                         printable(length.value_or("")) + "')");
     info.tag = unquote(r.header("etag").value_or(""));
-    if (auto modified = r.header("last-modified")) {
-      const std::time_t t = curl_getdate(modified->c_str(), nullptr);
-      // A hostile date past 2200 would overflow a time_point in nanoseconds.
-      if (t > 0 && t < 7258118400) info.modified = from_time_t(t);
-    }
+    // A hostile date past 2200 would overflow a time_point in nanoseconds.
+    auto date = [&](const char* header, std::chrono::system_clock::time_point& out) {
+      if (auto text = r.header(header)) {
+        const std::time_t t = curl_getdate(text->c_str(), nullptr);
+        if (t > 0 && t < 7258118400) out = from_time_t(t);
+      }
+    };
+    date("last-modified", info.modified);
+    date("date", info.observed);
     return info;
   }
 
@@ -626,7 +630,7 @@ std::unique_ptr<RandomAccessFile> S3Medium::open(std::string_view key) {
 std::unique_ptr<RandomAccessFile> S3Medium::open_sized(std::string_view key, std::uint64_t size) {
   check_storage_key(key);
   if (size == 0) return open(key);  // no read would ever find it missing
-  return std::make_unique<S3File>(shared_from_this(), std::string(key), ObjectInfo{.size = size, .tag = {}, .modified = {}}, true);
+  return std::make_unique<S3File>(shared_from_this(), std::string(key), ObjectInfo{.size = size, .tag = {}, .modified = {}, .observed = {}}, true);
 }
 
 std::shared_ptr<const Buffer> S3Medium::map_sized(std::string_view key, std::uint64_t size) {

@@ -68,30 +68,51 @@ struct ObjectLeases::Impl {
   Impl(Medium& m, Options o) : medium(m), options(o) {}
 
   std::string record(std::int64_t expires) const {
-    return nlohmann::json{{"holder", holder}, {"pid", ::getpid()}, {"expires_at_ms", expires}}.dump() + "\n";
+    return nlohmann::json{{"holder", holder},
+                          {"pid", ::getpid()},
+                          {"expires_at_ms", expires},
+                          {"ttl_ms", options.ttl.count()}}
+               .dump() +
+           "\n";
   }
 
-  // The expiry a lease object records, or nullopt when it is gone. A record
-  // that does not parse counts as expired: garbage must not block forever.
+  // What a lease object says of its expiry, or nullopt when it is gone. A
+  // record that does not parse counts as expired: garbage must not block forever.
   struct Seen {
     std::string tag;
-    std::int64_t expires = 0;
+    std::int64_t expires = 0;  // by its holder's clock
+    std::int64_t ttl = 0;      // 0: not recorded
+    ObjectInfo info;           // its write time and the medium's clock, when the medium gives them
   };
   std::optional<Seen> look(const std::string& key) {
     auto info = medium.head(key);
     if (!info) return std::nullopt;
-    Seen seen{info->tag, 0};
+    Seen seen{info->tag, 0, 0, *info};
     try {
       auto doc = parse_untrusted_json(medium.get(key, kMaxLeaseRecord));
-      auto it = doc.find("expires_at_ms");
-      if (it != doc.end() && it->is_number_integer()) seen.expires = it->get<std::int64_t>();
+      auto number = [&](const char* field, std::int64_t& out) {
+        auto it = doc.find(field);
+        if (it != doc.end() && it->is_number_integer()) out = it->get<std::int64_t>();
+      };
+      number("expires_at_ms", seen.expires);
+      number("ttl_ms", seen.ttl);
     } catch (const NotFound&) {
       return std::nullopt;
     } catch (const CorruptData&) {
     }
     return seen;
   }
-  bool expired(const Seen& seen) const { return now_ms() > seen.expires + options.clock_skew.count(); }
+  // On a medium that tells its own clock (an object store's Last-Modified
+  // and Date), a lease is judged by that clock alone: expired once the
+  // medium's now is past its last write by its ttl, plus a second for the
+  // whole seconds those headers carry. Elsewhere by the holder's expiry and
+  // the reader's clock, allowing `clock_skew` between them.
+  bool expired(const Seen& seen) const {
+    const std::chrono::system_clock::time_point never{};
+    if (seen.ttl > 0 && seen.info.observed != never && seen.info.modified != never)
+      return seen.info.observed - seen.info.modified > std::chrono::milliseconds(seen.ttl) + std::chrono::seconds(1);
+    return now_ms() > seen.expires + options.clock_skew.count();
+  }
 
   void sleep(int& round) {
     auto pause = options.poll * (1 << std::min(round++, 4));

@@ -135,7 +135,7 @@ void check_files(const detail::ArtifactArea& artifacts, const Digest& digest, co
     HeadAnswer seen;
     try {
       file = artifacts.open(digest, f.path);
-      seen.info = ObjectInfo{file->size(), {}, {}};
+      seen.info = ObjectInfo{file->size(), {}, {}, {}};
     } catch (const NotFound&) {
     } catch (const CorruptData& e) {
       seen.problem = e.what();

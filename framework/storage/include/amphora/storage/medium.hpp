@@ -45,6 +45,10 @@ struct ObjectInfo {
   std::string tag;
   /// When the object was last written, by the medium's clock.
   std::chrono::system_clock::time_point modified{};
+  /// The medium's clock when it answered (an object store's Date), for
+  /// comparing with `modified` without the reader's clock; zero when the
+  /// medium does not say (a local directory: the reader's clock is its own).
+  std::chrono::system_clock::time_point observed{};
 };
 
 /// What head() says of one object among several (Medium::head_each).
