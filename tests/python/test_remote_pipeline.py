@@ -178,6 +178,23 @@ class RemotePipelineTest(cs.StoreTestCase):
         here = cs.run("--store", c, "why", "docfreq")
         self.assertEqual(here.stdout.count("[remote 'team']"), 5, here.stdout)
 
+    def test_six_runners_at_once_compute_each_step_once_between_them(self):
+        stores = [self.local_store(f"r{k}") for k in range(6)]
+        log = self.path("log")
+        # `numbers` takes a moment, so every runner asks for it while one computes it.
+        env = dict(self.env, AMPHORA_TEST_LOG=log, AMPHORA_TEST_DELAY="0.5")
+        runners = [subprocess.Popen([PIPELINE, "--store", s], text=True, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env) for s in stores]
+        outputs = [self.finished(r) for r in runners]
+        with open(log) as f:
+            self.assertEqual(sorted(f.read().split()), ["numbers", "square", "total"])
+        ran = [step for out in outputs for step, (status, _, _) in steps_of(out).items() if status == "ran"]
+        self.assertEqual(sorted(ran), ["numbers", "square", "total"], outputs)
+        # Every runner ends with the same total, most of them served by the remote.
+        totals = {run_records(s, "testpipe")[-1]["steps"][2]["output_digests"]["out"] for s in stores}
+        self.assertEqual(len(totals), 1)
+        self.assertTrue(all("succeeded" in out for out in outputs))
+
     def test_a_runner_killed_holding_the_remote_lease_is_taken_over_after_expiry(self):
         a, b = self.local_store("a"), self.local_store("b")
         log, marker = self.path("log"), self.path("marker")
