@@ -3,13 +3,14 @@
 with separate processes and separate local stores on one bucket of a real
 S3 server: a Ceph RADOS Gateway started by tests/with_rgw.sh.
 
-Two runners started at once on a fresh remote compute each step once
-between them and agree; a third with an empty store computes nothing and
-copies only what it reads; a runner SIGKILLed while holding a step's remote
-lease is taken over after the lease expires; a remote that fails mid-run
-(the fault proxy) fails the run with a clear reason and a rerun completes;
-an entry whose outputs left the bucket is a miss that says so; `read` mode
-writes nothing to the bucket.
+Two docfreq runners (and six of the test pipeline) started at once on a
+fresh remote compute each step once between them and agree; a third with
+an empty store computes nothing and copies only what it reads, in two
+requests a step; a runner SIGKILLed while holding a step's remote lease is
+taken over after the lease expires; a remote that fails mid-run (the fault
+proxy) fails the run with a clear reason and a rerun completes; an entry
+whose outputs left the bucket is a miss that says so; gc --keep-last on the
+remote drops old results; `read` mode writes nothing to the bucket.
 
 Run as:
     tests/with_rgw.sh DIR /usr/bin/python3 tests/python/test_remote_pipeline.py --cli build/bin/amphora \
@@ -319,6 +320,13 @@ class RemotePipelineTest(cs.StoreTestCase):
         self.assertEqual(run_records(b, "testpipe")[-1]["remote_cache"], "off")
         bad = self.pipeline(b, "--remote-cache", "sometimes", check=2)
         self.assertIn("--remote-cache", bad.stderr)
+        # Without credentials the run says how to go on without the remote.
+        bare = {k: v for k, v in self.env.items() if not k.startswith("AWS_")}
+        bare["AWS_SHARED_CREDENTIALS_FILE"] = self.path("no-credentials")
+        bare["HOME"] = self.tmp
+        refused = self.pipeline(b, env=bare, check=2)
+        self.assertIn("give --no-remote-cache", refused.stderr)
+        self.assertEqual(self.pipeline(b, "--no-remote-cache", env=bare).returncode, 0)
 
 
 if __name__ == "__main__":

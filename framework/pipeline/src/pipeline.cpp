@@ -608,8 +608,10 @@ class Run {
         // one that is none yet has nothing to read.
         try {
           remote_.emplace(store_.remote_store(remote_name_, options_.remote_cache == RemoteCache::read_write));
-        } catch (const NotFound&) {
-          if (options_.remote_cache == RemoteCache::read_write) throw;
+        } catch (const NotFound& e) {
+          if (options_.remote_cache == RemoteCache::read_write)  // no credentials, say
+            throw NotFound(std::string(e.what()) + "; the run uses remote '" + remote_name_ +
+                           "' as its cache: give --no-remote-cache (RemoteCache::off) to run on the local cache alone");
           remote_note_ = "off: remote '" + remote_name_ + "' holds no store yet";
         }
       } else if (remotes.size() > 1) {
