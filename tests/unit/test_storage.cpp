@@ -18,6 +18,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <atomic>
 #include <csignal>
 #include <map>
@@ -661,6 +663,11 @@ TEMPLATE_TEST_CASE("Storage: object leases expire unrenewed and are taken over",
     REQUIRE(m->put("leases/step-d", ahead.dump()));
     std::this_thread::sleep_for(std::chrono::milliseconds(medium_clock ? 2100 : 0));
     CHECK(static_cast<bool>(leases->acquire("step-d", LeaseMode::exclusive, false)) == medium_clock);
+    // An absurd ttl is no ttl: the record's own expiry decides.
+    nlohmann::json absurd = {{"holder", "x"}, {"pid", 1}, {"expires_at_ms", now_ms() - 1000},
+                             {"ttl_ms", std::numeric_limits<std::int64_t>::max()}};
+    REQUIRE(m->put("leases/step-e", absurd.dump()));
+    CHECK(leases->acquire("step-e", LeaseMode::exclusive, false));
   }
   SECTION("garbage in a lease object does not block forever") {
     REQUIRE(m->put("leases/step-g", "not json"));

@@ -22,6 +22,7 @@ namespace {
 
 using Clock = std::chrono::system_clock;
 constexpr std::size_t kMaxLeaseRecord = 4096;
+constexpr std::int64_t kMaxTtlMs = 3600 * 1000;  // AMPHORA_LEASE_SECONDS' bound
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
@@ -96,6 +97,7 @@ struct ObjectLeases::Impl {
       };
       number("expires_at_ms", seen.expires);
       number("ttl_ms", seen.ttl);
+      if (seen.ttl > kMaxTtlMs) seen.ttl = 0;  // past any ttl a holder sets (and no overflow below)
     } catch (const NotFound&) {
       return std::nullopt;
     } catch (const CorruptData&) {
