@@ -1,10 +1,11 @@
 // Writes seed inputs for the fuzz targets: valid .npy files, manifests and
 // LZ4 frames as Amphora and NumPy write them, made with the library itself so
 // the seeds follow the format as it changes.
-//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,payloads,npz,array_encoding,csv,jsonl,s3_listing,
+//   amphora_fuzz_seeds OUT_DIR   ->  OUT_DIR/{npy,manifest,lz4_frame,zstd_frame,payloads,npz,array_encoding,csv,jsonl,s3_listing,
 //                                             composite,run_config}/*
 
 #include "lz4_frames.hpp"
+#include "zstd_frames.hpp"
 
 #include <amphora/array_encoding.hpp>
 #include <amphora/manifest.hpp>
@@ -119,6 +120,25 @@ void lz4_seeds(const fs::path& dir) {
       amphora::detail::encode_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
                                     compress, frame);
       put(dir, "frame-" + std::to_string(n++), std::string(reinterpret_cast<const char*>(frame.data()), frame.size()));
+    }
+}
+
+// zstd frames as a payload holds them, after the two bytes fuzz_zstd_frame
+// reads the expected content size from (here the frame's own).
+void zstd_seeds(const fs::path& dir) {
+  std::vector<std::string> contents = {"a", std::string(5000, 'z'), random_text(3000), random_text(64)};
+  std::string ramp;
+  for (int i = 0; i < 20000; ++i) ramp += static_cast<char>((i / 64) & 0xff);
+  contents.push_back(ramp);
+  int n = 0;
+  for (const auto& c : contents)
+    for (int level : {1, 3}) {
+      std::vector<std::byte> frame;
+      amphora::detail::encode_zstd_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
+                                         level, frame);
+      const std::size_t announced = c.size() - 1;  // expected_size: (b0 << 8 | b1) % 70000 + 1
+      std::string seed{static_cast<char>(announced >> 8), static_cast<char>(announced & 0xff)};
+      put(dir, "frame-" + std::to_string(n++), seed + std::string(reinterpret_cast<const char*>(frame.data()), frame.size()));
     }
 }
 
@@ -339,6 +359,7 @@ int main(int argc, char** argv) {
   npy_seeds(out / "npy");
   manifest_seeds(out / "manifest");
   lz4_seeds(out / "lz4_frame");
+  zstd_seeds(out / "zstd_frame");
   payload_seeds(out / "payloads");
   npz_seeds(out / "npz");
   encoding_seeds(out / "array_encoding");

@@ -29,9 +29,9 @@ mkdir -p "$build/fuzz-crashes"
 
 # Longest input per target: enough for what each parses to show its
 # structure, short enough to keep executions fast.
-declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192
+declare -A max_len=([npy]=16384 [manifest]=16384 [lz4_frame]=131072 [zstd_frame]=131072 [payloads]=8192 [npz]=16384 [array_encoding]=8192
                     [csv]=4096 [jsonl]=4096 [composite]=2048 [run_config]=8192 [s3_listing]=8192)
-all=(npy manifest lz4_frame payloads npz array_encoding csv jsonl composite run_config s3_listing)
+all=(npy manifest lz4_frame zstd_frame payloads npz array_encoding csv jsonl composite run_config s3_listing)
 targets=(${FUZZ_TARGETS:-${all[@]}})
 
 # Reports name functions and lines: clang-16's own symbolizer where the

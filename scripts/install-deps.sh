@@ -12,9 +12,9 @@ set -euo pipefail
 # client they compare with.
 packages=(
   build-essential cmake pkg-config ccache
-  nlohmann-json3-dev libsimdjson-dev liblz4-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
+  nlohmann-json3-dev libsimdjson-dev liblz4-dev libzstd-dev libssl-dev libcli11-dev libzip-dev libyaml-cpp-dev catch2 graphviz
   libeigen3-dev
-  python3-numpy python3-scipy python3-pandas python3-lz4 lz4
+  python3-numpy python3-scipy python3-pandas python3-lz4 lz4 python3-zstandard zstd
   libcurl4-openssl-dev libexpat1-dev
   ceph-mon ceph-osd radosgw ceph-common python3-boto3 curl
 )

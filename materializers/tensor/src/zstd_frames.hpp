@@ -1,0 +1,41 @@
+#pragma once
+// One zstd frame per chunk (the standard frame format, so `zstd -d` restores
+// a payload of concatenated frames), encoded and decoded with strict
+// validation: what a reader accepts is exactly what encode_zstd_frame makes,
+// and decoding never allocates beyond the chunk the caller expects.
+// Internal to the materializers.
+
+#include <amphora/buffer.hpp>
+
+#include "lz4_frames.hpp"  // kMaxFrameContent: the chunk bound both codecs share
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace amphora::detail {
+
+/// The level saves use unless told otherwise.
+inline constexpr int kDefaultZstdLevel = 1;
+/// Levels a save accepts: zstd's fast negative levels are left out.
+inline constexpr int kMinZstdLevel = 1;
+inline constexpr int kMaxZstdLevel = 19;
+/// The fewest bytes a frame encode_zstd_frame makes can take: a 6-byte
+/// header, one 3-byte block header, a byte of block and the 4-byte checksum.
+/// A chunk index's claims are bounded by it: N frames in F bytes hold at most
+/// (F / kMinZstdFrame) chunks.
+inline constexpr std::size_t kMinZstdFrame = 14;
+
+/// Replaces `out` with one zstd frame holding `raw` (1 byte to 1 MiB): the
+/// content size and a checksum recorded, no dictionary, at `level`.
+/// Throws InvalidArgument for a level outside kMinZstdLevel..kMaxZstdLevel.
+void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out);
+
+/// Decodes one frame made by encode_zstd_frame into `dst`, whose size must
+/// be the frame's content size (1 byte to 1 MiB). Throws CorruptData
+/// prefixed with `where` for anything else: not exactly one whole frame, a
+/// content size absent or other than dst's, a dictionary, a window larger
+/// than the chunk needs, damaged blocks or a checksum that does not match.
+void decode_zstd_frame(ConstBytes frame, MutableBytes dst, std::string_view where);
+
+}  // namespace amphora::detail
