@@ -108,13 +108,18 @@ void manifest_seeds(const fs::path& dir) {
   put(dir, "newer", R"({"children":[],"files":[],"manifest_version":3,"materializer":{"name":"x.y","version":1},"meta":{}})");
 }
 
-void lz4_seeds(const fs::path& dir) {
+// Chunk contents for the frame seeds: tiny, runs, text, a ramp.
+std::vector<std::string> chunk_contents() {
   std::vector<std::string> contents = {"a", std::string(5000, 'z'), random_text(3000), random_text(64)};
   std::string ramp;
   for (int i = 0; i < 20000; ++i) ramp += static_cast<char>((i / 64) & 0xff);
   contents.push_back(ramp);
+  return contents;
+}
+
+void lz4_seeds(const fs::path& dir) {
   int n = 0;
-  for (const auto& c : contents)
+  for (const auto& c : chunk_contents())
     for (bool compress : {true, false}) {
       std::vector<std::byte> frame;
       amphora::detail::encode_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
@@ -126,12 +131,8 @@ void lz4_seeds(const fs::path& dir) {
 // zstd frames as a payload holds them, after the two bytes fuzz_zstd_frame
 // reads the expected content size from (here the frame's own).
 void zstd_seeds(const fs::path& dir) {
-  std::vector<std::string> contents = {"a", std::string(5000, 'z'), random_text(3000), random_text(64)};
-  std::string ramp;
-  for (int i = 0; i < 20000; ++i) ramp += static_cast<char>((i / 64) & 0xff);
-  contents.push_back(ramp);
   int n = 0;
-  for (const auto& c : contents)
+  for (const auto& c : chunk_contents())
     for (int level : {1, 3}) {
       std::vector<std::byte> frame;
       amphora::detail::encode_zstd_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
