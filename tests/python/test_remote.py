@@ -40,25 +40,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-ENDPOINT = os.environ.get("AMPHORA_TEST_S3_ENDPOINT", "")
-BUCKET = os.environ.get("AMPHORA_TEST_S3_BUCKET", "amphora")
+from s3_support import BUCKET, ENDPOINT, require_gateway, s3_client  # noqa: E402
 SECRET = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
 WRITER = os.environ.get("AMPHORA_TEST_WRITER", "")  # tests/helpers/writer.cpp: the partial reads
-
-
-def s3_client():
-    import boto3
-    import botocore.config
-    return boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=SECRET, region_name="us-east-1",
-                        config=botocore.config.Config(s3={"addressing_style": "path"}))
 
 
 class RemoteTest(cs.StoreTestCase):
     @classmethod
     def setUpClass(cls):
-        if not ENDPOINT:
-            raise RuntimeError("run under tests/with_rgw.sh: AMPHORA_TEST_S3_ENDPOINT is not set")
+        require_gateway()
         cls.s3 = s3_client()
 
     @classmethod
@@ -336,8 +326,7 @@ class FaultTest(cs.StoreTestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not ENDPOINT:
-            raise RuntimeError("run under tests/with_rgw.sh: AMPHORA_TEST_S3_ENDPOINT is not set")
+        require_gateway()
         cls.s3 = s3_client()
         host, port = ENDPOINT[len("http://"):].split(":")
         cls.proxy = FaultProxy(host, int(port))

@@ -34,19 +34,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_support as cs  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 
-ENDPOINT = os.environ.get("AMPHORA_TEST_S3_ENDPOINT", "")
-BUCKET = os.environ.get("AMPHORA_TEST_S3_BUCKET", "amphora")
+from s3_support import BUCKET, ENDPOINT, require_gateway, s3_client  # noqa: E402
 DOCFREQ = PIPELINE = CORPUS = ""
 DOCFREQ_STEPS = ("read", "tokenize", "count", "model", "report")
 LINE = re.compile(r"  (ran|cached|failed|skipped)\s+[\d.]+ s  (\w+)(?:  \((.*?)\))?(?:  \[remote '(\w+)'\])?$")
-
-
-def s3_client():
-    import boto3
-    import botocore.config
-    return boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
-                        config=botocore.config.Config(s3={"addressing_style": "path"}))
 
 
 def steps_of(output):
@@ -81,8 +72,7 @@ def printed_after_run(output):
 class RemotePipelineTest(cs.StoreTestCase):
     @classmethod
     def setUpClass(cls):
-        if not ENDPOINT:
-            raise RuntimeError("run under tests/with_rgw.sh: AMPHORA_TEST_S3_ENDPOINT is not set")
+        require_gateway()
         cls.s3 = s3_client()
 
     @classmethod
