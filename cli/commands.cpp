@@ -277,7 +277,7 @@ int cmd_import(const Args& a) {
   amphora::SaveOptions options;
   options.name = a.name;
   amphora::validate_name(options.name);
-  amphora::TensorOptions tensor{.compression = amphora::parse_compression(a.compress)};
+  amphora::TensorOptions tensor{.compression = amphora::parse_compression(a.compress), .level = a.level};
   for (const auto& transform : a.encode) {
     (transform == "decimal" ? tensor.encoding.decimal
      : transform == "delta" ? tensor.encoding.delta

@@ -17,6 +17,7 @@ struct Args {
   std::string file;                  ///< FILE of import and export
   std::string name;                  ///< import --name, migrate --name
   std::string compress = "auto";     ///< import --compress
+  int level = 0;                     ///< import --level (zstd); 0: the default
   std::vector<std::string> encode;   ///< import --encode: delta, squeeze, shuffle
   bool json = false;                 ///< ls, show --json
   bool force = false;                ///< export --force

@@ -7,6 +7,7 @@
 #include "output.hpp"
 
 #include <amphora/run_main.hpp>
+#include <amphora/tensor.hpp>
 #include <amphora/error.hpp>
 #include <amphora/version.hpp>
 
@@ -138,6 +139,7 @@ class Parser {
                        "Examples:\n"
                        "  amphora import emb.npy --name emb\n"
                        "  amphora import counts.npy --name counts --compress lz4\n"
+                       "  amphora import weights.npy --name weights --compress zstd --level 3\n"
                        "  amphora import sales.csv --name sales\n"
                        "  amphora import graph.npz --name graph\n"
                        "  amphora import ids.npy --name ids --encode delta,squeeze\n"
@@ -146,10 +148,15 @@ class Parser {
     import->add_option("--name", args_.name, "the name to record it under, as its next version")
         ->required()
         ->type_name("NAME");
-    import->add_option("--compress", args_.compress,
-                       "tensors' LZ4 chunks: none, lz4, or auto (default: LZ4 only where it saves over 10%)")
-        ->check(CLI::IsMember({"none", "lz4", "auto"}))
-        ->type_name("MODE");
+    auto* compress = import->add_option(
+        "--compress", args_.compress,
+        "tensors' compression, in 1 MiB chunks: none, lz4 (fastest), zstd (smallest), or\n"
+        "auto (default: LZ4 only where it saves over 10%)");
+    compress->check(CLI::IsMember({"none", "lz4", "zstd", "auto"}))->type_name("MODE");
+    import->add_option("--level", args_.level, "zstd's level, 1 (default: fastest) to 19 (smallest); needs --compress zstd")
+        ->check(CLI::Range(amphora::kMinZstdLevel, amphora::kMaxZstdLevel))
+        ->needs(compress)
+        ->type_name("N");
     import->add_option("--encode", args_.encode,
                        "tensors' lossless transforms before compression, comma-separated: decimal (float64\n"
                        "short decimals as scaled integers), delta (sorted integers), squeeze (integers into\n"

@@ -1,13 +1,15 @@
 """Read Amphora artifacts from Python, without the C++ library.
 
 One file: the standard library plus NumPy; SciPy is used for sparse matrices
-when present, and the `lz4` module for LZ4-compressed tensors. Written from
+when present, the `lz4` module for LZ4-compressed tensors and `zstandard`
+(Debian: python3-zstandard) for zstd-compressed ones. Written from
 docs/FORMAT.md, not from the C++ code.
 
     import amphora_reader
     emb = amphora_reader.load(".amphora", "emb@2")          # numpy.ndarray
     graph = amphora_reader.load(".amphora", "graph")        # scipy.sparse matrix
     model = amphora_reader.load(".amphora", "models", verify=True)
+    rows = amphora_reader.load_rows(".amphora", "emb", 1000, 1010)  # decodes only their chunks
 
 `load(store_dir, ref)` takes the refs the CLI takes (NAME, NAME@N,
 sha256:HEX, a hex prefix of 8 or more digits) and returns:
@@ -1320,6 +1322,64 @@ def _decode_frame(art, k, frame, size):
     return chunk
 
 
+ZSTD_MIN_FRAME = 14          # header, one block header and byte, checksum (§5.6)
+ZSTD_MAX_WINDOW = 1 << 20    # a chunk never needs more
+
+
+def _decode_zstd_frame(art, k, frame, size):
+    """The `size` content bytes of zstd frame `k` (decode_zstd_frame, §5.6)."""
+    where = f"{art.label}: tensor.npy.zst chunk {k}"
+    try:
+        import zstandard
+    except ImportError:
+        raise Unsupported(f"{art.label} is zstd-compressed: install the zstandard Python module "
+                          "(Debian: python3-zstandard) to read it")
+    frame = bytes(frame)
+    if len(frame) < ZSTD_MIN_FRAME:
+        raise CorruptData(f"{where}: zstd frame of {len(frame)} bytes is truncated")
+    try:
+        params = zstandard.get_frame_parameters(frame)
+    except zstandard.ZstdError:
+        raise CorruptData(f"{where}: not a zstd frame (its header is damaged or truncated)")
+    if params.content_size != size:
+        raise CorruptData(f"{where}: zstd frame does not record its content size"
+                          if params.content_size == zstandard.CONTENTSIZE_UNKNOWN else
+                          f"{where}: zstd frame announces {params.content_size} bytes, expected {size}")
+    if params.dict_id != 0:
+        raise CorruptData(f"{where}: zstd frame needs dictionary {params.dict_id}, which no chunk uses")
+    if not params.has_checksum:
+        raise CorruptData(f"{where}: zstd frame has no checksum")
+    if params.window_size > ZSTD_MAX_WINDOW:
+        raise CorruptData(f"{where}: zstd frame asks for a window of {params.window_size} bytes")
+    d = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW).decompressobj()
+    try:
+        chunk = d.decompress(frame)
+    except zstandard.ZstdError as e:
+        raise CorruptData(f"{where}: zstd frame is corrupt ({e})")
+    if not d.eof:
+        raise CorruptData(f"{where}: zstd frame is truncated or damaged")
+    if d.unused_data:
+        raise CorruptData(f"{where}: zstd frame ends after {len(frame) - len(d.unused_data)} of the chunk's "
+                          f"{len(frame)} bytes")
+    if len(chunk) != size:
+        raise CorruptData(f"{where}: zstd frame decodes to {len(chunk)} bytes, expected {size}")
+    return chunk
+
+
+class _Codec:
+    """A chunked payload's codec (§5.6): its file, its smallest frame, the most
+    content a byte of frames can restore, and its frame decoder."""
+
+    def __init__(self, file, min_frame, max_expansion, decode):
+        self.file, self.min_frame, self.max_expansion, self.decode = file, min_frame, max_expansion, decode
+
+
+CODECS = {
+    "npy.lz4": _Codec("tensor.npy.lz4", FRAME_OVERHEAD, 255, _decode_frame),
+    "npy.zst": _Codec("tensor.npy.zst", ZSTD_MIN_FRAME, CHUNK // ZSTD_MIN_FRAME, _decode_zstd_frame),
+}
+
+
 class _TensorLayout:
     """read_layout: what the metadata says the payload holds (docs/FORMAT.md §5.1, §5.9)."""
 
@@ -1358,9 +1418,12 @@ class _TensorLayout:
             if not isinstance(stored, str) or stored not in DTYPES:
                 raise bad("recipe names no stored dtype")
             self.dtype, self.shape, self.recipe = np.dtype(DTYPES[stored]), (count,), recipe
-        if encoding not in ("npy", "npy.lz4"):
-            raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}'")
-        self.packed = encoding == "npy.lz4"
+        if encoding != "npy" and encoding not in CODECS:
+            raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}' (this reader knows npy, "
+                              "npy.lz4 and npy.zst): written by a newer Amphora, or damaged")
+        self.codec = CODECS.get(encoding)
+        self.packed = self.codec is not None
+        self.file = self.codec.file if self.packed else "tensor.npy"
         if self.packed and not (_is_int(meta.get("chunk_bytes")) and meta["chunk_bytes"] == CHUNK):
             raise bad("has an unsupported chunk_bytes")
         self.nbytes = self.dtype.itemsize * _element_count(self.shape, self.dtype.itemsize, art.label)
@@ -1429,40 +1492,56 @@ def _chunk_index(art, l, packed_size):
         if raw[k] != expect:
             raise CorruptData(f"{where}: chunk {k} has a wrong raw offset")
         if packed[k] > packed_size or (k > 0 and (packed[k] < packed[k - 1] or
-                                                   packed[k] - packed[k - 1] < FRAME_OVERHEAD)):
+                                                   packed[k] - packed[k - 1] < l.codec.min_frame)):
             raise CorruptData(f"{where}: chunk {max(k - 1, 0)} has an impossible packed offset or size")
     if packed[0] != 0 or packed[-1] != packed_size:
-        raise CorruptData(f"{where} does not cover tensor.npy.lz4 ({packed_size} bytes) exactly")
+        raise CorruptData(f"{where} does not cover {l.file} ({packed_size} bytes) exactly")
     return packed, raw, data_offset
 
 
-def _tensor_packed(art, l):
-    """tensor.npy.lz4 decoded, its index, expansion and header frame checked first (§5.6)."""
-    fd, size = art._open("tensor.npy.lz4")
+def _tensor_packed(art, l, first_row=None, end_row=None):
+    """The packed payload decoded: all of it, or rows [first_row, end_row)
+    from the chunks that hold them; its index, expansion bound and header
+    frame checked first (§5.6)."""
+    fd, size = art._open(l.file)
     try:
         packed, raw, data_offset = _chunk_index(art, l, size)
-        if l.nbytes // 255 > size:  # LZ4 expands at most 255:1: a larger claim must not drive an allocation
+        # A claim beyond what the codec can expand to must not drive an allocation.
+        if l.nbytes // l.codec.max_expansion > size:
             raise CorruptData(f"{art.label}: {size} packed bytes cannot hold {l.nbytes} bytes of tensor data")
 
         def frame(k):
-            return _decode_frame(art, k, art._read_at(fd, "tensor.npy.lz4", packed[k], packed[k + 1] - packed[k]),
-                                 raw[k + 1] - raw[k])
+            return l.codec.decode(art, k, art._read_at(fd, l.file, packed[k], packed[k + 1] - packed[k]),
+                                  raw[k + 1] - raw[k])
 
         if frame(0) != l.header_ending_at(data_offset):
-            raise _header_mismatch(art, "tensor.npy.lz4", l)
-        out = bytearray(l.nbytes)
-        for k in range(1, len(raw) - 1):
-            out[raw[k] - data_offset:raw[k + 1] - data_offset] = frame(k)
+            raise _header_mismatch(art, l.file, l)
+        shape, lo, hi = l.shape, 0, l.nbytes
+        if first_row is not None:
+            row = l.nbytes // l.shape[0] if l.shape[0] else 0
+            shape, lo, hi = (end_row - first_row,) + tuple(l.shape[1:]), first_row * row, end_row * row
+        out = bytearray(hi - lo)
+        if hi > lo:
+            for k in range(1 + lo // CHUNK, 2 + (hi - 1) // CHUNK):
+                c_lo, c_hi = raw[k] - data_offset, raw[k + 1] - data_offset
+                chunk = frame(k)
+                a, b = max(lo, c_lo), min(hi, c_hi)
+                out[a - lo:b - lo] = chunk[a - c_lo:b - c_lo]
     finally:
         os.close(fd)
-    return np.frombuffer(out, l.dtype).reshape(l.shape)
+    return np.frombuffer(out, l.dtype).reshape(shape)
 
 
 def _tensor(art, mmap):
     l = _TensorLayout(art)
     a = _tensor_packed(art, l) if l.packed else _tensor_raw(art, l, mmap)
     if a.dtype == np.bool_:
-        _check_bools(a, f"{art.label}: {'tensor.npy.lz4' if l.packed else 'tensor.npy'}")
+        _check_bools(a, f"{art.label}: {l.file}")
+    return _decoded_tensor(art, l, a)
+
+
+def _decoded_tensor(art, l, a):
+    """The tensor the user saved, from its payload array `a`."""
     if l.recipe is not None:
         a = _decode(art, "tensor payload", l.recipe, a)
         if a.dtype == np.bool_:
@@ -2206,3 +2285,39 @@ def load(store_dir, ref, verify=False, mmap=True):
         return _load(art, mmap)
 
     return _guarded(f"artifact {ref!r}", body)
+
+
+def load_rows(store_dir, ref, begin, end, verify=False):
+    """Rows [begin, end) along the first axis of the tensor `ref` names, as a
+    numpy.ndarray. A compressed tensor decodes only the chunks holding them;
+    an uncompressed one maps its file; an encoded one (§5.9) decodes whole.
+    verify=True re-hashes the artifact's files first. ValueError for a 0-d
+    tensor or rows outside [0, shape[0]); Unsupported for an artifact that is
+    not a tensor."""
+    store = os.fspath(store_dir)
+    what = f"artifact {ref!r}"
+
+    def layout():
+        art = _open_artifact(store, ref)
+        if art.materializer != "amphora.tensor":
+            raise Unsupported(f"{art.label} is a '{art.materializer}' artifact, not a tensor")
+        if verify:
+            _verify(art, set())
+        return art, _TensorLayout(art)
+
+    art, l = _guarded(what, layout)
+    # Outside _guarded: a bad request is the caller's ValueError, not damage.
+    if not l.value_shape:
+        raise ValueError(f"{art.label} is a 0-d tensor; it has no rows")
+    if not (_is_int(begin) and _is_int(end) and 0 <= begin <= end <= l.value_shape[0]):
+        raise ValueError(f"{art.label}: rows [{begin}, {end}) are outside [0, {l.value_shape[0]})")
+
+    def rows():
+        if l.recipe is not None or not l.packed:  # an encoded tensor needs every element before the rows
+            return _tensor(art, True)[begin:end]
+        a = _tensor_packed(art, l, begin, end)
+        if a.dtype == np.bool_:
+            _check_bools(a, f"{art.label}: {l.file}")
+        return _widen_bfloat16(a) if l.value_name == "bfloat16" else a
+
+    return _guarded(what, rows)

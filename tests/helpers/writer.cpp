@@ -153,6 +153,14 @@ void save_all(amphora::Store& store) {
   std::vector<std::int32_t> ramp(300000);
   for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::int32_t>(i / 100);
   named(Tensor::from_values<std::int32_t>({3000, 100}, ramp), "tensor_lz4", amphora::TensorOptions{amphora::Compression::lz4});
+  named(Tensor::from_values<std::int32_t>({3000, 100}, ramp), "tensor_zstd",
+        amphora::TensorOptions{.compression = amphora::Compression::zstd, .level = 3});
+  {  // 2.4 MB of float64 in rows of 5600 bytes: chunk edges fall inside rows
+    std::vector<double> wide(300000);
+    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<double>(i % 977) * 0.25;
+    named(Tensor::from_values<double>({428, 700}, std::span<const double>(wide.data(), 428 * 700)), "tensor_zstd_wide",
+          amphora::TensorOptions{amphora::Compression::zstd});
+  }
   std::vector<amphora::bfloat16> bf;
   for (float v : {1.0f, -2.5f, 0.15625f, 3e38f}) bf.push_back(amphora::bfloat16::from_float(v));
   named(Tensor::from_values<amphora::bfloat16>({4}, bf), "tensor_bf16");
@@ -212,6 +220,10 @@ void save_all(amphora::Store& store) {
   named(std::optional<std::string>(), "optional_none");
   named(std::vector<Tensor>{Tensor::from_values<std::uint8_t>({2, 2}, std::vector<std::uint8_t>{1, 2, 3, 4}),
                             Tensor::from_values<float>({3}, std::vector<float>{0.5f, 1.5f, 2.5f})}, "tensor_list");
+  // The options reach every tensor a composite stores.
+  named(std::vector<Tensor>{Tensor::from_values<std::uint8_t>({2, 2}, std::vector<std::uint8_t>{1, 2, 3, 4}),
+                            Tensor::from_values<float>({3}, std::vector<float>{0.5f, 1.5f, 2.5f})},
+        "tensor_list_zstd", amphora::TensorOptions{amphora::Compression::zstd});
   named(std::array<float, 3>{1.5f, -2.0f, 3.25f}, "fixed_array");
   named(std::vector<std::array<double, 2>>{{0.5, 1.5}, {2.5, 3.5}}, "fixed_rows");
   named(std::pair<std::string, Tensor>{"w", Tensor::from_values<float>({2}, std::vector<float>{0.5f, 1.0f})}, "pair");

@@ -44,7 +44,8 @@ EXIT_OK, EXIT_CORRUPT = 0, 4
 
 # The functions the tests call. Blocks are found by what they define, not by
 # where they sit, so the document can be reorganised freely.
-REQUIRED_FUNCTIONS = ("verify_artifact", "xxh32_short", "frame_header", "lz4_block_decode", "decode_frame", "read_rows",
+REQUIRED_FUNCTIONS = ("verify_artifact", "xxh32_short", "frame_header", "lz4_block_decode", "decode_frame",
+                      "decode_zstd_frame", "read_rows",
                       "decode", "read_records")
 
 
@@ -190,7 +191,7 @@ class Store:
         return os.path.join(self.dir, "objects", "sha256", hexd[:2], hexd)
 
 
-def lz4_index(art):
+def chunk_index(art):
     """(packed, raw) columns of an artifact's chunk index, as Python ints."""
     index = np.load(os.path.join(art, "tensor.chunks.npy"))
     assert index.dtype == np.dtype("<u8") and index.ndim == 2 and index.shape[1] == 2, (index.dtype, index.shape)
@@ -278,9 +279,11 @@ class FormatDocTest(unittest.TestCase):
         cls.store = Store(cls.tmp)
         cls.arrays = sample_arrays()
         cls.digests = {}  # (name, compress) -> digest
+        cls.zstd_digests = {}  # name -> digest
         for name, arr in cls.arrays.items():
             for compress in ("none", "lz4"):
                 cls.digests[name, compress] = cls.store.put(arr, f"{name}-{compress}", compress)
+            cls.zstd_digests[name] = cls.store.put(arr, f"{name}-zstd", "zstd")
 
     @classmethod
     def tearDownClass(cls):
@@ -420,7 +423,7 @@ class FormatDocTest(unittest.TestCase):
             with self.subTest(array=name):
                 art = self.store.artifact(self.digests[name, "lz4"])
                 data = read(os.path.join(art, "tensor.npy.lz4"))
-                packed, raw = lz4_index(art)
+                packed, raw = chunk_index(art)
                 out = bytearray()
                 for k in range(len(packed) - 1):
                     frame = data[packed[k]:packed[k + 1]]
@@ -445,6 +448,27 @@ class FormatDocTest(unittest.TestCase):
                 self.assertEqual(back.dtype, arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype)
         self.assertEqual(kinds, {"stored", "compressed"}, "the samples must exercise both block kinds")
 
+    def test_zstd_reader_reproduces_every_stored_npy(self):
+        decode_zstd_frame = doc().function("decode_zstd_frame")
+        for name, arr in self.arrays.items():
+            with self.subTest(array=name):
+                art = self.store.artifact(self.zstd_digests[name])
+                data = read(os.path.join(art, "tensor.npy.zst"))
+                packed, raw = chunk_index(art)
+                out = bytearray()
+                for k in range(len(packed) - 1):
+                    out += decode_zstd_frame(data[packed[k]:packed[k + 1]], raw[k + 1] - raw[k])
+                self.assertEqual(bytes(out), read(os.path.join(self.store.artifact(self.digests[name, "none"]),
+                                                               "tensor.npy")),
+                                 "decoded .npy differs from the uncompressed artifact's tensor.npy")
+                # The document's decoder refuses what the C++ reader refuses.
+                frame = data[packed[1]:packed[2]] if len(packed) > 2 else data[packed[0]:packed[1]]
+                size = raw[2] - raw[1] if len(packed) > 2 else raw[1]
+                for label, bad, n in (("truncated", frame[:-3], size), ("followed by a byte", frame + b"\0", size),
+                                      ("wrong size", frame, size + 1), ("checksum", frame[:-1] + bytes([frame[-1] ^ 1]), size)):
+                    with self.assertRaises(ValueError, msg=label):
+                        decode_zstd_frame(bad, n)
+
     def test_lz4_block_decoder_rejects_bad_offsets(self):
         lz4_block_decode = doc().function("lz4_block_decode")
         # token: 1 literal, match length 4+0; literal 'a'; then offset 0 / 2 (only 1 byte produced).
@@ -461,7 +485,7 @@ class FormatDocTest(unittest.TestCase):
         decode_frame = doc().function("decode_frame")
         art = self.store.artifact(self.digests["ramp_i32", "lz4"])
         data = read(os.path.join(art, "tensor.npy.lz4"))
-        packed, raw = lz4_index(art)
+        packed, raw = chunk_index(art)
         frame, size = data[packed[1]:packed[2]], raw[2] - raw[1]
         decode_frame(frame, size)
         damaged = {
@@ -500,7 +524,7 @@ class FormatDocTest(unittest.TestCase):
         for name in self.arrays:
             art = self.store.artifact(self.digests[name, "lz4"])
             data = read(os.path.join(art, "tensor.npy.lz4"))
-            packed, raw = lz4_index(art)
+            packed, raw = chunk_index(art)
             frames.append((name, 0, data[packed[0]:packed[1]], raw[1] - raw[0], None))
             if name == "ramp_i32":
                 frames.append((name, 1, data[packed[1]:packed[2]], raw[2] - raw[1], 12))
@@ -550,7 +574,7 @@ class FormatDocTest(unittest.TestCase):
                 continue  # §5.6: row reads need at least one dimension
             art = self.store.artifact(self.digests[name, "lz4"])
             data = read(os.path.join(art, "tensor.npy.lz4"))
-            packed, raw = lz4_index(art)
+            packed, raw = chunk_index(art)
             row = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
             for i, j in self.row_ranges(arr.shape[0], row, rng):
                 with self.subTest(array=name, rows=(i, j)):
@@ -697,7 +721,7 @@ class FormatDocTest(unittest.TestCase):
                     got = read(os.path.join(art, "tensor.npy"))[:len(want)]
                 else:
                     data = read(os.path.join(art, "tensor.npy.lz4"))
-                    packed, raw = lz4_index(art)
+                    packed, raw = chunk_index(art)
                     got = doc().function("decode_frame")(data[packed[0]:packed[1]], len(want))
                     index = read(os.path.join(art, "tensor.chunks.npy"))
                     hl, start = int(index_header.group(1)), int(index_header.group(2))
@@ -724,7 +748,7 @@ class FormatDocTest(unittest.TestCase):
         # those of np.arange (the stats of §3.3's examples agree).
         arr = np.arange(shape[0] * shape[1], dtype=dtype).reshape(shape)
         store = Store(self.scratch())
-        packed, raw = lz4_index(store.artifact(store.put(arr, "example", "lz4")))
+        packed, raw = chunk_index(store.artifact(store.put(arr, "example", "lz4")))
         self.assertEqual([(k, p, r) for k, (p, r) in enumerate(zip(packed, raw))], rows,
                          "the §5.6 chunk index example does not match np.arange data stored with --compress lz4")
 

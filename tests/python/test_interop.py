@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Interoperability tests for the `amphora` CLI against NumPy, hashlib and lz4.
+"""Interoperability tests for the `amphora` CLI against NumPy, hashlib, lz4 and zstd.
 
 Run as:
     /usr/bin/python3 tests/python/test_interop.py --cli build/bin/amphora
 
-(or set AMPHORA_CLI). Uses only the standard library, numpy and the `lz4`
-command-line tool. Every test works in a fresh temporary store.
+(or set AMPHORA_CLI). Uses only the standard library, numpy and the `lz4` and `zstd`
+command-line tools. Every test works in a fresh temporary store.
 """
 
 import glob
@@ -43,6 +43,12 @@ def expected_piece_size(size):
     return piece
 AUTO_MIN_BYTES = 64 << 10
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# --compress choice -> (encoding, payload file, frame magic, the standard tool that decodes it)
+CODECS = {
+    "lz4": ("npy.lz4", "tensor.npy.lz4", LZ4_MAGIC, "lz4"),
+    "zstd": ("npy.zst", "tensor.npy.zst", ZSTD_MAGIC, "zstd"),
+}
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
 
@@ -304,12 +310,13 @@ class RoundTripTest(StoreTestCase):
                     if compress == "none":
                         self.assertEqual(meta["encoding"], "npy")
                         self.assertEqual([f["path"] for f in info["files"]], ["tensor.npy"])
-                    elif compress == "lz4":
-                        self.assertEqual(meta["encoding"], "npy.lz4")
+                    elif compress in CODECS:
+                        encoding, payload = CODECS[compress][:2]
+                        self.assertEqual(meta["encoding"], encoding)
                         self.assertEqual(meta["chunk_bytes"], CHUNK_BYTES)
                         self.assertEqual(meta["chunks"], 1 + -(-arr.nbytes // CHUNK_BYTES))
                         self.assertEqual(sorted(f["path"] for f in info["files"]),
-                                         ["tensor.chunks.npy", "tensor.npy.lz4"])
+                                         ["tensor.chunks.npy", payload])
                     else:
                         self.assertIn(meta["encoding"], ("npy", "npy.lz4"))
                         if arr.nbytes < AUTO_MIN_BYTES:
@@ -354,6 +361,9 @@ class RoundTripTest(StoreTestCase):
 
     def test_round_trip_compress_lz4(self):
         self.round_trip("lz4")
+
+    def test_round_trip_compress_zstd(self):
+        self.round_trip("zstd")
 
     def test_round_trip_compress_auto(self):
         self.round_trip("auto")
@@ -455,7 +465,7 @@ class NumpyWrittenFilesTest(StoreTestCase):
                 writer(f, arr)
         # numpy reads back what it wrote
         self.assertEqual(le_c_bytes(np.load(src)), le_c_bytes(arr))
-        for compress in ("none", "lz4"):
+        for compress in ("none", "lz4", "zstd"):
             ref = f"{name}-{compress}"
             info = self.import_file(src, ref, compress)
             self.assertEqual(info["meta"]["dtype"], le_dtype(arr.dtype).name)
@@ -535,50 +545,66 @@ class NumpyWrittenFilesTest(StoreTestCase):
 
 
 # ---------------------------------------------------------------------------
-# 4. lz4 -d of a packed payload
+# 4. lz4 -d and zstd -d of a packed payload
 
 
-class Lz4InteropTest(StoreTestCase):
-    def lz4_decompress(self, data):
-        proc = subprocess.run(["lz4", "-d", "-c"], input=data, capture_output=True, timeout=60)
+class CodecToolInteropTest(StoreTestCase):
+    """Each codec's payload is standard frames: its own command-line tool restores the .npy."""
+
+    def decompress(self, tool, data):
+        proc = subprocess.run([tool, "-d", "-c"], input=data, capture_output=True, timeout=60)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         return proc.stdout
 
     def test_lz4_cli_decompresses_payload(self):
+        self.tool_decompresses_payload("lz4")
+
+    def test_zstd_cli_decompresses_payload(self):
+        self.tool_decompresses_payload("zstd")
+
+    def test_lz4_empty_and_scalar(self):
+        self.empty_and_scalar("lz4")
+
+    def test_zstd_empty_and_scalar(self):
+        self.empty_and_scalar("zstd")
+
+    def tool_decompresses_payload(self, compress):
+        encoding, payload, magic, tool = CODECS[compress]
         # ~3 MB that LZ4 compresses well (period of 4000 bytes, inside the 64 KiB window)
         arr = np.tile(np.arange(1000, dtype="<i4"), 750)
         self.assertEqual(arr.nbytes, 3_000_000)
         src = self.save(arr, "arr.npy")
-        packed = self.import_file(src, "packed", "lz4")
+        packed = self.import_file(src, "packed", compress)
         raw = self.import_file(src, "raw", "none")
         self.assertNotEqual(packed["digest"], raw["digest"])
         meta = packed["meta"]
         n_data = -(-arr.nbytes // CHUNK_BYTES)
-        self.assertEqual(meta["encoding"], "npy.lz4")
+        self.assertEqual(meta["encoding"], encoding)
         self.assertEqual(meta["chunk_bytes"], CHUNK_BYTES)
         self.assertEqual(meta["chunks"], 1 + n_data)
 
         pdir = self.object_dir(packed["digest"])
         rdir = self.object_dir(raw["digest"])
-        lz4_path = os.path.join(pdir, "tensor.npy.lz4")
-        with open(lz4_path, "rb") as f:
+        payload_path = os.path.join(pdir, payload)
+        with open(payload_path, "rb") as f:
             packed_bytes = f.read()
         with open(os.path.join(rdir, "tensor.npy"), "rb") as f:
             raw_npy = f.read()
         self.assertLess(len(packed_bytes), arr.nbytes // 4, "a periodic array should compress well")
 
         # lz4 -d of the whole file == tensor.npy of the uncompressed import, byte for byte
-        decoded = self.lz4_decompress(packed_bytes)
+        decoded = self.decompress(tool, packed_bytes)
         self.assertEqual(len(decoded), data_offset(arr) + arr.nbytes)
         self.assertEqual(decoded, raw_npy)
         out = self.path("decoded.npy")
         with open(out, "wb") as f:
             f.write(decoded)
-        self.assert_npy_file(out, arr, "lz4 -d output")
+        self.assert_npy_file(out, arr, f"{tool} -d output")
 
-        # also through the lz4 CLI's file mode
+        # also through the tool's file mode
         out2 = self.path("decoded2.npy")
-        proc = subprocess.run(["lz4", "-d", "-f", "-q", lz4_path, out2], capture_output=True, timeout=60)
+        proc = subprocess.run([tool, "-d", "-f", "-q", payload_path, "-o", out2] if tool == "zstd"
+                              else [tool, "-d", "-f", "-q", payload_path, out2], capture_output=True, timeout=60)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with open(out2, "rb") as f:
             self.assertEqual(f.read(), raw_npy)
@@ -593,7 +619,7 @@ class Lz4InteropTest(StoreTestCase):
         self.assertEqual(packed_off[0], 0)
         self.assertEqual(raw_off[0], 0)
         self.assertEqual(packed_off[-1], len(packed_bytes))
-        self.assertEqual(packed_off[-1], os.path.getsize(lz4_path))
+        self.assertEqual(packed_off[-1], os.path.getsize(payload_path))
         self.assertEqual(raw_off[-1], data_offset(arr) + arr.nbytes)
         self.assertEqual(raw_off[-1], len(raw_npy))
         self.assertTrue(all(a < b for a, b in zip(packed_off, packed_off[1:])), packed_off)
@@ -603,20 +629,21 @@ class Lz4InteropTest(StoreTestCase):
         self.assertEqual(raw_off, expect_raw)
         for k in range(meta["chunks"]):
             frame = packed_bytes[packed_off[k]:packed_off[k + 1]]
-            self.assertEqual(frame[:4], LZ4_MAGIC, f"frame {k} does not start with the LZ4 magic")
-            self.assertEqual(self.lz4_decompress(frame), raw_npy[raw_off[k]:raw_off[k + 1]], f"frame {k}")
+            self.assertEqual(frame[:4], magic, f"frame {k} does not start with the {tool} magic")
+            self.assertEqual(self.decompress(tool, frame), raw_npy[raw_off[k]:raw_off[k + 1]], f"frame {k}")
 
         # and exporting either artifact gives identical files
         with open(self.export("packed", "p.npy"), "rb") as a, open(self.export("raw", "r.npy"), "rb") as b:
             self.assertEqual(a.read(), b.read())
 
-    def test_lz4_empty_and_scalar(self):
+    def empty_and_scalar(self, compress):
+        _, payload, _, tool = CODECS[compress]
         for name, arr in (("empty", np.zeros((0, 3), "<f4")), ("scalar", np.array(7, "<i8"))):
             with self.subTest(name=name):
-                info = self.import_file(self.save(arr, f"{name}.npy"), name, "lz4")
+                info = self.import_file(self.save(arr, f"{name}.npy"), name, compress)
                 d = self.object_dir(info["digest"])
-                with open(os.path.join(d, "tensor.npy.lz4"), "rb") as f:
-                    decoded = self.lz4_decompress(f.read())
+                with open(os.path.join(d, payload), "rb") as f:
+                    decoded = self.decompress(tool, f.read())
                 out = self.path(f"{name}.dec.npy")
                 with open(out, "wb") as f:
                     f.write(decoded)
@@ -624,7 +651,7 @@ class Lz4InteropTest(StoreTestCase):
                 index = np.load(os.path.join(d, "tensor.chunks.npy"))
                 self.assertEqual(index.shape, (info["meta"]["chunks"] + 1, 2))
                 self.assertEqual(int(index[-1, 1]), data_offset(arr) + arr.nbytes)
-                self.assertEqual(int(index[-1, 0]), os.path.getsize(os.path.join(d, "tensor.npy.lz4")))
+                self.assertEqual(int(index[-1, 0]), os.path.getsize(os.path.join(d, payload)))
 
 
 # ---------------------------------------------------------------------------
@@ -917,11 +944,27 @@ class BadInputTest(StoreTestCase):
 
     def test_bad_compress_value(self):
         p = self.save(np.arange(5), "a.npy")
-        proc = self.amphora("import", p, "--name", "x", "--compress", "zstd")
+        proc = self.amphora("import", p, "--name", "x", "--compress", "brotli")
         self.assertEqual(proc.returncode, EXIT_USAGE, proc.stderr)
         self.assertTrue(proc.stderr.startswith("amphora: "))
-        self.assertIn("zstd", proc.stderr.splitlines()[0])
+        self.assertIn("brotli", proc.stderr.splitlines()[0])
         self.assert_nothing_stored()
+
+    def test_bad_level(self):
+        p = self.save(np.arange(5), "a.npy")
+        for args, says in ((("--compress", "zstd", "--level", "20"), "--level"),
+                           (("--compress", "zstd", "--level", "0"), "--level"),
+                           (("--level", "3"), "--compress"),
+                           (("--compress", "lz4", "--level", "3"), "zstd only")):
+            with self.subTest(args=args):
+                proc = self.amphora("import", p, "--name", "x", *args)
+                self.assertNotEqual(proc.returncode, EXIT_OK, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("amphora: "), proc.stderr)
+                self.assertIn(says, proc.stderr.splitlines()[0])
+        self.assert_nothing_stored()
+        self.assertEqual(self.amphora("import", p, "--name", "x", "--compress", "zstd", "--level", "7").returncode,
+                         EXIT_OK)
+        self.assertEqual(self.show("x")["meta"]["zstd_level"], 7)
 
     # -- damage inside the store ------------------------------------------
 

@@ -51,6 +51,8 @@ def bfloat16(values):
 EXPECTED = {
     "tensor_f32": np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(0.5),
     "tensor_lz4": (np.arange(300000, dtype=np.int32) // 100).reshape(3000, 100),
+    "tensor_zstd": (np.arange(300000, dtype=np.int32) // 100).reshape(3000, 100),
+    "tensor_zstd_wide": ((np.arange(428 * 700) % 977) * 0.25).reshape(428, 700),
     "tensor_bf16": bfloat16([1.0, -2.5, 0.15625, 3e38]),
     "tensor_bool": np.array([True, False, True]),
     "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
@@ -74,6 +76,7 @@ EXPECTED = {
     "optional_some": "present",
     "optional_none": None,
     "tensor_list": [np.array([[1, 2], [3, 4]], np.uint8), np.array([0.5, 1.5, 2.5], np.float32)],
+    "tensor_list_zstd": [np.array([[1, 2], [3, 4]], np.uint8), np.array([0.5, 1.5, 2.5], np.float32)],
     "struct": {"name": "tiny", "epochs": 3, "config": {"act": "relu"}, "weights": np.array([0.5, -0.5], np.float32),
                "vocab": ["a", "b"], "dropout": None},
     "fixed_array": np.array([1.5, -2.0, 3.25], np.float32),
@@ -304,26 +307,65 @@ class ReaderTest(StoreTestCase):
         with self.assertRaisesRegex(reader.CorruptData, "strings.bytes"):
             reader.load(self.store, "strings")
 
-    def test_lz4_without_the_module_says_what_to_install(self):
+    def test_a_codec_without_its_module_says_what_to_install(self):
         real_import = builtins.__import__
+        for tensor, modules, package in (("tensor_lz4", ("lz4", "lz4.block"), "python3-lz4"),
+                                         ("tensor_zstd", ("zstandard",), "python3-zstandard")):
+            def without(name, *args, **kw):
+                if name in modules:
+                    raise ImportError(f"no {name}")
+                return real_import(name, *args, **kw)
 
-        def no_lz4(name, *args, **kw):
-            if name == "lz4.block" or name == "lz4":
-                raise ImportError("no lz4")
-            return real_import(name, *args, **kw)
+            builtins.__import__ = without
+            try:
+                with self.subTest(tensor=tensor), self.assertRaisesRegex(reader.Unsupported, package):
+                    reader.load(self.store, tensor)
+            finally:
+                builtins.__import__ = real_import
 
-        builtins.__import__ = no_lz4
-        try:
-            with self.assertRaisesRegex(reader.Unsupported, "python3-lz4"):
-                reader.load(self.store, "tensor_lz4")
-        finally:
-            builtins.__import__ = real_import
+    def test_zstd_payloads_are_what_the_format_says(self):
+        for name in ("tensor_zstd", "tensor_zstd_wide"):
+            art = reader.open_artifact(self.store, name)
+            self.assertEqual(art.meta["encoding"], "npy.zst")
+            self.assertEqual(sorted(art.files), ["tensor.chunks.npy", "tensor.npy.zst"])
+        self.assertEqual(reader.open_artifact(self.store, "tensor_zstd").meta["zstd_level"], 3)
+        self.assertEqual(reader.open_artifact(self.store, "tensor_zstd_wide").meta["zstd_level"], 1)
+        for item in reader.open_artifact(self.store, "tensor_list_zstd").children.values():
+            self.assertEqual(reader.open_artifact(self.store, item).meta["encoding"], "npy.zst")
+
+    def test_rows_decode_only_their_chunks_and_equal_the_slice(self):
+        chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8)}  # 187.2 rows a chunk: edges inside rows
+        for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_f32", "tensor_encoded",
+                     "tensor_empty"):
+            want = EXPECTED[name]
+            n = want.shape[0]
+            spans = {(0, n), (0, 0), (n, n), (n // 3, n // 2)} | ({(0, 1), (n - 1, n)} if n else set())
+            if name in chunk_rows:
+                edge = int(chunk_rows[name])
+                spans |= {(edge, edge + 1), (edge - 1, edge + 2), (edge - 3, 2 * edge + 5)}
+            for b, e in sorted(spans):
+                with self.subTest(tensor=name, rows=(b, e)):
+                    for verify in (False, True):
+                        got = reader.load_rows(self.store, name, b, e, verify=verify)
+                        self.assertEqual(got.dtype, want.dtype)
+                        self.assertEqual(got.shape, want[b:e].shape)
+                        self.assertEqual(got.tobytes(), want[b:e].tobytes())
+        for b, e in ((-1, 2), (5, 4), (0, 3001), (0.5, 2)):
+            with self.subTest(bad_rows=(b, e)), self.assertRaisesRegex(ValueError, "outside"):
+                reader.load_rows(self.store, "tensor_zstd", b, e)
+        src = self.path("scalar.npy")
+        np.save(src, np.array(3.5))
+        self.run_cli("import", src, "--name", "scalar", "--compress", "zstd", check=EXIT_OK)
+        with self.assertRaisesRegex(ValueError, "0-d"):
+            reader.load_rows(self.store, "scalar", 0, 1)
+        with self.assertRaisesRegex(reader.Unsupported, "not a tensor"):
+            reader.load_rows(self.store, "strings", 0, 1)
 
     def test_files_imported_by_the_cli_read_back(self):
         a = np.arange(24, dtype=">i4").reshape(2, 3, 4)
         src = self.path("a.npy")
         np.save(src, a)
-        for compress in ("none", "lz4"):
+        for compress in ("none", "lz4", "zstd"):
             self.run_cli("import", src, "--name", "a" + compress, "--compress", compress, check=EXIT_OK)
             got = reader.load(self.store, "a" + compress, verify=True)
             self.assertTrue(np.array_equal(got, a))

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <zstd.h>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -583,6 +584,106 @@ TEST_CASE("A packed tensor claiming more than LZ4 can expand to is refused befor
   CHECK_THROWS_MATCHES(materializer<Tensor>::validate(lie), CorruptData,
                        MessageHas({d.short_str(), "253 packed bytes cannot hold 10485760 bytes of tensor data"}));
   CHECK_THROWS_MATCHES(store.load<Tensor>(d.str()), CorruptData, MessageHas({"253 packed bytes cannot hold"}));
+}
+
+namespace {
+
+/// One zstd frame of `content`, as a hostile writer might make it.
+std::string zstd_frame(const std::string& content, bool checksum = true, bool content_size = true) {
+  std::unique_ptr<ZSTD_CCtx, std::size_t (*)(ZSTD_CCtx*)> c(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  ZSTD_CCtx_setParameter(c.get(), ZSTD_c_checksumFlag, checksum ? 1 : 0);
+  ZSTD_CCtx_setParameter(c.get(), ZSTD_c_contentSizeFlag, content_size ? 1 : 0);
+  std::string out(ZSTD_compressBound(content.size()), '\0');
+  std::size_t n;
+  if (content_size) {
+    n = ZSTD_compress2(c.get(), out.data(), out.size(), content.data(), content.size());
+  } else {  // streamed: the size is not known when the header is written
+    ZSTD_outBuffer o{out.data(), out.size(), 0};
+    ZSTD_inBuffer i{content.data(), content.size(), 0};
+    n = ZSTD_compressStream2(c.get(), &o, &i, ZSTD_e_end);
+    REQUIRE(n == 0);
+    n = o.pos;
+  }
+  REQUIRE_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Hostile zstd chunks are refused as corrupt before they can expand", "[bad][zstd]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  const std::vector<std::int64_t> shape = {100};
+  const std::string header = make_tensor_npy_header(DType::uint8, shape);
+  std::string data(100, '\0');
+  for (int k = 0; k < 100; ++k) data[k] = static_cast<char>(k * 7);
+  const nlohmann::json meta = {{"dtype", "uint8"}, {"shape", shape}, {"encoding", "npy.zst"}, {"chunk_bytes", 1 << 20},
+                               {"stats", nullptr}};
+  // Plants the tensor with `frame` as its data chunk; returns what loading,
+  // validating and reading rows of it throw, which must agree.
+  auto planted = [&](const std::string& frame) {
+    const std::string head = zstd_frame(header);
+    const std::string index =
+        chunk_index({{0, 0}, {head.size(), header.size()}, {head.size() + frame.size(), header.size() + 100}});
+    return plant_tensor(dir.path(), meta, {{"tensor.npy.zst", head + frame}, {"tensor.chunks.npy", index}});
+  };
+  auto refused = [&](const std::string& frame, const std::string& why) {
+    Digest d = planted(frame);
+    INFO(why);
+    CHECK_THROWS_MATCHES(store.load<Tensor>(d.str()), CorruptData,
+                         MessageHas({d.short_str(), "tensor.npy.zst chunk 1: ", why}));
+    auto reader = store.open_artifact(d.str());
+    CHECK_THROWS_MATCHES(materializer<Tensor>::validate(reader), CorruptData, MessageHas({"chunk 1: ", why}));
+    CHECK_THROWS_MATCHES(load_tensor_rows(reader, 10, 20), CorruptData, MessageHas({"chunk 1: ", why}));
+    CHECK_FALSE(store.verify(d.str()).ok());
+  };
+
+  // The well-formed frame loads: the cases below differ from it in one way each.
+  const std::string good = zstd_frame(data);
+  Digest ok = planted(good);
+  CHECK(store.load<Tensor>(ok.str()).bit_equal(Tensor::from_values<std::uint8_t>(
+      shape, std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()))));
+  CHECK(store.verify(ok.str()).ok());
+
+  refused(zstd_frame(data + data), "announces 200 bytes, expected 100");
+  // A bomb: 64 MiB of zeros in a few kilobytes, in a chunk of 100 bytes;
+  // refused from its header, and a streamed one that records no size too.
+  const std::string zeros(64u << 20, '\0');
+  refused(zstd_frame(zeros), "announces 67108864 bytes, expected 100");
+  refused(zstd_frame(zeros, true, false), "does not record its content size");
+  refused(zstd_frame(data, false), "has no checksum");
+  refused(good.substr(0, good.size() - 3), "truncated");
+  refused(good + good, "ends after");
+  refused(std::string(good.size(), '\x55'), "not a zstd frame");
+  // A dictionary id: the descriptor's low bits announce a 1-byte id, which
+  // follows the window descriptor (absent in a single-segment frame).
+  std::string with_dict = good;
+  const auto descriptor = static_cast<unsigned char>(with_dict[4]);
+  with_dict[4] = static_cast<char>(descriptor | 1);
+  with_dict.insert(5 + ((descriptor & 0x20) ? 0 : 1), 1, '\x07');
+  refused(with_dict, "needs dictionary 7");
+  std::string damaged = good;
+  damaged[damaged.size() - 1] ^= 0x40;  // the checksum
+  refused(damaged, "corrupt");
+}
+
+TEST_CASE("A tensor encoding this build does not know is refused by name", "[bad][zstd]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  for (std::string encoding : {"npy.xz", "encoded.npy.brotli"}) {
+    nlohmann::json meta = {{"dtype", "uint8"}, {"shape", {4}}, {"encoding", encoding}, {"chunk_bytes", 1 << 20},
+                           {"stats", nullptr}};
+    if (encoding.starts_with("encoded."))
+      meta["recipe"] = {{"dtype", "uint8"}, {"count", 4}, {"stored_dtype", "uint8"}, {"transforms", nlohmann::json::array()}};
+    Digest d = plant_tensor(dir.path(), meta, {{"tensor.bin", std::string(4, '\0')}});
+    const std::string name = encoding.substr(encoding.starts_with("encoded.") ? 8 : 0);
+    CHECK_THROWS_MATCHES(store.load<Tensor>(d.str()), Unsupported,
+                         MessageHas({d.short_str(), "unknown tensor encoding '" + name + "'", "npy.zst",
+                                     "written by a newer Amphora"}));
+    CHECK_THROWS_MATCHES(materializer<Tensor>::validate(store.open_artifact(d.str())), Unsupported,
+                         MessageHas({"unknown tensor encoding '" + name + "'"}));
+  }
 }
 
 TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -111,7 +112,7 @@ TEST_CASE("Every dtype and shape class round-trips bit-exactly", "[tensor][round
   std::uint64_t seed = 1;
   for (DType dtype : all_dtypes()) {
     for (const auto& c : cases) {
-      for (Compression comp : {Compression::none, Compression::lz4, Compression::automatic}) {
+      for (Compression comp : {Compression::none, Compression::lz4, Compression::zstd, Compression::automatic}) {
         INFO(std::string(dtype_name(dtype)) << " " << c.label << " " << to_string(comp));
         Tensor t = test::random_tensor(dtype, c.shape, seed++);
         Tensor back = roundtrip(store, t, comp);
@@ -169,7 +170,105 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   CHECK(packed.manifest().find("tensor.npy.lz4")->size < ramp.nbytes() / 2);
 }
 
-TEST_CASE("Row slices read only what they need and equal the same rows", "[tensor][lz4]") {
+TEST_CASE("zstd: levels, what the options refuse, and every transform composed with it", "[tensor][zstd]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  Tensor ramp = test::ramp_tensor(1024, 1024, 3);
+  auto saved = [&](const Tensor& t, TensorOptions o) { return store.open_artifact(store.save(t, {.options = o}).digest.str()); };
+  CHECK(parse_compression("zstd") == Compression::zstd);
+  CHECK(to_string(Compression::zstd) == "zstd");
+  CHECK_THROWS_WITH(parse_compression("zst"), Catch::Contains("expected none, lz4, zstd or auto"));
+
+  auto fast = saved(ramp, {.compression = Compression::zstd});
+  CHECK(fast.meta()["encoding"] == "npy.zst");
+  CHECK(fast.meta()["zstd_level"] == kDefaultZstdLevel);
+  CHECK(fast.meta()["chunks"] == 5);
+  CHECK(fast.manifest().find("tensor.npy.lz4") == nullptr);
+  const std::uint64_t fast_size = fast.manifest().find("tensor.npy.zst")->size;
+  auto lz4 = saved(ramp, {.compression = Compression::lz4});
+  CHECK(fast_size < lz4.manifest().find("tensor.npy.lz4")->size);
+  auto small = saved(ramp, {.compression = Compression::zstd, .level = 19});
+  CHECK(small.meta()["zstd_level"] == 19);
+  CHECK(small.manifest().find("tensor.npy.zst")->size <= fast_size);
+  CHECK(store.load<Tensor>(small.digest().str()).bit_equal(ramp));
+  // The same level given explicitly is the same artifact as the default.
+  CHECK(saved(ramp, {.compression = Compression::zstd, .level = kDefaultZstdLevel}).digest() == fast.digest());
+
+  CHECK_THROWS_MATCHES(store.save(ramp, {.options = TensorOptions{.compression = Compression::zstd, .level = 20}}),
+                       InvalidArgument, Catch::Matchers::Message("zstd level 20 is outside 1..19"));
+  CHECK_THROWS_MATCHES(store.save(ramp, {.options = TensorOptions{.compression = Compression::lz4, .level = 3}}),
+                       InvalidArgument,
+                       Catch::Matchers::Message("a compression level applies to zstd only, not to compression 'lz4'"));
+  CHECK_THROWS_AS(store.save(ramp, {.options = TensorOptions{.compression = Compression::zstd, .level = -1}}),
+                  InvalidArgument);
+
+  // Incompressible chunks cost zstd a few bytes each, and count as stored.
+  Tensor noise = test::random_tensor(DType::float32, {1024, 1024}, 3);
+  auto noisy = saved(noise, {.compression = Compression::zstd});
+  CHECK(noisy.meta()["stored_chunks"] == 4);
+  CHECK(noisy.manifest().find("tensor.npy.zst")->size < noise.nbytes() + 4096 + 5 * 64);
+
+  std::uint64_t seed = 40;
+  for (DType dtype : {DType::int64, DType::uint16, DType::float32, DType::float64, DType::bool_}) {
+    for (const ArrayEncoding& e : {ArrayEncoding{.shuffle = true}, ArrayEncoding{.delta = true, .squeeze = true},
+                                   ArrayEncoding{.delta = true, .squeeze = true, .shuffle = true},
+                                   ArrayEncoding{.decimal = true}}) {
+      const bool integer = dtype != DType::float32 && dtype != DType::float64;
+      if ((e.delta || e.squeeze) && (!integer || dtype == DType::bool_)) continue;
+      if (e.decimal && dtype != DType::float64) continue;
+      for (std::vector<std::int64_t> shape : {std::vector<std::int64_t>{}, {0}, {131072}, {131073}, {300, 1000}}) {
+        INFO(dtype_name(dtype) << " " << shape.size() << "-d delta " << e.delta << " squeeze " << e.squeeze
+                               << " shuffle " << e.shuffle << " decimal " << e.decimal);
+        Tensor t = test::random_tensor(dtype, shape, seed++);
+        if (e.decimal)  // short decimals, as decimal needs
+          for (std::size_t k = 0; double& v : t.mutable_values<double>()) v = static_cast<double>(k++ % 1000) * 0.25 + 1;
+        if (e.delta && dtype == DType::int64)  // values that never decrease, as delta needs
+          for (std::size_t k = 0; auto& v : t.mutable_values<std::int64_t>()) v = -5000 + 3 * static_cast<std::int64_t>(k++ / 2);
+        if (e.delta && dtype == DType::uint16)
+          for (std::size_t k = 0; auto& v : t.mutable_values<std::uint16_t>()) v = static_cast<std::uint16_t>(k++ / 8);
+        auto art = saved(t, {.compression = Compression::zstd, .encoding = e});
+        REQUIRE(art.meta()["encoding"] == "encoded.npy.zst");
+        REQUIRE(store.load<Tensor>(art.digest().str()).bit_equal(t));
+        REQUIRE_NOTHROW(materializer<Tensor>::validate(art));
+        if (!shape.empty() && shape[0] > 2) REQUIRE(load_tensor_rows(art, 1, 3).bit_equal(t.rows(1, 3)));
+      }
+    }
+  }
+
+  // The options reach every tensor a composite stores.
+  std::map<std::string, Tensor> parts = {{"ramp", ramp}, {"tiny", Tensor::zeros(DType::int8, {3})}};
+  auto bundle = store.open_artifact(store.save(parts, {.options = TensorOptions{Compression::zstd}}).digest.str());
+  REQUIRE(bundle.children().size() == 2);
+  for (const auto& child : bundle.children())
+    CHECK(store.open_artifact(child.digest.str()).meta()["encoding"] == "npy.zst");
+  auto back = store.load<std::map<std::string, Tensor>>(bundle.digest().str());
+  CHECK(back.at("ramp").bit_equal(ramp));
+  CHECK(store.verify().ok());
+}
+
+TEST_CASE("Chunk edges: tensors of exactly, just under and just over whole chunks", "[tensor][zstd][lz4]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  for (std::int64_t bytes : {std::int64_t{1} << 20, (std::int64_t{1} << 20) - 1, (std::int64_t{1} << 20) + 1,
+                             (std::int64_t{2} << 20) + 4095}) {
+    Tensor flat = Tensor::zeros(DType::uint8, {bytes});
+    for (std::int64_t k = 0; k < bytes; ++k) flat.mutable_data()[k] = std::byte(static_cast<unsigned char>((k * 31) >> 9));
+    for (Compression c : {Compression::lz4, Compression::zstd}) {
+      INFO(bytes << " bytes, " << to_string(c));
+      auto art = store.open_artifact(store.save(flat, {.options = TensorOptions{c}}).digest.str());
+      CHECK(art.meta()["chunks"] == 1 + (bytes + (1 << 20) - 1) / (1 << 20));
+      CHECK(store.load<Tensor>(art.digest().str()).bit_equal(flat));
+      for (std::int64_t edge : {std::int64_t{1} << 20, std::int64_t{2} << 20}) {
+        if (edge + 1 > bytes) continue;
+        CHECK(load_tensor_rows(art, edge - 1, edge + 1).bit_equal(flat.rows(edge - 1, edge + 1)));
+        CHECK(load_tensor_rows(art, edge, edge + 1).bit_equal(flat.rows(edge, edge + 1)));
+      }
+      CHECK(load_tensor_rows(art, bytes - 1, bytes).bit_equal(flat.rows(bytes - 1, bytes)));
+    }
+  }
+}
+
+TEST_CASE("Row slices read only what they need and equal the same rows", "[tensor][lz4][zstd]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
   // 3 rows of 700 KiB: chunk boundaries fall inside rows.
@@ -178,7 +277,7 @@ TEST_CASE("Row slices read only what they need and equal the same rows", "[tenso
   // rows of an uncompressed tensor rather than the whole file.
   Store copying = Store::open({.create = true, .medium = testing::make_memory_medium()});
   for (Store* where : {&store, &copying})
-  for (Compression c : {Compression::lz4, Compression::none}) {
+  for (Compression c : {Compression::lz4, Compression::zstd, Compression::none}) {
     auto reader = where->open_artifact(where->save(t, {.options = TensorOptions{c}}).digest.str());
     CHECK(reader.maps_in_place() == (where == &store));
     for (auto [b, e] : std::vector<std::pair<int, int>>{{0, 2000}, {0, 1}, {1999, 2000}, {87, 88}, {87, 600}, {500, 500}, {1000, 1999}}) {

@@ -30,7 +30,7 @@ std::vector<std::byte> sample(std::size_t size, std::uint64_t seed, int kind) {
   return v;
 }
 
-std::vector<std::byte> frame_of(const std::vector<std::byte>& raw, int level = detail::kDefaultZstdLevel) {
+std::vector<std::byte> frame_of(const std::vector<std::byte>& raw, int level = kDefaultZstdLevel) {
   std::vector<std::byte> out;
   encode_zstd_frame(raw, level, out);
   return out;

@@ -4,6 +4,7 @@
 #include <amphora/tensor.hpp>
 
 #include "lz4_frames.hpp"
+#include "zstd_frames.hpp"
 #include "tensor_checks.hpp"
 #include "tensor_stats.hpp"
 
@@ -23,6 +24,7 @@ std::string_view to_string(Compression c) {
   switch (c) {
     case Compression::none: return "none";
     case Compression::lz4: return "lz4";
+    case Compression::zstd: return "zstd";
     case Compression::automatic: return "auto";
   }
   return "?";
@@ -31,8 +33,9 @@ std::string_view to_string(Compression c) {
 Compression parse_compression(std::string_view text) {
   if (text == "none") return Compression::none;
   if (text == "lz4") return Compression::lz4;
+  if (text == "zstd") return Compression::zstd;
   if (text == "auto") return Compression::automatic;
-  throw InvalidArgument("unknown compression '" + std::string(text) + "': expected none, lz4 or auto");
+  throw InvalidArgument("unknown compression '" + std::string(text) + "': expected none, lz4, zstd or auto");
 }
 
 
@@ -188,7 +191,6 @@ void Tensor::throw_size_mismatch(std::size_t got, std::uint64_t want) {
 namespace {
 
 constexpr std::string_view kRawFile = "tensor.npy";
-constexpr std::string_view kPackedFile = "tensor.npy.lz4";
 constexpr std::string_view kIndexFile = "tensor.chunks.npy";
 // An encoded tensor's "encoding" is this prefix and the payload's own encoding.
 constexpr std::string_view kEncodedPrefix = "encoded.";
@@ -197,6 +199,45 @@ constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
 constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
 constexpr std::size_t kAutoMinBytes = 64u << 10;     // smaller tensors are never worth compressing
 constexpr double kAutoMinSaving = 0.10;
+
+// A chunked payload's codec: the .npy cut into 1 MiB chunks, one frame of
+// the codec's standard format each, frames concatenated (§5.6, §5.7).
+struct ChunkCodec {
+  std::string_view encoding;  // meta "encoding" of an unencoded tensor
+  std::string_view file;      // the frames' payload file
+  std::size_t min_frame;      // the fewest bytes a frame of ours takes
+  // The most content bytes a frame of `n` bytes can restore, so a claimed
+  // size the payload cannot hold is refused before it drives an allocation.
+  std::uint64_t max_expansion;
+  // Replaces `out` with the frame of `raw`; returns whether it stores the
+  // chunk no smaller than it came.
+  bool (*encode)(ConstBytes raw, int level, std::vector<std::byte>& out);
+  std::size_t (*frame_bound)(std::size_t content);
+  void (*decode)(ConstBytes frame, MutableBytes dst, std::string_view where);
+};
+
+const ChunkCodec kLz4Codec{
+    "npy.lz4", "tensor.npy.lz4", detail::kFrameOverhead,
+    255,  // LZ4 cannot expand more than 255:1
+    [](ConstBytes raw, int, std::vector<std::byte>& out) { return !detail::encode_frame(raw, true, out); },
+    [](std::size_t content) { return content + detail::kFrameOverhead; }, detail::decode_frame};
+
+const ChunkCodec kZstdCodec{
+    "npy.zst", "tensor.npy.zst", detail::kMinZstdFrame,
+    // Bounded by the frame count, not by the codec: a chunk of 1 MiB in a
+    // frame of the fewest bytes.
+    detail::kMaxFrameContent / detail::kMinZstdFrame,
+    [](ConstBytes raw, int level, std::vector<std::byte>& out) {
+      detail::encode_zstd_frame(raw, level, out);
+      return out.size() >= raw.size();
+    },
+    detail::zstd_frame_bound, detail::decode_zstd_frame};
+
+const ChunkCodec* codec_named(std::string_view encoding) {
+  for (const ChunkCodec* c : {&kLz4Codec, &kZstdCodec})
+    if (c->encoding == encoding) return c;
+  return nullptr;
+}
 
 ConstBytes data_chunk(const Tensor& t, std::size_t k) {  // k >= 1
   std::size_t begin = (k - 1) * kChunkBytes;
@@ -225,23 +266,23 @@ bool worth_compressing(const Tensor& t) {
   return static_cast<double>(p) < (1.0 - kAutoMinSaving) * static_cast<double>(r);
 }
 
-void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out) {
+void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, ArtifactWriter& out) {
   const std::size_t chunks = 1 + data_chunks(t.nbytes());
   std::vector<std::uint64_t> index;
   index.reserve(2 * (chunks + 1));
-  // Frames never exceed their content by more than their 23-byte overhead.
-  FileStream stream = out.open_stream(kPackedFile, header.size() + t.nbytes() + chunks * detail::kFrameOverhead);
+  FileStream stream = out.open_stream(codec.file, codec.frame_bound(header.size()) +
+                                                      (chunks - 1) * codec.frame_bound(kChunkBytes));
   std::vector<std::vector<std::byte>> frames(std::min(kWindowChunks, chunks));
   std::uint64_t stored_raw = 0;
   std::uint64_t raw_offset = 0;
   for (std::size_t first = 0; first < chunks; first += frames.size()) {
     std::size_t count = std::min(frames.size(), chunks - first);
-    std::vector<char> compressed(count);
+    std::vector<char> stored(count);
     parallel_for(count, [&](std::size_t i) {
       std::size_t k = first + i;
       ConstBytes raw = k == 0 ? ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size())
                               : data_chunk(t, k);
-      compressed[i] = detail::encode_frame(raw, true, frames[i]);
+      stored[i] = codec.encode(raw, level, frames[i]);
     });
     std::vector<ConstBytes> parts;
     std::uint64_t packed_offset = stream.size();
@@ -251,7 +292,7 @@ void save_packed(const Tensor& t, const std::string& header, ArtifactWriter& out
       index.push_back(raw_offset);
       packed_offset += frames[i].size();
       raw_offset += k == 0 ? header.size() : data_chunk(t, k).size();
-      stored_raw += !compressed[i];
+      stored_raw += stored[i];
       parts.emplace_back(frames[i].data(), frames[i].size());
     }
     stream.append(parts);
@@ -282,7 +323,7 @@ struct Layout {
   std::uint64_t nbytes;
   std::string header;         // the header this build writes
   std::string legacy_header;  // for a tensor under 64 KiB, the 4096-byte header of earlier builds; else empty
-  bool packed;
+  const ChunkCodec* codec;  // null for a plain tensor.npy
 
   // The header a payload starts with when its data starts at `offset`, or
   // null when no header of this tensor is that long.
@@ -343,13 +384,11 @@ Layout read_layout(const ArtifactReader& in) {
     l.nbytes = static_cast<std::uint64_t>(l.shape[0]) * dtype_size(l.dtype);
     l.recipe = recipe;
   }
-  if (encoding == "npy")
-    l.packed = false;
-  else if (encoding == "npy.lz4")
-    l.packed = true;
-  else
-    throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding + "'");
-  if (l.packed && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
+  l.codec = codec_named(encoding);
+  if (encoding != "npy" && !l.codec)
+    throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding +
+                      "' (this reader knows npy, npy.lz4 and npy.zst): written by a newer Amphora, or damaged");
+  if (l.codec && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
   l.header = make_tensor_npy_header(l.dtype, l.shape);
@@ -420,6 +459,7 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
 
 // The chunk index of a packed tensor, validated against the file it indexes.
 struct ChunkIndex {
+  const ChunkCodec* codec = nullptr;
   std::shared_ptr<const Buffer> file;  // mapped; null with Access::read
   std::uint64_t file_size = 0;
   std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
@@ -429,11 +469,13 @@ struct ChunkIndex {
 
 ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) {
   ChunkIndex ix;
+  ix.codec = l.codec;
+  const std::string_view file = l.codec->file;
   if (access == Access::map) {
-    ix.file = in.map(kPackedFile);
+    ix.file = in.map(file);
     ix.file_size = ix.file->size();
   } else {
-    ix.file_size = in.file_size(kPackedFile);
+    ix.file_size = in.file_size(file);
   }
   std::string where = in.label() + ": " + std::string(kIndexFile);
   // The index is small: read, not mapped, whatever the access.
@@ -455,11 +497,11 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
     if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
     // Written without additions, which a hostile offset near 2^64 would wrap.
     if (ix.packed[k] > ix.file_size ||
-        (k > 0 && (ix.packed[k] < ix.packed[k - 1] || ix.packed[k] - ix.packed[k - 1] < detail::kFrameOverhead)))
+        (k > 0 && (ix.packed[k] < ix.packed[k - 1] || ix.packed[k] - ix.packed[k - 1] < l.codec->min_frame)))
       throw CorruptData(where + ": chunk " + std::to_string(k == 0 ? 0 : k - 1) + " has an impossible packed offset or size");
   }
   if (ix.packed.front() != 0 || ix.packed.back() != ix.file_size)
-    throw CorruptData(where + " does not cover " + std::string(kPackedFile) + " (" + std::to_string(ix.file_size) +
+    throw CorruptData(where + " does not cover " + std::string(file) + " (" + std::to_string(ix.file_size) +
                       " bytes) exactly");
   return ix;
 }
@@ -471,12 +513,16 @@ ConstBytes frame_bytes(const ArtifactReader& in, const ChunkIndex& ix, std::size
   if (ix.file) return {ix.file->data() + ix.packed[k], length};
   thread_local std::vector<std::byte> frame;
   frame.resize(length);
-  in.read_into(kPackedFile, ix.packed[k], length, frame.data());
+  in.read_into(ix.codec->file, ix.packed[k], length, frame.data());
   return frame;
 }
 
-std::string chunk_where(const ArtifactReader& in, std::size_t k) {
-  return in.label() + ": " + std::string(kPackedFile) + " chunk " + std::to_string(k);
+std::string chunk_where(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k) {
+  return in.label() + ": " + std::string(ix.codec->file) + " chunk " + std::to_string(k);
+}
+
+void decode_chunk(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k, MutableBytes dst) {
+  ix.codec->decode(frame_bytes(in, ix, k), dst, chunk_where(in, ix, k));
 }
 
 // Decodes data bytes [begin, end) (offsets into the array data) into dst.
@@ -490,12 +536,12 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
     std::size_t k = first + i;
     std::uint64_t c_lo = ix.raw[k], c_hi = ix.raw[k + 1];
     if (c_lo >= lo && c_hi <= hi) {
-      detail::decode_frame(frame_bytes(in, ix, k), {dst + (c_lo - lo), c_hi - c_lo}, chunk_where(in, k));
+      decode_chunk(in, ix, k, {dst + (c_lo - lo), c_hi - c_lo});
       return;
     }
     thread_local std::vector<std::byte> scratch;
     scratch.resize(c_hi - c_lo);
-    detail::decode_frame(frame_bytes(in, ix, k), scratch, chunk_where(in, k));
+    decode_chunk(in, ix, k, scratch);
     std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
     std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
   });
@@ -505,14 +551,14 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
 // check that comes before decoding its data.
 ChunkIndex open_packed(const ArtifactReader& in, const Layout& l, Access access) {
   ChunkIndex ix = read_index(in, l, access);
-  // LZ4 cannot expand more than 255:1, so a claim beyond that is a lie about
-  // the payload and must not drive an allocation.
-  if (l.nbytes / 255 > ix.file_size)
+  // A claim beyond the codec's expansion bound is a lie about the payload and
+  // must not drive an allocation.
+  if (l.nbytes / l.codec->max_expansion > ix.file_size)
     throw CorruptData(in.label() + ": " + std::to_string(ix.file_size) + " packed bytes cannot hold " +
                       std::to_string(l.nbytes) + " bytes of tensor data");
   std::vector<std::byte> header(ix.data_offset);
-  detail::decode_frame(frame_bytes(in, ix, 0), header, chunk_where(in, 0));
-  check_header(l, *l.header_ending_at(ix.data_offset), header, in, kPackedFile);
+  decode_chunk(in, ix, 0, header);
+  check_header(l, *l.header_ending_at(ix.data_offset), header, in, l.codec->file);
   return ix;
 }
 
@@ -521,16 +567,23 @@ ChunkIndex open_packed(const ArtifactReader& in, const Layout& l, Access access)
 namespace {
 
 // Writes `payload` (the tensor, or its encoded elements) as tensor.npy or
-// LZ4 frames, as the policy says; `observe` sees tensor.npy's ranges as they
-// are hashed. Returns the payload's encoding name.
-std::string write_payload(const Tensor& payload, Compression policy, ArtifactWriter& out,
+// frames of a codec, as the options say; `observe` sees tensor.npy's ranges
+// as they are hashed. Returns the payload's encoding name.
+std::string write_payload(const Tensor& payload, const TensorOptions& options, ArtifactWriter& out,
                           const ArtifactWriter::Observer& observe) {
   std::string header = make_tensor_npy_header(payload.dtype(), payload.shape());
-  bool packed = policy == Compression::lz4 ||
-                (policy == Compression::automatic && payload.nbytes() >= kAutoMinBytes && worth_compressing(payload));
-  if (packed) {
-    save_packed(payload, header, out);
-    return "npy.lz4";
+  const Compression policy = options.compression;
+  const ChunkCodec* codec =
+      policy == Compression::zstd ? &kZstdCodec
+      : policy == Compression::lz4 ||
+              (policy == Compression::automatic && payload.nbytes() >= kAutoMinBytes && worth_compressing(payload))
+          ? &kLz4Codec
+          : nullptr;
+  if (codec) {
+    const int level = options.level ? options.level : kDefaultZstdLevel;
+    save_packed(payload, header, *codec, level, out);
+    if (codec == &kZstdCodec) out.meta()["zstd_level"] = level;
+    return std::string(codec->encoding);
   }
   const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
                               ConstBytes(payload.data(), payload.nbytes())};
@@ -563,6 +616,14 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   meta["dtype"] = dtype_name(t.dtype());
   meta["shape"] = t.shape();
   const TensorOptions options = out.options().options.get<TensorOptions>();
+  if (options.level != 0) {
+    if (options.compression != Compression::zstd)
+      throw InvalidArgument("a compression level applies to zstd only, not to compression '" +
+                            std::string(to_string(options.compression)) + "'");
+    if (options.level < kMinZstdLevel || options.level > kMaxZstdLevel)
+      throw InvalidArgument("zstd level " + std::to_string(options.level) + " is outside " +
+                            std::to_string(kMinZstdLevel) + ".." + std::to_string(kMaxZstdLevel));
+  }
   const ArrayEncoding& encoding = options.encoding;
   if (encoding.decimal || encoding.delta || encoding.squeeze || encoding.shuffle) {
     EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
@@ -570,14 +631,14 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
     const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
     Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::wrap(owner->data(), owner->size(), owner));
     detail::TensorStats stats(t, 0);  // of the values, not of their encoding
-    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options.compression, out, {});
+    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, out, {});
     meta["recipe"] = std::move(encoded.recipe);
     meta["stats"] = stats.finish();
     return;
   }
   detail::TensorStats stats(t, make_tensor_npy_header(t.dtype(), t.shape()).size());
   // Summarised while the hashing threads have each range in cache.
-  meta["encoding"] = write_payload(t, options.compression, out,
+  meta["encoding"] = write_payload(t, options, out,
                                    [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
   meta["stats"] = stats.finish();
 }
@@ -591,7 +652,7 @@ Tensor materializer<Tensor>::load(const ArtifactReader& in) {
 namespace {
 
 Tensor load_payload(const ArtifactReader& in, const Layout& l) {
-  if (!l.packed) {
+  if (!l.codec) {
     RawPayload raw = open_raw(in, l, Access::map);
     check_bools(l, raw.data(), 0, in, kRawFile);
     return Tensor::Make(l.dtype, l.shape, Buffer::slice(raw.file, raw.data_offset, static_cast<std::size_t>(l.nbytes)));
@@ -602,7 +663,7 @@ Tensor load_payload(const ArtifactReader& in, const Layout& l) {
   ChunkIndex ix = open_packed(in, l, Access::read);
   auto data = Buffer::allocate(static_cast<std::size_t>(l.nbytes));
   decode_range(in, ix, 0, l.nbytes, data->mutable_data());
-  check_bools(l, data->bytes(), 0, in, kPackedFile);
+  check_bools(l, data->bytes(), 0, in, l.codec->file);
   return Tensor::Make(l.dtype, l.shape, std::move(data));
 }
 
@@ -621,7 +682,7 @@ void materializer<Tensor>::validate(const ArtifactReader& in) {
     (void)load(in);
     return;
   }
-  if (!l.packed) {
+  if (!l.codec) {
     RawPayload raw = open_raw(in, l, Access::read);
     if (l.dtype == DType::bool_) {
       constexpr std::size_t kBlock = 4u << 20;
@@ -652,8 +713,8 @@ void materializer<Tensor>::validate(const ArtifactReader& in) {
     try {
       thread_local std::vector<std::byte> scratch;
       scratch.resize(ix.raw[k + 1] - ix.raw[k]);
-      detail::decode_frame(frame_bytes(in, ix, k), scratch, chunk_where(in, k));
-      check_bools(l, scratch, ix.raw[k] - ix.data_offset, in, kPackedFile);
+      decode_chunk(in, ix, k, scratch);
+      check_bools(l, scratch, ix.raw[k] - ix.data_offset, in, l.codec->file);
     } catch (...) {
       failures[k] = std::current_exception();
     }
@@ -673,21 +734,21 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   auto shape = l.shape;
   shape[0] = end - begin;
   const std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
-  if (!l.packed && !l.recipe && !in.maps_in_place()) {
+  if (!l.codec && !l.recipe && !in.maps_in_place()) {
     // A remote file: fetch the rows' bytes, not the whole file to map.
     RawPayload raw = open_raw(in, l, Access::read);
     auto data = in.read(kRawFile, raw.data_offset + lo, static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
     check_bools(l, data->bytes(), lo, in, kRawFile);
     return Tensor::Make(l.dtype, std::move(shape), std::move(data));
   }
-  if (!l.packed || l.recipe) {  // mapped, or encoded (delta needs every element before the rows)
+  if (!l.codec || l.recipe) {  // mapped, or encoded (delta needs every element before the rows)
     Tensor whole = materializer<Tensor>::load(in);
     return whole.rows(begin, end);
   }
   ChunkIndex ix = open_packed(in, l, Access::read);
   auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
   decode_range(in, ix, lo, row * static_cast<std::uint64_t>(end), data->mutable_data());
-  check_bools(l, data->bytes(), lo, in, kPackedFile);
+  check_bools(l, data->bytes(), lo, in, l.codec->file);
   return Tensor::Make(l.dtype, std::move(shape), std::move(data));
 }
 

@@ -44,10 +44,12 @@ ZSTD_DCtx* decompressor() {
 
 }  // namespace
 
+std::size_t zstd_frame_bound(std::size_t content) { return ZSTD_compressBound(content); }
+
 void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out) {
   if (level < kMinZstdLevel || level > kMaxZstdLevel)
     throw InvalidArgument("zstd level " + std::to_string(level) + " is outside " + std::to_string(kMinZstdLevel) +
-                          ".." + std::to_string(kMaxZstdLevel));
+                          ".." + std::to_string(kMaxZstdLevel) + " (zstd's fast negative levels are not offered)");
   if (raw.empty() || raw.size() > kMaxFrameContent)
     throw InvalidArgument("a zstd chunk holds 1 byte to 1 MiB, not " + std::to_string(raw.size()));
   ZSTD_CCtx* c = compressor();
@@ -61,7 +63,7 @@ void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out) {
   set(ZSTD_c_dictIDFlag, 0);
   set(ZSTD_c_windowLog, kMaxWindowLog);
   ZSTD_CCtx_setPledgedSrcSize(c, raw.size());
-  out.resize(ZSTD_compressBound(raw.size()));
+  out.resize(zstd_frame_bound(raw.size()));
   const std::size_t n = ZSTD_compress2(c, out.data(), out.size(), raw.data(), raw.size());
   if (ZSTD_isError(n)) throw CorruptData(std::string("zstd could not compress a chunk: ") + ZSTD_getErrorName(n));
   out.resize(n);

@@ -6,6 +6,7 @@
 // Internal to the materializers.
 
 #include <amphora/buffer.hpp>
+#include <amphora/tensor.hpp>  // the levels a save accepts
 
 #include "lz4_frames.hpp"  // kMaxFrameContent: the chunk bound both codecs share
 
@@ -15,16 +16,14 @@
 
 namespace amphora::detail {
 
-/// The level saves use unless told otherwise.
-inline constexpr int kDefaultZstdLevel = 1;
-/// Levels a save accepts: zstd's fast negative levels are left out.
-inline constexpr int kMinZstdLevel = 1;
-inline constexpr int kMaxZstdLevel = 19;
 /// The fewest bytes a frame encode_zstd_frame makes can take: a 6-byte
 /// header, one 3-byte block header, a byte of block and the 4-byte checksum.
 /// A chunk index's claims are bounded by it: N frames in F bytes hold at most
 /// (F / kMinZstdFrame) chunks.
 inline constexpr std::size_t kMinZstdFrame = 14;
+
+/// The most bytes encode_zstd_frame can make of `content` bytes.
+std::size_t zstd_frame_bound(std::size_t content);
 
 /// Replaces `out` with one zstd frame holding `raw` (1 byte to 1 MiB): the
 /// content size and a checksum recorded, no dictionary, at `level`.

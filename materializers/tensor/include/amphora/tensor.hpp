@@ -2,8 +2,8 @@
 // N-dimensional arrays and their materializer, "amphora.tensor".
 // Payload: a NumPy .npy file whose data starts at byte 4096 for a tensor of
 // 64 KiB or more (at the next multiple of 64 after the header for a smaller
-// one), or the same file as independent LZ4 frames with a chunk index
-// (docs/FORMAT.md).
+// one), or the same file as independent LZ4 or zstd frames with a chunk
+// index (docs/FORMAT.md).
 
 #include <amphora/export.hpp>
 #include <amphora/buffer.hpp>
@@ -27,13 +27,20 @@ AMPHORA_API_BEGIN
 
 namespace amphora {
 
-/// How tensor payloads are compressed. `automatic` compresses only what shrinks.
-enum class Compression { none, lz4, automatic };
+/// How tensor payloads are compressed, in 1 MiB chunks either way so row
+/// reads decode only the chunks they need: `lz4` is the fastest, `zstd`
+/// the smallest; `automatic` uses LZ4 only where a sample shrinks.
+enum class Compression { none, lz4, zstd, automatic };
 
-/// "none", "lz4" or "auto".
+/// "none", "lz4", "zstd" or "auto".
 std::string_view to_string(Compression c);
-/// Parses "none", "lz4" or "auto"; throws InvalidArgument naming the text otherwise.
+/// Parses "none", "lz4", "zstd" or "auto"; throws InvalidArgument naming the text otherwise.
 Compression parse_compression(std::string_view text);
+
+/// zstd levels a save accepts, and the one it uses unless told (docs/FORMAT.md §5.7).
+inline constexpr int kMinZstdLevel = 1;
+inline constexpr int kMaxZstdLevel = 19;
+inline constexpr int kDefaultZstdLevel = 1;
 
 /// The tensor materializer's save options:
 /// `store.save(t, {.options = TensorOptions{.compression = Compression::lz4}})`.
@@ -44,6 +51,10 @@ struct TensorOptions {
   /// delta and squeeze for integer tensors, shuffle for any. The payload
   /// then holds the encoded elements; loading undoes them.
   ArrayEncoding encoding{};
+  /// zstd's level, kMinZstdLevel..kMaxZstdLevel; 0 means kDefaultZstdLevel.
+  /// A save throws InvalidArgument for a level outside that range, or for a
+  /// non-zero level with another compression.
+  int level = 0;
 };
 
 /// A dense, C-ordered (row-major) N-dimensional array over a shared Buffer.
