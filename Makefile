@@ -109,7 +109,12 @@ demo: build
 	bash scripts/demo.sh $(BUILD_DIR)
 
 # Benchmarks and stress runs are programs, kept out of `make test`.
+# The bench's own packages (HDF5, PyTables) come first, then a configure
+# so the build finds them.
 bench: build
+	bash scripts/install-deps.sh --bench
+	cmake -S . -B $(BUILD_DIR) > /dev/null
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target amphora_bench
 	$(BUILD_DIR)/bin/amphora_bench $(BENCH_ARGS)
 
 stress: build

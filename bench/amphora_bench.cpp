@@ -11,6 +11,7 @@
 //   jsonl      200,000 COCO-style JSON records (amphora.records) vs JSON lines (json) and pickle
 //   pipeline   fully cached reruns: a 100-step chain, 1,000-step chain and wide DAG; per-step costs
 //   remote     push / pull of a 1 GiB tensor and of 1,000 small artifacts through a Ceph RGW vs boto3
+//   hdf5       five tensors shaped like users' data vs libhdf5: contiguous, shuffle + deflate, Blosc
 //
 //   amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle] [--sections a,b,...]
 //
@@ -333,10 +334,10 @@ int main(int argc, char** argv) {
   Options o;
   bool mib_given = false, repeats_given = false;
   bool settle = true;
-  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline", "remote"};
+  const std::set<std::string> known = {"tensor", "composite", "records", "tiny", "pass", "sparse", "table", "jsonl", "pipeline", "remote", "hdf5"};
   auto usage = [] {
     std::cerr << "usage: amphora_bench [--mib N] [--repeats R] [--dir DIR] [--quick] [--no-settle]\n"
-                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline,remote]\n";
+                 "                     [--sections tensor,composite,records,tiny,pass,sparse,table,jsonl,pipeline,remote,hdf5]\n";
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -400,6 +401,7 @@ int main(int argc, char** argv) {
   if (o.runs("jsonl")) run_jsonl(o, verdict);
   if (o.runs("pipeline")) run_pipeline(o, verdict);
   if (o.runs("remote")) run_remote(o, verdict);
+  if (o.runs("hdf5")) run_hdf5(o, verdict);
   std::printf("\nload average on this machine: %s at the start, %s at the end\n", load_before.c_str(),
               loadavg().c_str());
   // Deleted only now: see retire().

@@ -173,5 +173,6 @@ void run_table(const Options& o, Verdicts& verdict);
 void run_jsonl(const Options& o, Verdicts& verdict);
 void run_pipeline(const Options& o, Verdicts& verdict);
 void run_remote(const Options& o, Verdicts& verdict);
+void run_hdf5(const Options& o, Verdicts& verdict);
 
 }  // namespace amphora_bench

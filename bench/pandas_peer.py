@@ -8,13 +8,17 @@ INPUT_DIR holds the columns amphora_bench wrote: id.npy (int64), value.npy
 (float64), flag.npy (bool), word_codes.npy (int32) and words.txt (the
 vocabulary, one word per line); the word column is vocabulary[code], one
 Python str per distinct word, as a program holding the words would have.
-Times DataFrame.to_pickle / pandas.read_pickle (and to_parquet /
-read_parquet when pyarrow is installed), each load followed by the same pass
-over every column the C++ side makes. Prints one JSON object.
+Times DataFrame.to_pickle / pandas.read_pickle, DataFrame.to_hdf /
+pandas.read_hdf (PyTables, Debian's python3-tables, which `make bench`
+installs) in the fixed and table formats, each without compression and with
+blosc:lz4 at level 5, and to_parquet / read_parquet when pyarrow is
+installed; each load followed by the same pass over every column the C++
+side makes. Prints one JSON object.
 """
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -48,6 +52,23 @@ def main():
     out = {"section": "table", "rows": len(df)}
     out["pickle"] = timed(lambda d, p: d.to_pickle(p), pd.read_pickle, os.path.join(workdir, "table.pkl"),
                           repeats, workdir, df)
+    try:
+        import tables  # noqa: F401
+    except ImportError:
+        tables = None
+    if tables is not None:
+        # Fixed format pickles the object (string) column: PyTables says so
+        # in a PerformanceWarning each save, which is the point, not news.
+        warnings.simplefilter("ignore", tables.NaturalNameWarning)
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)
+        for fmt in ("fixed", "table"):
+            for complib in (None, "blosc:lz4"):
+                kw = {"format": fmt, "key": "t"}
+                if complib:
+                    kw.update(complib=complib, complevel=5)
+                out[f"hdf_{fmt}" + ("_blosc_lz4" if complib else "")] = timed(
+                    lambda d, p, kw=kw: d.to_hdf(p, mode="w", **kw), lambda p: pd.read_hdf(p, "t"),
+                    os.path.join(workdir, "table.h5"), repeats, workdir, df)
     try:
         import pyarrow  # noqa: F401  (not in Debian 12: skipped when absent)
         out["parquet"] = timed(lambda d, p: d.to_parquet(p), pd.read_parquet, os.path.join(workdir, "table.parquet"),

@@ -1,7 +1,8 @@
 // Section "table": a table of 5,000,000 rows (int64, float64, bool, and a
 // string column drawn from a Zipf vocabulary of 50,000 words) saved as an
-// amphora.table, against pandas DataFrame.to_pickle / read_pickle (and
-// to_parquet when pyarrow is installed).
+// amphora.table, against pandas DataFrame.to_pickle / read_pickle,
+// DataFrame.to_hdf / read_hdf (PyTables; fixed and table formats, plain and
+// blosc:lz4) and to_parquet when pyarrow is installed.
 
 #include "bench_common.hpp"
 
@@ -158,6 +159,29 @@ void run_table(const Options& o, Verdicts& verdict) {
                 peer_median(pq, "load_s") / l, pq["bytes"].get<double>() / 1e6);
   } else {
     std::printf("  parquet: skipped (pyarrow is not installed)\n");
+  }
+  if (peers[0].contains("hdf_fixed")) {
+    // DataFrame.to_hdf (PyTables): the HDF5 way to keep a frame.
+    std::printf("  %-44s %12s %12s %9s %9s %9s\n", "PyTables (to_hdf / read_hdf + pass)", "save", "load+pass", "save x",
+                "load x", "bytes x");
+    for (const char* variant : {"hdf_fixed", "hdf_fixed_blosc_lz4", "hdf_table", "hdf_table_blosc_lz4"}) {
+      if (!peers[0].contains(variant)) continue;
+      const auto& h = peers[0][variant];
+      const double hs = peer_median(h, "save_s"), hl = peer_median(h, "load_s");
+      same = same && h["id_sum"].get<std::int64_t>() == want.id_sum && h["word_bytes"].get<std::int64_t>() == want.word_bytes;
+      std::printf("  %-44s %9.1f ms %9.1f ms %8.2fx %8.2fx %8.3fx  (%.2f MB)\n", variant + 4, hs * 1e3, hl * 1e3,
+                  hs / s, hl / l, static_cast<double>(payload) / h["bytes"].get<double>(), h["bytes"].get<double>() / 1e6);
+    }
+    const double fs_ = peer_median(peers[0]["hdf_fixed"], "save_s"), fl = peer_median(peers[0]["hdf_fixed"], "load_s");
+    std::printf("    save vs to_hdf fixed:  %.2fx  (target >= 5.00x: %s)\n", fs_ / s, verdict(fs_ / s >= 5.0));
+    std::printf("    load vs read_hdf fixed: %.2fx  (target >= 5.00x: %s)\n", fl / l, verdict(fl / l >= 5.0));
+    if (peers[0].contains("hdf_fixed_blosc_lz4")) {
+      const double b = peers[0]["hdf_fixed_blosc_lz4"]["bytes"].get<double>();
+      std::printf("    bytes vs to_hdf fixed blosc:lz4: %.3fx  (target <= 1.00x: %s)\n", static_cast<double>(payload) / b,
+                  verdict(static_cast<double>(payload) <= b));
+    }
+  } else {
+    std::printf("  to_hdf: skipped (PyTables is not installed: scripts/install-deps.sh --bench)\n");
   }
   std::printf("  content: %s\n", same ? "loaded back equal; pandas holds the same sums and string bytes" : "MISMATCH");
   if (!same) verdict(false);

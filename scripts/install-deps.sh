@@ -22,9 +22,16 @@ packages=(
 # `make fuzz` and `make test` (test-fuzz) also need clang and its libFuzzer
 # runtime: clang-16, as Debian 12's default clang 14 has no
 # std::source_location with GCC 12's library.
-if [[ "${1:-}" == "--fuzz" ]]; then
-  packages+=(clang-16 libclang-rt-16-dev)
-fi
+# `make bench` (--bench) compares with HDF5 and PyTables too: Debian's
+# libhdf5 (C API), its Blosc filter plugin, and PyTables for
+# DataFrame.to_hdf. Benchmark-only: `make test` never needs them.
+for flag in "$@"; do
+  case "$flag" in
+    --fuzz) packages+=(clang-16 libclang-rt-16-dev) ;;
+    --bench) packages+=(libhdf5-dev hdf5-filter-plugin hdf5-filter-plugin-blosc-serial python3-tables) ;;
+    *) echo "usage: install-deps.sh [--fuzz] [--bench]" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
