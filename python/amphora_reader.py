@@ -1418,9 +1418,14 @@ class _TensorLayout:
             if not isinstance(stored, str) or stored not in DTYPES:
                 raise bad("recipe names no stored dtype")
             self.dtype, self.shape, self.recipe = np.dtype(DTYPES[stored]), (count,), recipe
+        # Chunked payloads may hold each data chunk as its elements' byte planes (§5.6).
+        self.shuffled = encoding.startswith("shuffled.") and encoding[len("shuffled."):] in CODECS
+        if self.shuffled:
+            encoding = encoding[len("shuffled."):]
         if encoding != "npy" and encoding not in CODECS:
             raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}' (this reader knows npy, "
-                              "npy.lz4 and npy.zst): written by a newer Amphora, or damaged")
+                              "npy.lz4 and npy.zst, each chunked one after shuffled.): written by a newer Amphora, "
+                              "or damaged")
         self.codec = CODECS.get(encoding)
         self.packed = self.codec is not None
         self.file = self.codec.file if self.packed else "tensor.npy"
@@ -1511,8 +1516,12 @@ def _tensor_packed(art, l, first_row=None, end_row=None):
             raise CorruptData(f"{art.label}: {size} packed bytes cannot hold {l.nbytes} bytes of tensor data")
 
         def frame(k):
-            return l.codec.decode(art, k, art._read_at(fd, l.file, packed[k], packed[k + 1] - packed[k]),
-                                  raw[k + 1] - raw[k])
+            chunk = l.codec.decode(art, k, art._read_at(fd, l.file, packed[k], packed[k + 1] - packed[k]),
+                                   raw[k + 1] - raw[k])
+            if l.shuffled and k > 0:  # byte planes back to elements
+                width = l.dtype.itemsize
+                chunk = np.frombuffer(chunk, np.uint8).reshape(width, len(chunk) // width).T.tobytes()
+            return chunk
 
         if frame(0) != l.header_ending_at(data_offset):
             raise _header_mismatch(art, l.file, l)

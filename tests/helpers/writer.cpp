@@ -160,6 +160,8 @@ void save_all(amphora::Store& store) {
     for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<double>(i % 977) * 0.25;
     named(Tensor::from_values<double>({428, 700}, std::span<const double>(wide.data(), 428 * 700)), "tensor_zstd_wide",
           amphora::TensorOptions{amphora::Compression::zstd});
+    named(Tensor::from_values<double>({428, 700}, std::span<const double>(wide.data(), 428 * 700)),
+          "tensor_shuffled_zstd", amphora::TensorOptions{.compression = amphora::Compression::zstd, .encoding = {.shuffle = true}});
   }
   std::vector<amphora::bfloat16> bf;
   for (float v : {1.0f, -2.5f, 0.15625f, 3e38f}) bf.push_back(amphora::bfloat16::from_float(v));

@@ -53,6 +53,7 @@ EXPECTED = {
     "tensor_lz4": (np.arange(300000, dtype=np.int32) // 100).reshape(3000, 100),
     "tensor_zstd": (np.arange(300000, dtype=np.int32) // 100).reshape(3000, 100),
     "tensor_zstd_wide": ((np.arange(428 * 700) % 977) * 0.25).reshape(428, 700),
+    "tensor_shuffled_zstd": ((np.arange(428 * 700) % 977) * 0.25).reshape(428, 700),
     "tensor_bf16": bfloat16([1.0, -2.5, 0.15625, 3e38]),
     "tensor_bool": np.array([True, False, True]),
     "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
@@ -330,12 +331,18 @@ class ReaderTest(StoreTestCase):
             self.assertEqual(sorted(art.files), ["tensor.chunks.npy", "tensor.npy.zst"])
         self.assertEqual(reader.open_artifact(self.store, "tensor_zstd").meta["zstd_level"], 3)
         self.assertEqual(reader.open_artifact(self.store, "tensor_zstd_wide").meta["zstd_level"], 1)
+        # Shuffle is done chunk by chunk inside a chunked codec: no recipe.
+        self.assertEqual(reader.open_artifact(self.store, "tensor_shuffled_zstd").meta["encoding"], "shuffled.npy.zst")
+        self.assertNotIn("recipe", reader.open_artifact(self.store, "tensor_shuffled_zstd").meta)
+        self.assertEqual(reader.open_artifact(self.store, "tensor_encoded").meta["encoding"], "encoded.shuffled.npy.lz4")
         for item in reader.open_artifact(self.store, "tensor_list_zstd").children.values():
             self.assertEqual(reader.open_artifact(self.store, item).meta["encoding"], "npy.zst")
 
     def test_rows_decode_only_their_chunks_and_equal_the_slice(self):
-        chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8)}  # 187.2 rows a chunk: edges inside rows
-        for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_f32", "tensor_encoded",
+        chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8),  # 187.2 rows a chunk: edges inside rows
+                      "tensor_shuffled_zstd": (1 << 20) / (700 * 8)}
+        for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_shuffled_zstd", "tensor_f32",
+                     "tensor_encoded",
                      "tensor_empty"):
             want = EXPECTED[name]
             n = want.shape[0]

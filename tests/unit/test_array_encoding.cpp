@@ -401,7 +401,7 @@ TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not
   for (std::size_t i = 0; i < sorted.size(); ++i) sorted[i] = static_cast<std::int64_t>(i * i / 7) - 5;
   const Tensor ids = Tensor::from_values<std::int64_t>({600, 500}, sorted);
   const Tensor floats = test::random_tensor(DType::float32, {300, 70}, 5);
-  for (auto compression : {Compression::none, Compression::lz4, Compression::automatic}) {
+  for (auto compression : {Compression::none, Compression::lz4, Compression::zstd, Compression::automatic}) {
     CAPTURE(to_string(compression));
     for (auto [t, e] : {std::pair{ids, ArrayEncoding{.delta = true, .squeeze = true}},
                         std::pair{ids, ArrayEncoding{.delta = true, .squeeze = true, .shuffle = true}},
@@ -409,8 +409,21 @@ TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not
                         std::pair{floats, ArrayEncoding{.shuffle = true}}}) {
       auto saved = store.save(t, {.options = TensorOptions{.compression = compression, .encoding = e}});
       auto in = store.open_artifact(saved.digest);
-      CHECK(in.meta<std::string>("encoding").starts_with("encoded.npy"));
-      CHECK(in.meta()["recipe"]["dtype"] == dtype_name(t.dtype()));
+      // A chunked codec shuffles chunk by chunk; the other transforms leave a recipe.
+      const bool chunked = compression == Compression::lz4 || compression == Compression::zstd;
+      const std::string codec = compression == Compression::zstd ? "npy.zst" : "npy.lz4";
+      const bool recipe = e.delta || e.squeeze || (e.shuffle && !chunked);
+      const std::string encoding = in.meta<std::string>("encoding");
+      if (chunked)
+        CHECK(encoding == (recipe ? "encoded." : "") + std::string(e.shuffle ? "shuffled." : "") + codec);
+      else
+        CHECK(encoding.starts_with("encoded.npy"));
+      CHECK(in.meta().contains("recipe") == recipe);
+      if (recipe) {
+        CHECK(in.meta()["recipe"]["dtype"] == dtype_name(t.dtype()));
+        const auto& transforms = in.meta()["recipe"]["transforms"];
+        CHECK((std::find(transforms.begin(), transforms.end(), "shuffle") != transforms.end()) == (e.shuffle && !chunked));
+      }
       for (bool eager : {false, true}) CHECK(store.load<Tensor>(saved.digest, {.eager = eager}).bit_equal(t));
       CHECK(load_tensor_rows(in, 10, 20).bit_equal(t.rows(10, 20)));
       CHECK(store.verify(saved.digest.str()).ok());

@@ -335,6 +335,35 @@ TEST_CASE("A scalar saves in a few hundred bytes; tensors written with the 4096-
                        MessageHas({"tensor.npy is 136 bytes; its shape needs " + std::to_string(128 + t.nbytes())}));
 }
 
+TEST_CASE("Row reads of a large raw tensor check its size and header, reading only the rows", "[bad][tensor]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // 128 KiB of int32: the 4096-byte header alone, read with the rows in one open.
+  Tensor t = test::random_tensor(DType::int32, {256, 128}, 21);
+  const std::string header = make_tensor_npy_header(DType::int32, t.shape());
+  REQUIRE(header.size() == 4096);
+  const std::string data(reinterpret_cast<const char*>(t.data()), t.nbytes());
+  nlohmann::json meta = {{"dtype", "int32"}, {"shape", {256, 128}}, {"encoding", "npy"}, {"stats", nullptr}};
+  Digest good = plant_tensor(dir.path(), meta, {{"tensor.npy", header + data}});
+  CHECK(load_tensor_rows(store.open_artifact(good.str()), 100, 110).bit_equal(t.rows(100, 110)));
+
+  std::string other = header;
+  other.replace(other.find("'<i4'"), 5, "'<f4'");
+  Digest wrong_header = plant_tensor(dir.path(), meta, {{"tensor.npy", other + data}});
+  CHECK_THROWS_MATCHES(load_tensor_rows(store.open_artifact(wrong_header.str()), 100, 110), CorruptData,
+                       MessageHas({wrong_header.short_str(), "tensor.npy header does not match its manifest"}));
+  Digest short_file = plant_tensor(dir.path(), meta, {{"tensor.npy", header + data.substr(0, data.size() - 512)}});
+  CHECK_THROWS_MATCHES(load_tensor_rows(store.open_artifact(short_file.str()), 0, 1), CorruptData,
+                       MessageHas({"tensor.npy is " + std::to_string(4096 + t.nbytes() - 512) + " bytes; its shape needs " +
+                                   std::to_string(4096 + t.nbytes())}));
+  // Cut behind the manifest's back: the open sees the size differ.
+  auto reader = store.open_artifact(good.str());
+  const fs::path file = test::object_dir(dir.path(), good) / "tensor.npy";
+  fs::permissions(file, fs::perms::owner_write, fs::perm_options::add);
+  fs::resize_file(file, 4096 + 1000);
+  CHECK_THROWS_MATCHES(load_tensor_rows(reader, 250, 256), CorruptData, MessageHas({"tensor.npy", "manifest says"}));
+}
+
 TEST_CASE("Damaged artifacts fail to load with a message naming them", "[bad][store]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());

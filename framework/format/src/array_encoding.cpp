@@ -93,16 +93,59 @@ std::vector<std::byte> widen_checked(ConstBytes data, std::string_view where) {
 }
 
 // Element bytes to byte planes (shuffle) or back: byte b of element i sits
-// at i * width + b in elements and at b * n + i in planes.
+// at i * W + b in elements and at b * n + i in planes. Elements [begin, end)
+// only, so blocks of them can go to different cores; W known at compile
+// time lets the compiler unroll the inner loop into W streams.
+template <std::size_t W>
+void transpose_block(const std::byte* src, std::byte* dst, std::size_t n, std::size_t begin, std::size_t end,
+                     bool to_planes) {
+  if (to_planes) {
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t b = 0; b < W; ++b) dst[b * n + i] = src[i * W + b];
+  } else {
+    for (std::size_t i = begin; i < end; ++i)
+      for (std::size_t b = 0; b < W; ++b) dst[i * W + b] = src[b * n + i];
+  }
+}
+
+void transpose_into(ConstBytes data, std::size_t width, bool to_planes, std::byte* out) {
+  const std::size_t n = width ? data.size() / width : 0;
+  constexpr std::size_t kBlockElements = 1u << 16;
+  auto run = [&](std::size_t begin, std::size_t end) {
+    switch (width) {
+      case 2: return transpose_block<2>(data.data(), out, n, begin, end, to_planes);
+      case 4: return transpose_block<4>(data.data(), out, n, begin, end, to_planes);
+      case 8: return transpose_block<8>(data.data(), out, n, begin, end, to_planes);
+      case 16: return transpose_block<16>(data.data(), out, n, begin, end, to_planes);
+      default:
+        for (std::size_t i = begin; i < end; ++i)
+          for (std::size_t b = 0; b < width; ++b) {
+            const std::size_t element = i * width + b, plane = b * n + i;
+            out[to_planes ? plane : element] = data[to_planes ? element : plane];
+          }
+    }
+  };
+  if (width == 1) {
+    if (n) std::memcpy(out, data.data(), n);
+    return;
+  }
+  // Small arrays (a chunk) on the calling thread; large ones on all cores.
+  if (data.size() <= (4u << 20)) return run(0, n);
+  parallel_for((n + kBlockElements - 1) / kBlockElements, [&](std::size_t k) {
+    run(k * kBlockElements, std::min(n, (k + 1) * kBlockElements));
+  });
+}
+
 std::vector<std::byte> transpose_bytes(ConstBytes data, std::size_t width, bool to_planes) {
   std::vector<std::byte> out(data.size());
-  const std::size_t n = width ? data.size() / width : 0;
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t b = 0; b < width; ++b) {
-      const std::size_t element = i * width + b, plane = b * n + i;
-      out[to_planes ? plane : element] = data[to_planes ? element : plane];
-    }
+  transpose_into(data, width, to_planes, out.data());
   return out;
+}
+
+void check_shuffle_sizes(ConstBytes from, std::size_t width, MutableBytes to) {
+  if (width < 1 || width > 16 || from.size() != to.size() || from.size() % width)
+    throw InvalidArgument("cannot shuffle " + std::to_string(from.size()) + " bytes of " + std::to_string(width) +
+                          "-byte elements into " + std::to_string(to.size()) + " bytes");
 }
 
 [[noreturn]] void bad_recipe(std::string_view where, const std::string& why) {
@@ -303,6 +346,16 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
     out.bytes.assign(current.begin(), current.end());
   out.recipe["stored_dtype"] = dtype_name(out.stored_dtype);
   return out;
+}
+
+void shuffle_bytes(ConstBytes elements, std::size_t width, MutableBytes planes) {
+  check_shuffle_sizes(elements, width, planes);
+  transpose_into(elements, width, true, planes.data());
+}
+
+void unshuffle_bytes(ConstBytes planes, std::size_t width, MutableBytes elements) {
+  check_shuffle_sizes(planes, width, elements);
+  transpose_into(planes, width, false, elements.data());
 }
 
 std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes stored, std::string_view where) {

@@ -466,12 +466,21 @@ std::shared_ptr<const Buffer> ArtifactReader::read(std::string_view path, std::u
 }
 
 void ArtifactReader::read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const {
-  std::uint64_t listed = file_size(path);
-  if (offset > listed || size > listed - offset)
-    throw CorruptData(label_ + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside '" +
-                      std::string(path) + "' (" + std::to_string(listed) + " bytes)");
+  const Range range{offset, size, dst};
+  read_ranges(path, {&range, 1});
+}
+
+void ArtifactReader::read_ranges(std::string_view path, std::span<const Range> ranges) const {
+  const std::uint64_t listed = file_size(path);
+  for (const Range& r : ranges)
+    if (r.offset > listed || r.size > listed - r.offset)
+      throw CorruptData(label_ + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(r.size) +
+                        ") lie outside '" + std::string(path) + "' (" + std::to_string(listed) + " bytes)");
   auto file = open_checked(path, [&](std::uint64_t listed) { return artifacts_->open_listed(digest_, path, listed); });
-  checked(path, [&] { file->read_at(offset, size, dst); });
+  checked(path, [&] {
+    for (const Range& r : ranges)
+      if (r.size) file->read_at(r.offset, r.size, r.dst);
+  });
 }
 
 }  // namespace amphora

@@ -1,3 +1,4 @@
+#include <amphora/array_encoding.hpp>
 #include <amphora/error.hpp>
 #include <amphora/npy.hpp>
 #include <amphora/parallel.hpp>
@@ -194,6 +195,9 @@ constexpr std::string_view kRawFile = "tensor.npy";
 constexpr std::string_view kIndexFile = "tensor.chunks.npy";
 // An encoded tensor's "encoding" is this prefix and the payload's own encoding.
 constexpr std::string_view kEncodedPrefix = "encoded.";
+// A chunked payload whose data chunks hold their elements' byte planes
+// (shuffled chunk by chunk) is this prefix and the codec's encoding.
+constexpr std::string_view kShuffledPrefix = "shuffled.";
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
 constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
@@ -266,7 +270,9 @@ bool worth_compressing(const Tensor& t) {
   return static_cast<double>(p) < (1.0 - kAutoMinSaving) * static_cast<double>(r);
 }
 
-void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, ArtifactWriter& out) {
+// `shuffle`: each data chunk is stored as its elements' byte planes.
+void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, bool shuffle,
+                 ArtifactWriter& out) {
   const std::size_t chunks = 1 + data_chunks(t.nbytes());
   std::vector<std::uint64_t> index;
   index.reserve(2 * (chunks + 1));
@@ -282,6 +288,12 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
       std::size_t k = first + i;
       ConstBytes raw = k == 0 ? ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size())
                               : data_chunk(t, k);
+      if (shuffle && k > 0) {
+        thread_local std::vector<std::byte> planes;
+        planes.resize(raw.size());
+        shuffle_bytes(raw, dtype_size(t.dtype()), planes);
+        raw = planes;
+      }
       stored[i] = codec.encode(raw, level, frames[i]);
     });
     std::vector<ConstBytes> parts;
@@ -324,6 +336,7 @@ struct Layout {
   std::string header;         // the header this build writes
   std::string legacy_header;  // for a tensor under 64 KiB, the 4096-byte header of earlier builds; else empty
   const ChunkCodec* codec;  // null for a plain tensor.npy
+  bool shuffled = false;    // data chunks hold byte planes (§5.6)
 
   // The header a payload starts with when its data starts at `offset`, or
   // null when no header of this tensor is that long.
@@ -384,10 +397,17 @@ Layout read_layout(const ArtifactReader& in) {
     l.nbytes = static_cast<std::uint64_t>(l.shape[0]) * dtype_size(l.dtype);
     l.recipe = recipe;
   }
+  const std::string named = encoding;
+  if (encoding.starts_with(kShuffledPrefix)) {
+    encoding.erase(0, kShuffledPrefix.size());
+    l.shuffled = true;
+  }
   l.codec = codec_named(encoding);
+  if (l.shuffled && !l.codec) encoding = named;  // only chunked payloads are shuffled chunk by chunk
   if (encoding != "npy" && !l.codec)
     throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding +
-                      "' (this reader knows npy, npy.lz4 and npy.zst): written by a newer Amphora, or damaged");
+                      "' (this reader knows npy, npy.lz4 and npy.zst, each chunked one after shuffled.): written by a "
+                      "newer Amphora, or damaged");
   if (l.codec && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
@@ -460,6 +480,7 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
 // The chunk index of a packed tensor, validated against the file it indexes.
 struct ChunkIndex {
   const ChunkCodec* codec = nullptr;
+  std::size_t shuffle_width = 0;  // data chunks hold byte planes of elements this wide; 0: as they are
   std::shared_ptr<const Buffer> file;  // mapped; null with Access::read
   std::uint64_t file_size = 0;
   std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
@@ -470,6 +491,7 @@ struct ChunkIndex {
 ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) {
   ChunkIndex ix;
   ix.codec = l.codec;
+  ix.shuffle_width = l.shuffled ? dtype_size(l.dtype) : 0;
   const std::string_view file = l.codec->file;
   if (access == Access::map) {
     ix.file = in.map(file);
@@ -522,7 +544,11 @@ std::string chunk_where(const ArtifactReader& in, const ChunkIndex& ix, std::siz
 }
 
 void decode_chunk(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k, MutableBytes dst) {
-  ix.codec->decode(frame_bytes(in, ix, k), dst, chunk_where(in, ix, k));
+  if (k == 0 || ix.shuffle_width == 0) return ix.codec->decode(frame_bytes(in, ix, k), dst, chunk_where(in, ix, k));
+  thread_local std::vector<std::byte> planes;
+  planes.resize(dst.size());
+  ix.codec->decode(frame_bytes(in, ix, k), planes, chunk_where(in, ix, k));
+  unshuffle_bytes(planes, ix.shuffle_width, dst);
 }
 
 // Decodes data bytes [begin, end) (offsets into the array data) into dst.
@@ -569,8 +595,8 @@ namespace {
 // Writes `payload` (the tensor, or its encoded elements) as tensor.npy or
 // frames of a codec, as the options say; `observe` sees tensor.npy's ranges
 // as they are hashed. Returns the payload's encoding name.
-std::string write_payload(const Tensor& payload, const TensorOptions& options, ArtifactWriter& out,
-                          const ArtifactWriter::Observer& observe) {
+std::string write_payload(const Tensor& payload, const TensorOptions& options, bool shuffle_chunks,
+                          ArtifactWriter& out, const ArtifactWriter::Observer& observe) {
   std::string header = make_tensor_npy_header(payload.dtype(), payload.shape());
   const Compression policy = options.compression;
   const ChunkCodec* codec =
@@ -581,9 +607,9 @@ std::string write_payload(const Tensor& payload, const TensorOptions& options, A
           : nullptr;
   if (codec) {
     const int level = options.level ? options.level : kDefaultZstdLevel;
-    save_packed(payload, header, *codec, level, out);
+    save_packed(payload, header, *codec, level, shuffle_chunks, out);
     if (codec == &kZstdCodec) out.meta()["zstd_level"] = level;
-    return std::string(codec->encoding);
+    return (shuffle_chunks ? std::string(kShuffledPrefix) : std::string()) + std::string(codec->encoding);
   }
   const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
                               ConstBytes(payload.data(), payload.nbytes())};
@@ -624,21 +650,27 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
       throw InvalidArgument("zstd level " + std::to_string(options.level) + " is outside " +
                             std::to_string(kMinZstdLevel) + ".." + std::to_string(kMaxZstdLevel));
   }
-  const ArrayEncoding& encoding = options.encoding;
+  // A chunked codec shuffles chunk by chunk (so a row read decodes only its
+  // chunks, and every chunk is shuffled on its own core); the other
+  // transforms, and shuffle without such a codec, go through encode_array.
+  const bool shuffle_chunks = options.encoding.shuffle &&
+                              (options.compression == Compression::lz4 || options.compression == Compression::zstd);
+  ArrayEncoding encoding = options.encoding;
+  if (shuffle_chunks) encoding.shuffle = false;
   if (encoding.decimal || encoding.delta || encoding.squeeze || encoding.shuffle) {
     EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
     auto owner = std::make_shared<std::vector<std::byte>>(std::move(encoded.bytes));
     const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
     Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::wrap(owner->data(), owner->size(), owner));
     detail::TensorStats stats(t, 0);  // of the values, not of their encoding
-    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, out, {});
+    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, shuffle_chunks, out, {});
     meta["recipe"] = std::move(encoded.recipe);
     meta["stats"] = stats.finish();
     return;
   }
   detail::TensorStats stats(t, make_tensor_npy_header(t.dtype(), t.shape()).size());
   // Summarised while the hashing threads have each range in cache.
-  meta["encoding"] = write_payload(t, options, out,
+  meta["encoding"] = write_payload(t, options, shuffle_chunks, out,
                                    [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
   meta["stats"] = stats.finish();
 }
@@ -734,10 +766,21 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   auto shape = l.shape;
   shape[0] = end - begin;
   const std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
-  if (!l.codec && !l.recipe && !in.maps_in_place()) {
-    // A remote file: fetch the rows' bytes, not the whole file to map.
-    RawPayload raw = open_raw(in, l, Access::read);
-    auto data = in.read(kRawFile, raw.data_offset + lo, static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
+  if (!l.codec && !l.recipe && l.legacy_header.empty()) {
+    // The header and the rows' bytes, read with one open: mapping a large
+    // file to take a few rows costs more than reading them (and a remote
+    // file would be fetched whole). The checks are open_raw's: the exact
+    // size, then the header.
+    const std::uint64_t size = in.file_size(kRawFile);
+    if (size != l.header.size() + l.nbytes)
+      throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(size) +
+                        " bytes; its shape needs " + std::to_string(l.header.size() + l.nbytes));
+    std::vector<std::byte> head(l.header.size());
+    auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
+    const ArtifactReader::Range ranges[] = {{0, head.size(), head.data()},
+                                            {l.header.size() + lo, data->size(), data->mutable_data()}};
+    in.read_ranges(kRawFile, ranges);
+    check_header(l, l.header, head, in, kRawFile);
     check_bools(l, data->bytes(), lo, in, kRawFile);
     return Tensor::Make(l.dtype, std::move(shape), std::move(data));
   }

@@ -40,8 +40,9 @@ struct ArrayEncoding {
   /// (unsigned when none is negative).
   bool squeeze = false;
   /// Elements wider than a byte: stored as byte planes (every element's
-  /// byte 0, then every byte 1, ...), which LZ4 compresses far better for
-  /// floating point.
+  /// byte 0, then every byte 1, ...), which LZ4 and zstd compress far better
+  /// for floating point. A tensor saved with the lz4 or zstd compression
+  /// shuffles chunk by chunk inside the codec instead (docs/FORMAT.md §5.6).
   bool shuffle = false;
 };
 
@@ -84,6 +85,15 @@ class DecimalScan {
   bool any_ = false;
   std::int64_t lo_ = 0, hi_ = 0;
 };
+
+/// The shuffle transform alone: `elements` (each `width` bytes, 1 to 16)
+/// as byte planes in `planes` (the same size): byte b of element i goes to
+/// planes[b * n + i], n = elements.size() / width. Spread over the cores
+/// from a few MiB up. For codecs that shuffle chunk by chunk. Throws
+/// InvalidArgument for sizes that do not match or are not whole elements.
+void shuffle_bytes(ConstBytes elements, std::size_t width, MutableBytes planes);
+/// The inverse of shuffle_bytes; throws as it does.
+void unshuffle_bytes(ConstBytes planes, std::size_t width, MutableBytes elements);
 
 /// The original bytes of an encoded array. `stored` holds what encode_array
 /// returned as `bytes`. Throws CorruptData starting with `where` when the

@@ -342,6 +342,17 @@ class ArtifactReader {
   std::shared_ptr<const Buffer> read(std::string_view path, std::uint64_t offset, std::size_t size) const;
   /// The same into caller memory `dst` (at least `size` bytes).
   void read_into(std::string_view path, std::uint64_t offset, std::size_t size, std::byte* dst) const;
+  /// One range of a payload file for read_ranges: `size` bytes at `offset`, into `dst`.
+  struct Range {
+    std::uint64_t offset;
+    std::size_t size;
+    std::byte* dst;
+  };
+  /// Reads every range of payload file `path` into caller memory, opening
+  /// the file once: a header and a few rows of a large file cost one open
+  /// and a pread each. Throws as read_into, before reading anything when a
+  /// range lies outside the listed size.
+  void read_ranges(std::string_view path, std::span<const Range> ranges) const;
   /// The listed size of payload file `path`; throws NotFound if unlisted.
   std::uint64_t file_size(std::string_view path) const;
   /// The whole of payload file `path` read into fresh memory on all cores
