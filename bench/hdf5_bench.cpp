@@ -257,6 +257,7 @@ double h5_rows(const fs::path& file, const Tensor& want, hsize_t first) {
 struct Side {
   double save_s = 0, load_s = 0, mapped_s = 0, rows_s = 0;
   std::uint64_t bytes = 0;
+  std::string encoding;  // Amphora's: what the save chose
 };
 
 // Row offsets for the row-read timings: spread over the tensor, the same
@@ -279,7 +280,9 @@ Side amphora_side(const Options& o, const DataSet& set, const TensorOptions& opt
     auto t0 = Clock::now();
     auto saved = store.save(set.tensor, {.name = "t", .options = options});
     saves.push_back(seconds_since(t0));
-    side.bytes = store.open_artifact(saved.digest.str()).manifest().payload_bytes();
+    auto stored = store.open_artifact(saved.digest.str());
+    side.bytes = stored.manifest().payload_bytes();
+    side.encoding = stored.meta<std::string>("encoding");
   }
   auto store = fresh_store(dir);
   auto digest = store.save(set.tensor, {.name = "t", .options = options}).digest;
@@ -329,7 +332,7 @@ Side hdf5_side(const Options& o, const DataSet& set, const Layout& layout, doubl
 }
 
 void print_row(const std::string& what, const Side& s, std::uint64_t payload, bool mapped) {
-  std::printf("  %-40s save %8.1f ms %6.0f MB/s  load+pass %8.1f ms %6.0f MB/s", what.c_str(), s.save_s * 1e3,
+  std::printf("  %-44s save %8.1f ms %6.0f MB/s  load+pass %8.1f ms %6.0f MB/s", what.c_str(), s.save_s * 1e3,
               mb_per_s(payload, s.save_s), s.load_s * 1e3, mb_per_s(payload, s.load_s));
   if (mapped) std::printf("  mapped+pass %7.1f ms", s.mapped_s * 1e3);
   std::printf("  %7.1f MB  10 rows %.3f ms\n", static_cast<double>(s.bytes) / 1e6, s.rows_s * 1e3);
@@ -359,6 +362,8 @@ void run_hdf5(const Options& o, Verdicts& verdict) {
     print_row("amphora raw", raw, payload, true);
     const Side lz4 = amphora_side(o, set, {.compression = Compression::lz4}, false, want_pass);
     print_row("amphora lz4", lz4, payload, false);
+    const Side automatic = amphora_side(o, set, {.compression = Compression::automatic}, false, want_pass);
+    print_row("amphora auto (" + automatic.encoding + ")", automatic, payload, false);
     const Side small = amphora_side(o, set, set.small, false, want_pass);
     print_row("amphora " + set.small_label, small, payload, false);
     const Side contiguous = hdf5_side(o, set, {"HDF5 contiguous", Layout::contiguous}, want_pass);

@@ -19,6 +19,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -215,6 +216,42 @@ nlohmann::json shown_meta(const amphora::Manifest& m) {
   return meta;
 }
 
+// For a tensor, its payload encoding in words, and for `auto` what the
+// sample showed; nullopt for anything else or metadata of another shape.
+std::optional<std::string> tensor_encoding_line(const amphora::Manifest& m) {
+  if (m.materializer != amphora::materializer<amphora::Tensor>::name || !m.meta.is_object()) return std::nullopt;
+  const auto encoding = m.meta.value("encoding", nlohmann::json());
+  if (!encoding.is_string()) return std::nullopt;
+  std::string name = encoding.get<std::string>();
+  std::string words;
+  auto take = [&](std::string_view prefix, std::string_view said) {
+    if (!name.starts_with(prefix)) return;
+    name.erase(0, prefix.size());
+    words += std::string(said);
+  };
+  take("encoded.", "transforms of its recipe, then ");
+  take("shuffled.", "byte planes chunk by chunk, ");
+  words += name == "npy.lz4"   ? "LZ4 in 1 MiB chunks"
+           : name == "npy.zst" ? "zstd in 1 MiB chunks" +
+                                     (m.meta.contains("zstd_level") ? " at level " + m.meta["zstd_level"].dump() : "")
+           : name == "npy"     ? "uncompressed"
+                               : printable(name);
+  std::string line = printable(encoding.get<std::string>()) + " (" + words + ")";
+  const auto sample = m.meta.value("auto", nlohmann::json());
+  if (sample.is_object() && sample.value("sample_bytes", 0.0) > 0 && sample.value("lz4", -1.0) >= 0) {
+    const double raw = sample["sample_bytes"].get<double>();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; chosen by auto: LZ4 took a %.0f KiB sample to %.0f%%", raw / 1024,
+                  100 * sample["lz4"].get<double>() / raw);
+    line += buf;
+    if (sample.contains("shuffled_lz4") && sample["shuffled_lz4"].is_number()) {
+      std::snprintf(buf, sizeof buf, ", its byte planes to %.0f%%", 100 * sample["shuffled_lz4"].get<double>() / raw);
+      line += buf;
+    }
+  }
+  return line;
+}
+
 }  // namespace
 
 int cmd_show(const Args& a) {
@@ -261,6 +298,7 @@ int cmd_show(const Args& a) {
                   c["digest"].get<std::string>().c_str(),
                   c["materializer"].is_string() ? printable(c["materializer"].get<std::string>()).c_str() : "(missing)");
   }
+  if (auto line = tensor_encoding_line(m)) std::cout << "encoding      " << *line << "\n";
   std::cout << "meta\n";
   std::string meta = shown_meta(m).dump(2);
   std::size_t start = 0;

@@ -374,12 +374,26 @@ class RoundTripTest(StoreTestCase):
             "tiny": (np.zeros(100, "<f8"), "npy"),                           # < 64 KiB, compressible
             "random": (rng.standard_normal(200_000), "npy"),                 # 1.6 MB of noise
             "zeros": (np.zeros(200_000, "<f8"), "npy.lz4"),                  # 1.6 MB, compresses ~255:1
+            # a slow int32 ramp with noise: its byte planes take far fewer bytes than it does
+            "ramp": ((np.arange(1_000_000) // 64 + rng.integers(0, 4, 1_000_000)).astype("<i4"), "shuffled.npy.lz4"),
         }
         for name, (arr, expect) in cases.items():
             with self.subTest(name=name):
                 info = self.import_file(self.save(arr, f"{name}.npy"), name)  # default is auto
                 self.assertEqual(info["meta"]["encoding"], expect)
                 self.assert_npy_file(self.export(name, f"{name}.out.npy"), arr, name)
+                # show says what auto chose and what the sample showed
+                shown = self.amphora("show", name, check=EXIT_OK).stdout
+                line = next(l for l in shown.splitlines() if l.startswith("encoding"))
+                self.assertIn(expect, line)
+                if arr.nbytes >= AUTO_MIN_BYTES:
+                    sample = info["meta"]["auto"]
+                    self.assertIn(f"LZ4 took a 512 KiB sample to {100 * sample['lz4'] / sample['sample_bytes']:.0f}%",
+                                  line)
+                    self.assertEqual(sample["sample_bytes"], 8 * 65536)
+                else:
+                    self.assertNotIn("auto", info["meta"])
+                    self.assertNotIn("chosen by auto", line)
 
 
 # ---------------------------------------------------------------------------

@@ -157,10 +157,38 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   Tensor ramp = test::ramp_tensor(1024, 1024, 3);
   Tensor small = test::ramp_tensor(4, 4, 3);
   CHECK(encoding(noise, Compression::automatic) == "npy");
-  CHECK(encoding(ramp, Compression::automatic) == "npy.lz4");
+  // A slow int32 ramp: LZ4 shrinks it, byte planes shrink it far more.
+  CHECK(encoding(ramp, Compression::automatic) == "shuffled.npy.lz4");
   CHECK(encoding(small, Compression::automatic) == "npy");
   CHECK(encoding(noise, Compression::lz4) == "npy.lz4");
   CHECK(encoding(ramp, Compression::none) == "npy");
+
+  // What auto sampled is recorded, so `amphora show` can say why.
+  auto why = [&](const Tensor& t) {
+    return store.open_artifact(store.save(t, {.options = TensorOptions{Compression::automatic}}).digest.str()).meta();
+  };
+  const auto noisy_auto = why(noise)["auto"];
+  CHECK(noisy_auto["sample_bytes"] == 8 * 65536);
+  CHECK(noisy_auto["lz4"].get<double>() >= 0.9 * 8 * 65536);
+  const auto ramp_auto = why(ramp)["auto"];
+  CHECK(4 * ramp_auto["shuffled_lz4"].get<std::uint64_t>() <= 3 * ramp_auto["lz4"].get<std::uint64_t>());
+  CHECK_FALSE(why(small).contains("auto"));
+  // Bytes have no planes: a compressible uint8 tensor is plain LZ4, with no shuffled figure.
+  Tensor bytes = Tensor::zeros(DType::uint8, {1 << 20});
+  for (std::int64_t k = 0; k < (1 << 20); ++k) bytes.mutable_data()[k] = std::byte(static_cast<unsigned char>(k / 4096));
+  CHECK(encoding(bytes, Compression::automatic) == "npy.lz4");
+  CHECK_FALSE(why(bytes)["auto"].contains("shuffled_lz4"));
+  // LZ4 shrinks it a little, planes not by a quarter more: plain LZ4.
+  Tensor mild = test::random_tensor(DType::uint16, {512, 1024}, 9);
+  for (auto& v : mild.mutable_values<std::uint16_t>()) v = static_cast<std::uint16_t>(v % 7 == 0 ? 0 : v);
+  const auto mild_auto = why(mild)["auto"];
+  INFO(mild_auto.dump());
+  CHECK(encoding(mild, Compression::automatic) ==
+        (mild_auto["lz4"].get<double>() >= 0.9 * 8 * 65536 ? "npy"
+         : 4 * mild_auto["shuffled_lz4"].get<std::uint64_t>() <= 3 * mild_auto["lz4"].get<std::uint64_t>() ? "shuffled.npy.lz4"
+                                                                                                      : "npy.lz4"));
+  for (const Tensor& t : {noise, ramp, bytes, mild})
+    CHECK(store.load<Tensor>(store.save(t, {.options = TensorOptions{Compression::automatic}}).digest.str()).bit_equal(t));
 
   // Incompressible chunks are stored, not inflated.
   auto noisy = store.open_artifact(store.save(noise, {.options = TensorOptions{Compression::lz4}}).digest.str());

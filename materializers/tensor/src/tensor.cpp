@@ -250,24 +250,52 @@ ConstBytes data_chunk(const Tensor& t, std::size_t k) {  // k >= 1
 
 std::size_t data_chunks(std::size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBytes; }
 
-// Compresses 8 evenly spaced windows of 64 KiB (LZ4's own window, so a
-// window sees every match LZ4 could use) and reports whether they shrink
-// enough. Sampling a fixed amount keeps the probe at a fraction of the cost
-// of hashing, whatever the tensor's size.
-bool worth_compressing(const Tensor& t) {
+// What `auto` learns from a sample: 8 evenly spaced windows of 64 KiB
+// (LZ4's own window, so a window sees every match LZ4 could use), each
+// compressed as it is and, for elements wider than a byte, as byte planes.
+// Sampling a fixed amount keeps the probe at a fraction of the cost of
+// hashing, whatever the tensor's size; sizes alone decide, so the choice
+// (and the digest) is the same on every run.
+struct AutoSample {
+  std::uint64_t raw = 0, lz4 = 0, shuffled_lz4 = 0;  // shuffled_lz4 is 0 for 1-byte elements
+
+  // LZ4 only where the sample shrinks by more than 10% as it is: where it
+  // does not, raw is faster to save than any codec.
+  bool compress() const { return static_cast<double>(lz4) < (1.0 - kAutoMinSaving) * static_cast<double>(raw); }
+  // Byte planes only where they take at most 3/4 of LZ4's bytes: LZ4 runs
+  // faster the more it finds to compress, which pays for the shuffle, so
+  // the save is no slower than LZ4 alone (docs/FORMAT.md §5.7).
+  bool shuffle() const { return shuffled_lz4 && 4 * shuffled_lz4 <= 3 * lz4; }
+
+  nlohmann::json describe() const {
+    nlohmann::json out = {{"sample_bytes", raw}, {"lz4", lz4}};
+    if (shuffled_lz4) out["shuffled_lz4"] = shuffled_lz4;
+    return out;
+  }
+};
+
+AutoSample sample_for_auto(const Tensor& t) {
   constexpr std::size_t kSamples = 8, kWindow = 64u << 10;
-  const std::size_t n = t.nbytes();
+  const std::size_t n = t.nbytes(), width = dtype_size(t.dtype());
   const std::size_t windows = std::min(kSamples, std::max<std::size_t>(1, n / kWindow));
-  std::vector<std::size_t> packed(windows), raw(windows);
+  std::vector<AutoSample> parts(windows);
   parallel_for(windows, [&](std::size_t s) {
-    std::size_t size = std::min(kWindow, n);
-    std::size_t begin = windows == 1 ? 0 : s * (n - size) / (windows - 1);
-    packed[s] = detail::lz4_block_size({t.data() + begin, size});
-    raw[s] = size;
+    // Window starts on an element, so its byte planes are whole.
+    const std::size_t size = std::min(kWindow, n) / width * width;
+    const std::size_t begin = windows == 1 ? 0 : s * (n - size) / (windows - 1) / width * width;
+    const ConstBytes window(t.data() + begin, size);
+    parts[s].raw = size;
+    parts[s].lz4 = detail::lz4_block_size(window);
+    if (width > 1) {
+      thread_local std::vector<std::byte> planes;
+      planes.resize(size);
+      shuffle_bytes(window, width, planes);
+      parts[s].shuffled_lz4 = detail::lz4_block_size(planes);
+    }
   });
-  std::size_t p = 0, r = 0;
-  for (std::size_t s = 0; s < windows; ++s) p += packed[s], r += raw[s];
-  return static_cast<double>(p) < (1.0 - kAutoMinSaving) * static_cast<double>(r);
+  AutoSample total;
+  for (const auto& p : parts) total.raw += p.raw, total.lz4 += p.lz4, total.shuffled_lz4 += p.shuffled_lz4;
+  return total;
 }
 
 // `shuffle`: each data chunk is stored as its elements' byte planes.
@@ -597,14 +625,19 @@ namespace {
 // as they are hashed. Returns the payload's encoding name.
 std::string write_payload(const Tensor& payload, const TensorOptions& options, bool shuffle_chunks,
                           ArtifactWriter& out, const ArtifactWriter::Observer& observe) {
+  // `auto` may shuffle chunks on its own (sample_for_auto).
   std::string header = make_tensor_npy_header(payload.dtype(), payload.shape());
   const Compression policy = options.compression;
-  const ChunkCodec* codec =
-      policy == Compression::zstd ? &kZstdCodec
-      : policy == Compression::lz4 ||
-              (policy == Compression::automatic && payload.nbytes() >= kAutoMinBytes && worth_compressing(payload))
-          ? &kLz4Codec
-          : nullptr;
+  const ChunkCodec* codec = policy == Compression::zstd ? &kZstdCodec : policy == Compression::lz4 ? &kLz4Codec : nullptr;
+  if (policy == Compression::automatic && payload.nbytes() >= kAutoMinBytes) {
+    const AutoSample sample = sample_for_auto(payload);
+    out.meta()["auto"] = sample.describe();
+    if (sample.compress()) {
+      codec = &kLz4Codec;
+      // Not over a payload the recipe already shuffled.
+      shuffle_chunks = shuffle_chunks || (!options.encoding.shuffle && sample.shuffle());
+    }
+  }
   if (codec) {
     const int level = options.level ? options.level : kDefaultZstdLevel;
     save_packed(payload, header, *codec, level, shuffle_chunks, out);
