@@ -276,6 +276,35 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
   CHECK(store.verify().ok());
 }
 
+TEST_CASE("Rows of a tensor encoded element by element decode only their stored elements", "[tensor][encoding][zstd]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // Two-decimal readings: decimal + squeeze store them as int16, so the
+  // stored chunks' edges fall inside rows.
+  Tensor readings = Tensor::zeros(DType::float64, {3000, 700});
+  for (std::size_t k = 0; auto& v : readings.mutable_values<double>()) v = (static_cast<double>(k++ % 20011) - 5000) / 100;
+  Tensor ids = Tensor::zeros(DType::int64, {3000, 700});
+  for (std::size_t k = 0; auto& v : ids.mutable_values<std::int64_t>()) v = 1'000'000 + static_cast<std::int64_t>(k++ % 3000);
+  for (Compression c : {Compression::zstd, Compression::lz4, Compression::none})
+    for (auto [t, e] : {std::pair{readings, ArrayEncoding{.decimal = true, .squeeze = true}},
+                        std::pair{ids, ArrayEncoding{.squeeze = true}},
+                        std::pair{readings, ArrayEncoding{.decimal = true, .squeeze = true, .shuffle = true}}}) {
+      auto art = store.open_artifact(store.save(t, {.options = TensorOptions{.compression = c, .encoding = e}}).digest.str());
+      REQUIRE(art.meta().contains("recipe"));
+      // 700 int16 (squeezed) stored elements a row: 1400 bytes; a chunk ends inside row 748.
+      for (auto [b, e2] : std::vector<std::pair<int, int>>{{0, 1}, {748, 750}, {740, 1500}, {2999, 3000}, {10, 10}}) {
+        INFO(to_string(c) << " " << art.meta()["encoding"].get<std::string>() << " rows " << b << ".." << e2);
+        REQUIRE(load_tensor_rows(art, b, e2).bit_equal(t.rows(b, e2)));
+      }
+      CHECK_THROWS_WITH(load_tensor_rows(art, 0, 3001), Catch::Contains("rows [0, 3001) are outside [0, 3000)"));
+    }
+  auto scalar = store.open_artifact(
+      store.save(Tensor::from_values<double>({}, std::vector<double>{1.25}),
+                 {.options = TensorOptions{.compression = Compression::zstd, .encoding = {.decimal = true}}})
+          .digest.str());
+  CHECK_THROWS_WITH(load_tensor_rows(scalar, 0, 1), Catch::Contains("0-d tensor"));
+}
+
 TEST_CASE("Chunk edges: tensors of exactly, just under and just over whole chunks", "[tensor][zstd][lz4]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());

@@ -788,44 +788,80 @@ void materializer<Tensor>::validate(const ArtifactReader& in) {
     if (failure) std::rethrow_exception(failure);
 }
 
-Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end) {
-  Layout l = read_layout(in);
-  if (l.shape.empty()) throw InvalidArgument(in.label() + " is a 0-d tensor; it has no rows");
-  if (begin < 0 || end < begin || end > l.shape[0])
-    throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                          ") are outside [0, " + std::to_string(l.shape[0]) + ")");
-  std::uint64_t row = dtype_size(l.dtype);
-  for (std::size_t k = 1; k < l.shape.size(); ++k) row *= static_cast<std::uint64_t>(l.shape[k]);
-  auto shape = l.shape;
-  shape[0] = end - begin;
-  const std::uint64_t lo = row * static_cast<std::uint64_t>(begin);
-  if (!l.codec && !l.recipe && l.legacy_header.empty()) {
-    // The header and the rows' bytes, read with one open: mapping a large
-    // file to take a few rows costs more than reading them (and a remote
-    // file would be fetched whole). The checks are open_raw's: the exact
-    // size, then the header.
+namespace {
+
+// Whether every transform of `recipe` maps each element on its own (decimal,
+// squeeze), so any run of stored elements decodes without the rest.
+bool elementwise(const nlohmann::json& recipe) {
+  const auto transforms = recipe.value("transforms", nlohmann::json::array());
+  return transforms.is_array() && std::all_of(transforms.begin(), transforms.end(), [](const nlohmann::json& t) {
+           return t == "decimal" || t == "squeeze";
+         });
+}
+
+// Bytes [lo, hi) of the payload array's data: read with the header in one
+// open from tensor.npy (mapped for a small tensor with the header of
+// earlier builds), or decoded from the chunks that hold them; checked as a
+// whole load checks them.
+std::shared_ptr<const Buffer> payload_bytes(const ArtifactReader& in, const Layout& l, std::uint64_t lo,
+                                            std::uint64_t hi) {
+  auto data = Buffer::allocate(static_cast<std::size_t>(hi - lo));
+  if (l.codec) {
+    ChunkIndex ix = open_packed(in, l, Access::read);
+    decode_range(in, ix, lo, hi, data->mutable_data());
+  } else if (!l.legacy_header.empty()) {
+    RawPayload raw = open_raw(in, l, Access::map);
+    if (hi > lo) std::memcpy(data->mutable_data(), raw.data().data() + lo, static_cast<std::size_t>(hi - lo));
+  } else {
+    // Mapping a large file to take a few rows costs more than reading them
+    // (and a remote file would be fetched whole). The checks are
+    // open_raw's: the exact size, then the header.
     const std::uint64_t size = in.file_size(kRawFile);
     if (size != l.header.size() + l.nbytes)
       throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(size) +
                         " bytes; its shape needs " + std::to_string(l.header.size() + l.nbytes));
     std::vector<std::byte> head(l.header.size());
-    auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
     const ArtifactReader::Range ranges[] = {{0, head.size(), head.data()},
                                             {l.header.size() + lo, data->size(), data->mutable_data()}};
     in.read_ranges(kRawFile, ranges);
     check_header(l, l.header, head, in, kRawFile);
-    check_bools(l, data->bytes(), lo, in, kRawFile);
-    return Tensor::Make(l.dtype, std::move(shape), std::move(data));
   }
-  if (!l.codec || l.recipe) {  // mapped, or encoded (delta needs every element before the rows)
-    Tensor whole = materializer<Tensor>::load(in);
-    return whole.rows(begin, end);
+  check_bools(l, data->bytes(), lo, in, l.codec ? l.codec->file : kRawFile);
+  return data;
+}
+
+}  // namespace
+
+Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end) {
+  Layout l = read_layout(in);
+  const auto& shape = l.value_shape;  // the tensor's, not its encoded payload's
+  if (shape.empty()) throw InvalidArgument(in.label() + " is a 0-d tensor; it has no rows");
+  if (begin < 0 || end < begin || end > shape[0])
+    throw InvalidArgument(in.label() + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") are outside [0, " + std::to_string(shape[0]) + ")");
+  std::uint64_t per_row = 1;  // elements
+  for (std::size_t k = 1; k < shape.size(); ++k) per_row *= static_cast<std::uint64_t>(shape[k]);
+  auto rows_shape = shape;
+  rows_shape[0] = end - begin;
+  const std::uint64_t first = per_row * static_cast<std::uint64_t>(begin), count = per_row * static_cast<std::uint64_t>(end - begin);
+  if (!l.recipe) {
+    const std::uint64_t width = dtype_size(l.dtype);
+    return Tensor::Make(l.dtype, std::move(rows_shape), payload_bytes(in, l, first * width, (first + count) * width));
   }
-  ChunkIndex ix = open_packed(in, l, Access::read);
-  auto data = Buffer::allocate(static_cast<std::size_t>(row * static_cast<std::uint64_t>(end - begin)));
-  decode_range(in, ix, lo, row * static_cast<std::uint64_t>(end), data->mutable_data());
-  check_bools(l, data->bytes(), lo, in, l.codec->file);
-  return Tensor::Make(l.dtype, std::move(shape), std::move(data));
+  // A delta needs every element before the rows: decoded whole.
+  if (!elementwise(*l.recipe)) return materializer<Tensor>::load(in).rows(begin, end);
+  const std::uint64_t width = dtype_size(l.dtype);  // the stored elements'
+  auto stored = payload_bytes(in, l, first * width, (first + count) * width);
+  nlohmann::json recipe = *l.recipe;
+  recipe["count"] = count;
+  std::vector<std::byte> bytes = decode_array(recipe, stored->bytes(),
+                                              in.label() + ": tensor payload, rows " + std::to_string(begin) + " to " +
+                                                  std::to_string(end));
+  if (l.value_dtype == DType::bool_)
+    if (auto bad = detail::find_invalid_bool(bytes))
+      throw CorruptData(in.label() + ": decoded bool element " + std::to_string(first + *bad) + " is not 0 or 1");
+  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  return Tensor::Make(l.value_dtype, std::move(rows_shape), Buffer::wrap(owner->data(), owner->size(), owner));
 }
 
 }  // namespace amphora
