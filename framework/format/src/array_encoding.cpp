@@ -8,6 +8,7 @@
 #include <functional>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <type_traits>
 #include <unordered_map>
@@ -76,19 +77,41 @@ DType narrowest(T lo, T hi) {
 }
 
 // The same when decoding: a value that does not fit To is damage.
+// Elements a block of the decoding steps takes: large enough that a block
+// is worth a core, small enough to spread a large array over all of them.
+constexpr std::size_t kDecodeBlock = 1u << 18;
+
+// Runs body(begin, end) over blocks of [0, n) on all cores; a failure is
+// reported for the first block in order that failed, whichever ran first.
+void for_blocks(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+  const std::size_t blocks = (n + kDecodeBlock - 1) / kDecodeBlock;
+  std::vector<std::exception_ptr> failed(blocks);
+  parallel_for(blocks, [&](std::size_t b) {
+    try {
+      body(b * kDecodeBlock, std::min(n, (b + 1) * kDecodeBlock));
+    } catch (...) {
+      failed[b] = std::current_exception();
+    }
+  });
+  for (const auto& f : failed)
+    if (f) std::rethrow_exception(f);
+}
+
 template <class From, class To>
 std::vector<std::byte> widen_checked(ConstBytes data, std::string_view where) {
   const std::size_t n = data.size() / sizeof(From);
   std::vector<std::byte> out(n * sizeof(To));
-  for (std::size_t i = 0; i < n; ++i) {
-    From v;
-    std::memcpy(&v, data.data() + i * sizeof(From), sizeof v);
-    if (!std::in_range<To>(v))
-      throw CorruptData(std::string(where) + ": squeezed element " + std::to_string(i) + " (" + std::to_string(v) +
-                        ") does not fit the dtype it widens to");
-    const To w = static_cast<To>(v);
-    std::memcpy(out.data() + i * sizeof(To), &w, sizeof w);
-  }
+  for_blocks(n, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      From v;
+      std::memcpy(&v, data.data() + i * sizeof(From), sizeof v);
+      if (!std::in_range<To>(v))
+        throw CorruptData(std::string(where) + ": squeezed element " + std::to_string(i) + " (" + std::to_string(v) +
+                          ") does not fit the dtype it widens to");
+      const To w = static_cast<To>(v);
+      std::memcpy(out.data() + i * sizeof(To), &w, sizeof w);
+    }
+  });
   return out;
 }
 
@@ -433,29 +456,52 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
                                                     : std::in_range<T>(first->get<std::int64_t>());
       if (!fits) bad_recipe(where, "'first' " + first->dump() + " does not fit " + std::string(dtype_name(dtype)));
       own();
-      U acc = first->is_number_unsigned() ? static_cast<U>(first->get<std::uint64_t>())
-                                          : static_cast<U>(first->get<std::int64_t>());
+      const U start = first->is_number_unsigned() ? static_cast<U>(first->get<std::uint64_t>())
+                                                  : static_cast<U>(first->get<std::int64_t>());
       std::byte* p = owned.data();
-      for (std::size_t i = 0; i < owned.size() / sizeof(U); ++i) {
-        U d;
-        std::memcpy(&d, p + i * sizeof(U), sizeof d);
-        acc = static_cast<U>(acc + d);
-        const T v = static_cast<T>(acc);
-        std::memcpy(p + i * sizeof(T), &v, sizeof v);
-      }
+      const std::size_t n = owned.size() / sizeof(U);
+      // A prefix sum in two passes over blocks: each block's sum, then each
+      // block accumulated from the sum of those before it (wrapping, as the
+      // differences were taken).
+      const std::size_t blocks = (n + kDecodeBlock - 1) / kDecodeBlock;
+      std::vector<U> sums(blocks);
+      for_blocks(n, [&](std::size_t begin, std::size_t end) {
+        U sum = 0;
+        for (std::size_t i = begin; i < end; ++i) {
+          U d;
+          std::memcpy(&d, p + i * sizeof(U), sizeof d);
+          sum = static_cast<U>(sum + d);
+        }
+        sums[begin / kDecodeBlock] = sum;
+      });
+      std::vector<U> before(blocks);
+      U running = start;
+      for (std::size_t b = 0; b < blocks; ++b) before[b] = running, running = static_cast<U>(running + sums[b]);
+      for_blocks(n, [&](std::size_t begin, std::size_t end) {
+        U acc = before[begin / kDecodeBlock];
+        for (std::size_t i = begin; i < end; ++i) {
+          U d;
+          std::memcpy(&d, p + i * sizeof(U), sizeof d);
+          acc = static_cast<U>(acc + d);
+          const T v = static_cast<T>(acc);
+          std::memcpy(p + i * sizeof(T), &v, sizeof v);
+        }
+      });
     });
   if (decimal) {
     own();
     std::byte* p = owned.data();
-    for (std::size_t i = 0; i < owned.size() / 8; ++i) {
-      std::int64_t d;
-      std::memcpy(&d, p + i * 8, 8);
-      if (!(static_cast<double>(d) < kDecimalLimit && static_cast<double>(d) > -kDecimalLimit))
-        throw CorruptData(std::string(where) + ": decimal element " + std::to_string(i) + " (" + std::to_string(d) +
-                          ") is not below 2^53 in magnitude");
-      const double v = static_cast<double>(d) / kPowersOfTen[digits];
-      std::memcpy(p + i * 8, &v, 8);
-    }
+    for_blocks(owned.size() / 8, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        std::int64_t d;
+        std::memcpy(&d, p + i * 8, 8);
+        if (!(static_cast<double>(d) < kDecimalLimit && static_cast<double>(d) > -kDecimalLimit))
+          throw CorruptData(std::string(where) + ": decimal element " + std::to_string(i) + " (" + std::to_string(d) +
+                            ") is not below 2^53 in magnitude");
+        const double v = static_cast<double>(d) / kPowersOfTen[digits];
+        std::memcpy(p + i * 8, &v, 8);
+      }
+    });
   }
   own();
   return owned;
