@@ -1424,7 +1424,7 @@ class _TensorLayout:
             encoding = encoding[len("shuffled."):]
         if encoding != "npy" and encoding not in CODECS:
             raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}' (this reader knows npy, "
-                              "npy.lz4 and npy.zst, each chunked one after shuffled.): written by a newer Amphora, "
+                              "npy.lz4 and npy.zst, the last two also after shuffled.): written by a newer Amphora, "
                               "or damaged")
         self.codec = CODECS.get(encoding)
         self.packed = self.codec is not None

@@ -425,17 +425,14 @@ Layout read_layout(const ArtifactReader& in) {
     l.nbytes = static_cast<std::uint64_t>(l.shape[0]) * dtype_size(l.dtype);
     l.recipe = recipe;
   }
-  const std::string named = encoding;
-  if (encoding.starts_with(kShuffledPrefix)) {
-    encoding.erase(0, kShuffledPrefix.size());
-    l.shuffled = true;
-  }
-  l.codec = codec_named(encoding);
-  if (l.shuffled && !l.codec) encoding = named;  // only chunked payloads are shuffled chunk by chunk
+  // Only chunked payloads are shuffled chunk by chunk.
+  const bool shuffled = encoding.starts_with(kShuffledPrefix);
+  l.codec = codec_named(shuffled ? std::string_view(encoding).substr(kShuffledPrefix.size()) : encoding);
+  l.shuffled = shuffled && l.codec;
   if (encoding != "npy" && !l.codec)
     throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding +
-                      "' (this reader knows npy, npy.lz4 and npy.zst, each chunked one after shuffled.): written by a "
-                      "newer Amphora, or damaged");
+                      "' (this reader knows npy, npy.lz4 and npy.zst, the last two also after shuffled.): written "
+                      "by a newer Amphora, or damaged");
   if (l.codec && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
@@ -458,6 +455,13 @@ void check_bools(const Layout& l, ConstBytes data, std::uint64_t first_element, 
     throw CorruptData(in.label() + ": " + std::string(file) + ": bool element " + std::to_string(first_element + *bad) +
                       " holds the byte " + std::to_string(static_cast<unsigned>(data[*bad])) +
                       "; a bool must be 0 or 1");
+}
+
+// tensor.npy of `size` bytes holds exactly a header of `header_size` and the data.
+void check_raw_size(const ArtifactReader& in, const Layout& l, std::uint64_t size, std::uint64_t header_size) {
+  if (size != header_size + l.nbytes)
+    throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(size) +
+                      " bytes; its shape needs " + std::to_string(header_size + l.nbytes));
 }
 
 // How a check reaches the payload. Loads map it (zero-copy); validation
@@ -499,9 +503,7 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
   const std::string& expected = legacy ? l.legacy_header : l.header;
   check_header(l, expected, head->bytes(), in, kRawFile);
   p.data_offset = expected.size();
-  if (p.size != p.data_offset + l.nbytes)
-    throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(p.size) +
-                      " bytes; its shape needs " + std::to_string(p.data_offset + l.nbytes));
+  check_raw_size(in, l, p.size, p.data_offset);
   return p;
 }
 
@@ -816,10 +818,7 @@ std::shared_ptr<const Buffer> payload_bytes(const ArtifactReader& in, const Layo
     // Mapping a large file to take a few rows costs more than reading them
     // (and a remote file would be fetched whole). The checks are
     // open_raw's: the exact size, then the header.
-    const std::uint64_t size = in.file_size(kRawFile);
-    if (size != l.header.size() + l.nbytes)
-      throw CorruptData(in.label() + ": " + std::string(kRawFile) + " is " + std::to_string(size) +
-                        " bytes; its shape needs " + std::to_string(l.header.size() + l.nbytes));
+    check_raw_size(in, l, in.file_size(kRawFile), l.header.size());
     std::vector<std::byte> head(l.header.size());
     const ArtifactReader::Range ranges[] = {{0, head.size(), head.data()},
                                             {l.header.size() + lo, data->size(), data->mutable_data()}};
