@@ -90,7 +90,8 @@ std::vector<DataSet> make_data_sets(std::int64_t mib) {
                                            return r % 1000 == 0 ? static_cast<std::int64_t>(r >> 40)
                                                                 : static_cast<std::int64_t>(i * 5 / 2 + (r & 3));
                                          }),
-                  {.compression = Compression::zstd, .encoding = {.shuffle = true}}, "zstd + shuffle", true});
+                  {.compression = Compression::zstd, .encoding = {.delta = true, .shuffle = true}},
+                  "zstd + delta + shuffle", true});
   // Images: 64-pixel-wide rows of smooth regions, blocks of one level with a
   // gentle gradient and a little sensor noise.
   sets.push_back({"uint8 images", "smooth regions, gradients, noise in the last bit",
@@ -102,7 +103,7 @@ std::vector<DataSet> make_data_sets(std::int64_t mib) {
                                            return static_cast<std::uint8_t>((level + x / 4 + (y % 48) / 6 +
                                                                              (rng.next() & 1)) & 0xff);
                                          }),
-                  {.compression = Compression::zstd}, "zstd", true});
+                  {.compression = Compression::zstd, .encoding = {.delta = true}}, "zstd + delta", true});
   // Sensor readings: a slow signal plus noise, two decimals.
   sets.push_back({"float64 readings", "slow signal + noise, 2 decimals",
                   generate<double>(DType::float64, mib, 4,

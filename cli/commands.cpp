@@ -230,6 +230,7 @@ std::optional<std::string> tensor_encoding_line(const amphora::Manifest& m) {
     words += std::string(said);
   };
   take("encoded.", "transforms of its recipe, then ");
+  take("delta.", "differences of integers chunk by chunk, ");
   take("shuffled.", "byte planes chunk by chunk, ");
   words += name == "npy.lz4"   ? "LZ4 in 1 MiB chunks"
            : name == "npy.zst" ? "zstd in 1 MiB chunks" +

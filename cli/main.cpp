@@ -159,8 +159,8 @@ class Parser {
         ->type_name("N");
     import->add_option("--encode", args_.encode,
                        "tensors' lossless transforms before compression, comma-separated: decimal (float64\n"
-                       "short decimals as scaled integers), delta (sorted integers), squeeze (integers into\n"
-                       "the narrowest width), shuffle (byte planes)")
+                       "short decimals as scaled integers), delta (integers that mostly increase), squeeze (integers\n"
+                       "into the narrowest width), shuffle (byte planes)")
         ->delimiter(',')
         ->check(CLI::IsMember({"decimal", "delta", "squeeze", "shuffle"}))
         ->type_name("LIST");

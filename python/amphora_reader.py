@@ -1243,6 +1243,7 @@ def verify(store_dir, ref):
 # ---------------------------------------------------------------------------
 # tensors (§5)
 
+INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 DTYPES = {
     "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
     "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
@@ -1418,14 +1419,24 @@ class _TensorLayout:
             if not isinstance(stored, str) or stored not in DTYPES:
                 raise bad("recipe names no stored dtype")
             self.dtype, self.shape, self.recipe = np.dtype(DTYPES[stored]), (count,), recipe
-        # Chunked payloads may hold each data chunk as its elements' byte planes (§5.6).
-        self.shuffled = encoding.startswith("shuffled.") and encoding[len("shuffled."):] in CODECS
-        if self.shuffled:
-            encoding = encoding[len("shuffled."):]
-        if encoding != "npy" and encoding not in CODECS:
+        # Chunked payloads may hold each data chunk as its integers'
+        # differences and then as its elements' byte planes (§5.6).
+        codec_name = named = encoding
+        self.delta = codec_name.startswith("delta.")
+        codec_name = codec_name[len("delta."):] if self.delta else codec_name
+        self.shuffled = codec_name.startswith("shuffled.")
+        codec_name = codec_name[len("shuffled."):] if self.shuffled else codec_name
+        if codec_name not in CODECS:
+            self.delta = self.shuffled = False
+            codec_name = encoding
+        if codec_name != "npy" and codec_name not in CODECS:
             raise Unsupported(f"{art.label}: unknown tensor encoding '{encoding}' (this reader knows npy, "
-                              "npy.lz4 and npy.zst, the last two also after shuffled.): written by a newer Amphora, "
-                              "or damaged")
+                              "npy.lz4 and npy.zst, the last two also after delta., shuffled. or both): written by "
+                              "a newer Amphora, or damaged")
+        encoding = codec_name
+        payload_name = self.recipe["stored_dtype"] if self.recipe else self.value_name
+        if self.delta and payload_name not in INTEGER_DTYPES:
+            raise bad(f"encoding '{named}' delta-codes {payload_name} chunks; only integers are")
         self.codec = CODECS.get(encoding)
         self.packed = self.codec is not None
         self.file = self.codec.file if self.packed else "tensor.npy"
@@ -1521,6 +1532,11 @@ def _tensor_packed(art, l, first_row=None, end_row=None):
             if l.shuffled and k > 0:  # byte planes back to elements
                 width = l.dtype.itemsize
                 chunk = np.frombuffer(chunk, np.uint8).reshape(width, len(chunk) // width).T.tobytes()
+            if l.delta and k > 0:  # zigzag differences back to values: a running sum that wraps
+                kind = np.dtype(f"<u{l.dtype.itemsize}")
+                z = np.frombuffer(chunk, kind)
+                d = (z >> kind.type(1)) ^ ((z & kind.type(1)) * np.iinfo(kind).max)
+                chunk = np.cumsum(d, dtype=kind).tobytes()
             return chunk
 
         if frame(0) != l.header_ending_at(data_offset):

@@ -173,6 +173,18 @@ void save_all(amphora::Store& store) {
   named(Tensor::from_values<std::int64_t>({50, 100}, sorted), "tensor_encoded",
         amphora::TensorOptions{.compression = amphora::Compression::lz4,
                                .encoding = {.delta = true, .squeeze = true, .shuffle = true}});
+  // Values that fall now and then: their differences wrap.
+  std::vector<std::int16_t> falling(3000);
+  for (std::size_t i = 0; i < falling.size(); ++i) falling[i] = static_cast<std::int16_t>(i % 7 == 0 ? -30000 + i : 3 * i);
+  named(Tensor::from_values<std::int16_t>({3000}, falling), "tensor_delta_falling",
+        amphora::TensorOptions{.compression = amphora::Compression::zstd, .encoding = {.delta = true, .squeeze = true}});
+  // Delta-coded chunk by chunk: 3 chunks and a bit of int32 rows of 700.
+  std::vector<std::int32_t> rising(800 * 1400);
+  for (std::size_t i = 0; i < rising.size(); ++i) rising[i] = static_cast<std::int32_t>(i % 997 == 0 ? -5 * i : 3 * i + i % 4);
+  named(Tensor::from_values<std::int32_t>({1600, 700}, rising), "tensor_delta_chunks",
+        amphora::TensorOptions{.compression = amphora::Compression::zstd, .encoding = {.delta = true, .shuffle = true}});
+  named(Tensor::from_values<std::int32_t>({1600, 700}, rising), "tensor_delta_chunks_lz4",
+        amphora::TensorOptions{.compression = amphora::Compression::lz4, .encoding = {.delta = true}});
   named(Tensor::from_values<float>({3, 4}, f), "tensor_shuffled",
         amphora::TensorOptions{.compression = amphora::Compression::none, .encoding = {.shuffle = true}});
   named(EncodedColumns{sorted}, "encoded_columns");

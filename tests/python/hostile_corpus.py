@@ -223,6 +223,15 @@ def _lz4_expansion_lie(store, scratch):
                                                   "stats": None}, files)
 
 
+def _delta_chunks_of_floats(store, scratch):
+    # Chunk delta names a float32 tensor: differences of floats are no
+    # transform this format has, so the metadata is damaged.
+    files = {"tensor.npy.zst": b"\0" * 32, "tensor.chunks.npy": npy("<u8", (3, 2), b"\0" * 48)}
+    return put_artifact(store, "amphora.tensor", {"dtype": "float32", "shape": [4], "encoding": "delta.npy.zst",
+                                                  "chunk_bytes": 1 << 20, "chunks": 2, "stored_chunks": 0,
+                                                  "stats": None}, files)
+
+
 def _offsets_8tib(store, scratch):
     # Strings whose offsets header claims 2^40 int64 offsets (8 TiB) over 16 bytes.
     files = {"strings.offsets.npy": npy_header("<i8", (1 << 40,)) + struct.pack("<2q", 0, 1), "strings.bytes": b"a"}
@@ -451,6 +460,8 @@ CORPUS = [
          r"tensor.npy is 4104 bytes; its shape needs 8796093026304", mmap=False),
     case("lz4_frames_cannot_hold_the_claim", _lz4_expansion_lie, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"6923 packed bytes cannot hold 314572800 bytes of tensor data"),
+    case("delta_chunks_of_floats", _delta_chunks_of_floats, VERIFY, EXIT_CORRUPT, "CorruptData",
+         r"encoding 'delta.npy.zst' delta-codes float32 chunks; only integers are"),
     case("offsets_header_8tib", _offsets_8tib, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"'strings.offsets.npy' holds 16 bytes of data, but its shape needs 8796093022208", mmap=False),
     case("npy_that_is_a_zip", _npy_is_zip, VERIFY, EXIT_CORRUPT, "CorruptData",

@@ -45,7 +45,7 @@ EXIT_OK, EXIT_CORRUPT = 0, 4
 # The functions the tests call. Blocks are found by what they define, not by
 # where they sit, so the document can be reorganised freely.
 REQUIRED_FUNCTIONS = ("verify_artifact", "xxh32_short", "frame_header", "lz4_block_decode", "decode_frame",
-                      "decode_zstd_frame", "read_rows",
+                      "decode_zstd_frame", "undelta_chunk", "read_rows",
                       "decode", "read_records")
 
 
@@ -468,6 +468,38 @@ class FormatDocTest(unittest.TestCase):
                                       ("wrong size", frame, size + 1), ("checksum", frame[:-1] + bytes([frame[-1] ^ 1]), size)):
                     with self.assertRaises(ValueError, msg=label):
                         decode_zstd_frame(bad, n)
+
+    def test_delta_chunks_decode_as_the_document_says(self):
+        # Integer samples imported with --encode delta (and delta,shuffle):
+        # frames, unshuffle, the document's undelta_chunk give the .npy.
+        decode_zstd_frame = doc().function("decode_zstd_frame")
+        undelta_chunk = doc().function("undelta_chunk")
+        tried = 0
+        for name, arr in self.arrays.items():
+            if arr.dtype.kind not in "iu":
+                continue
+            for encode in ("delta", "delta,shuffle"):
+                with self.subTest(array=name, encode=encode):
+                    src = os.path.join(self.scratch(), "a.npy")
+                    np.save(src, arr)
+                    label = f"{name}-{encode.replace(',', '-')}"
+                    self.store.cli("import", src, "--name", label, "--compress", "zstd", "--encode", encode,
+                                   check=EXIT_OK)
+                    digest = json.loads(self.store.cli("show", label, "--json", check=EXIT_OK).stdout)["digest"]
+                    art = self.store.artifact(digest)
+                    data = read(os.path.join(art, "tensor.npy.zst"))
+                    packed, raw = chunk_index(art)
+                    w = arr.dtype.itemsize
+                    out = bytearray(decode_zstd_frame(data[packed[0]:packed[1]], raw[1]))
+                    for k in range(1, len(packed) - 1):
+                        chunk = decode_zstd_frame(data[packed[k]:packed[k + 1]], raw[k + 1] - raw[k])
+                        if "shuffle" in encode:
+                            chunk = np.frombuffer(chunk, np.uint8).reshape(w, len(chunk) // w).T.tobytes()
+                        out += undelta_chunk(chunk, w)
+                    self.assertEqual(bytes(out), read(os.path.join(self.store.artifact(self.digests[name, "none"]),
+                                                                   "tensor.npy")))
+                    tried += 1
+        self.assertGreaterEqual(tried, 4)
 
     def test_lz4_block_decoder_rejects_bad_offsets(self):
         lz4_block_decode = doc().function("lz4_block_decode")

@@ -579,6 +579,44 @@ class CodecToolInteropTest(StoreTestCase):
     def test_lz4_empty_and_scalar(self):
         self.empty_and_scalar("lz4")
 
+    def test_delta_chunks_decode_with_the_tool_and_a_running_sum(self):
+        # Ids that mostly rise, with falls: --encode delta with zstd codes
+        # each chunk's differences; zstd -d gives them, and a running sum per
+        # chunk of the zigzag-decoded differences (wrapping, as docs/FORMAT.md
+        # §5.6 says) gives the values.
+        rng = np.random.default_rng(3)
+        n = 700_000
+        ids = np.arange(n, dtype=np.int64) * 5 // 2 + rng.integers(0, 4, n)
+        falls = rng.integers(0, n, 700)
+        ids[falls] = rng.integers(0, 1 << 40, falls.size)
+        src = self.save(ids, "ids.npy")
+        for encode, expect in (("delta", "delta.npy.zst"), ("delta,shuffle", "delta.shuffled.npy.zst")):
+            with self.subTest(encode=encode):
+                name = encode.replace(",", "-")
+                self.amphora("import", src, "--name", name, "--compress", "zstd", "--encode", encode, check=EXIT_OK)
+                info = self.show(name)
+                self.assertEqual(info["meta"]["encoding"], expect)
+                self.assertNotIn("recipe", info["meta"])
+                self.assert_npy_file(self.export(name, f"{name}.out.npy"), ids, name)
+                shown = self.amphora("show", name, check=EXIT_OK).stdout
+                self.assertIn("differences of integers chunk by chunk", shown)
+                if "shuffle" in encode:
+                    continue
+                with open(os.path.join(self.object_dir(info["digest"]), "tensor.npy.zst"), "rb") as f:
+                    decoded = self.decompress("zstd", f.read())
+                offset = data_offset(ids)
+                def values_of(z):  # zigzag back to differences, then a running sum
+                    d = (z >> np.uint64(1)) ^ ((z & np.uint64(1)) * np.iinfo(np.uint64).max)
+                    return np.cumsum(d, dtype="<u8")
+                values = np.concatenate([values_of(np.frombuffer(decoded[k:k + CHUNK_BYTES], "<u8"))
+                                         for k in range(offset, len(decoded), CHUNK_BYTES)]).view("<i8")
+                self.assertTrue(np.array_equal(values, ids))
+        # Smaller than the same ids without delta.
+        self.amphora("import", src, "--name", "plain", "--compress", "zstd", "--encode", "shuffle", check=EXIT_OK)
+        sizes = {name: next(f["size"] for f in self.show(name)["files"] if f["path"] == "tensor.npy.zst")
+                 for name in ("plain", "delta-shuffle")}
+        self.assertLess(sizes["delta-shuffle"], 0.8 * sizes["plain"])
+
     def test_zstd_empty_and_scalar(self):
         self.empty_and_scalar("zstd")
 

@@ -58,6 +58,11 @@ EXPECTED = {
     "tensor_bool": np.array([True, False, True]),
     "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
     "tensor_encoded": (-1000 + 7 * np.arange(5000, dtype=np.int64) + np.arange(5000) % 3).reshape(50, 100),
+    "tensor_delta_falling": np.where(np.arange(3000) % 7 == 0, -30000 + np.arange(3000), 3 * np.arange(3000)).astype(np.int16),
+    "tensor_delta_chunks": np.where(np.arange(1120000) % 997 == 0, -5 * np.arange(1120000),
+                                    3 * np.arange(1120000) + np.arange(1120000) % 4).astype(np.int32).reshape(1600, 700),
+    "tensor_delta_chunks_lz4": np.where(np.arange(1120000) % 997 == 0, -5 * np.arange(1120000),
+                                        3 * np.arange(1120000) + np.arange(1120000) % 4).astype(np.int32).reshape(1600, 700),
     "tensor_shuffled": np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(0.5),
     "sparse_csr": sp.csr_matrix((np.array([1.0, 2, 3, 4]), np.array([0, 2, 1, 3], np.int32),
                                  np.array([0, 2, 2, 4], np.int32)), shape=(3, 4)),
@@ -334,15 +339,20 @@ class ReaderTest(StoreTestCase):
         # Shuffle is done chunk by chunk inside a chunked codec: no recipe.
         self.assertEqual(reader.open_artifact(self.store, "tensor_shuffled_zstd").meta["encoding"], "shuffled.npy.zst")
         self.assertNotIn("recipe", reader.open_artifact(self.store, "tensor_shuffled_zstd").meta)
+        # So is delta without squeeze.
+        self.assertEqual(reader.open_artifact(self.store, "tensor_delta_chunks").meta["encoding"], "delta.shuffled.npy.zst")
+        self.assertEqual(reader.open_artifact(self.store, "tensor_delta_chunks_lz4").meta["encoding"], "delta.npy.lz4")
         self.assertEqual(reader.open_artifact(self.store, "tensor_encoded").meta["encoding"], "encoded.shuffled.npy.lz4")
         for item in reader.open_artifact(self.store, "tensor_list_zstd").children.values():
             self.assertEqual(reader.open_artifact(self.store, item).meta["encoding"], "npy.zst")
 
     def test_rows_decode_only_their_chunks_and_equal_the_slice(self):
         chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8),  # 187.2 rows a chunk: edges inside rows
-                      "tensor_shuffled_zstd": (1 << 20) / (700 * 8)}
+                      "tensor_shuffled_zstd": (1 << 20) / (700 * 8),
+                      "tensor_delta_chunks": (1 << 20) / (700 * 4),
+                      "tensor_delta_chunks_lz4": (1 << 20) / (700 * 4)}
         for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_shuffled_zstd", "tensor_f32",
-                     "tensor_encoded",
+                     "tensor_encoded", "tensor_delta_chunks", "tensor_delta_chunks_lz4",
                      "tensor_empty"):
             want = EXPECTED[name]
             n = want.shape[0]

@@ -47,10 +47,11 @@ void edges_of_width() {
   const std::vector<std::vector<T>> cases = {{}, {T{0}}, {L::min()}, {L::max()}, {L::min(), L::max()},
                                              {L::max(), L::min(), T{0}}, {T{1}, T{2}, T{3}}};
   for (const auto& v : cases)
-    for (bool squeeze : {false, true})
-      for (bool shuffle : {false, true}) round_trip(v, {.squeeze = squeeze, .shuffle = shuffle});
-  // Sorted ones with delta, across the whole range (differences wrap as unsigned).
-  for (const auto& v : std::vector<std::vector<T>>{{}, {L::max()}, {L::min(), L::max()}, {L::min(), T{0}, T{0}, L::max()}})
+    for (bool delta : {false, true})
+      for (bool squeeze : {false, true})
+        for (bool shuffle : {false, true}) round_trip(v, {.delta = delta, .squeeze = squeeze, .shuffle = shuffle});
+  // Delta across the whole range, up and down (differences wrap as unsigned).
+  for (const auto& v : std::vector<std::vector<T>>{{L::min(), T{0}, T{0}, L::max()}, {L::max(), T{0}, L::min()}})
     for (bool squeeze : {false, true}) round_trip(v, {.delta = true, .squeeze = squeeze, .shuffle = true});
 }
 
@@ -99,9 +100,6 @@ TEST_CASE("Shuffle stores byte planes of any element width", "[encoding]") {
 }
 
 TEST_CASE("Transforms that do not apply are refused with the reason", "[encoding][bad-input]") {
-  std::vector<std::int32_t> unsorted = {1, 5, 4};
-  CHECK_THROWS_WITH(encode_array(DType::int32, bytes(unsorted), {.delta = true}),
-                    Catch::Contains("element 2 (4) is less than element 1 (5)"));
   std::vector<float> f = {1, 2};
   CHECK_THROWS_WITH(encode_array(DType::float32, bytes(f), {.squeeze = true}),
                     Catch::Contains("squeezing needs an integer dtype, not float32"));
@@ -442,9 +440,86 @@ TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not
   CHECK(store.open_artifact(small.digest).manifest().payload_bytes() == 4096 + 300000);
   CHECK_THROWS_WITH(store.save(floats, {.options = TensorOptions{.encoding = {.delta = true}}}),
                     Catch::Contains("delta coding needs an integer dtype, not float32"));
-  std::vector<std::int32_t> down = {3, 2, 1};
-  CHECK_THROWS_WITH(store.save(Tensor::from_values<std::int32_t>({3}, down), {.options = TensorOptions{.encoding = {.delta = true}}}),
-                    Catch::Contains("element 1 (2) is less than element 0 (3)"));
+  // Values that go down as well as up are stored exactly by delta too.
+  std::vector<std::int32_t> down = {3, 2, 1, std::numeric_limits<std::int32_t>::min(), 7};
+  for (auto compression : {Compression::none, Compression::lz4, Compression::zstd}) {
+    auto saved = store.save(Tensor::from_values<std::int32_t>({5}, down),
+                            {.options = TensorOptions{.compression = compression, .encoding = {.delta = true, .squeeze = true}}});
+    const Tensor back = store.load<Tensor>(saved.digest);
+    const auto got = back.values<std::int32_t>();
+    CHECK(std::vector<std::int32_t>(got.begin(), got.end()) == down);
+  }
+}
+
+TEST_CASE("Delta stores values that mostly increase in small differences, and any others exactly", "[encoding]") {
+  // Ids rising by 1 to 4 with one in a thousand out of order: the
+  // differences wrap where a value falls, so squeeze keeps the full width
+  // then, yet every value comes back.
+  std::vector<std::int64_t> ids(700000);
+  std::mt19937_64 rng(11);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto r = rng();
+    ids[i] = r % 1000 == 0 ? static_cast<std::int64_t>(r >> 40) : static_cast<std::int64_t>(i * 5 / 2 + (r & 3));
+  }
+  auto enc = round_trip(ids, {.delta = true, .squeeze = true});
+  CHECK(enc.stored_dtype == DType::uint64);
+  CHECK(enc.recipe["first"] == ids[0]);
+  // Without the falls, the differences fit a byte (and the largest sits in the last block).
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 2);
+  ids.back() = ids[ids.size() - 2] + 200;
+  enc = round_trip(ids, {.delta = true, .squeeze = true});
+  CHECK(enc.stored_dtype == DType::uint8);
+  // Strictly decreasing: every difference wraps.
+  std::vector<std::int16_t> falling = {5, 4, -3, -32768};
+  enc = round_trip(falling, {.delta = true, .squeeze = true});
+  CHECK(enc.stored_dtype == DType::uint16);
+  CHECK(values<std::uint16_t>(enc.bytes) == std::vector<std::uint16_t>{0, 65535, 65529, 32771});
+}
+
+TEST_CASE("Squeeze and decimal scan large arrays in parts and agree with one scan in order", "[encoding]") {
+  // Over many blocks (each a few hundred thousand elements, scanned on its
+  // own core): the extreme in the last block, and a value needing more
+  // digits after blocks whose bounds then scale up.
+  const std::size_t n = 1'100'000;
+  std::vector<std::int32_t> ints(n, 5);
+  ints[n - 1] = -200;
+  auto enc = round_trip(ints, {.squeeze = true});
+  CHECK(enc.stored_dtype == DType::int16);
+  ints[n - 1] = 40000;
+  CHECK(round_trip(ints, {.squeeze = true}).stored_dtype == DType::uint16);
+
+  std::vector<double> readings(n);
+  for (std::size_t i = 0; i < n; ++i) readings[i] = static_cast<double>(i % 5000) - 2500.5;
+  readings[n - 2] = 0.125;
+  readings[n - 1] = 3.0;
+  DecimalScan one;
+  for (double v : readings) one.add(v);
+  REQUIRE(one.digits() == 3);
+  enc = round_trip(readings, {.decimal = true, .squeeze = true});
+  CHECK(enc.recipe["decimal_digits"] == 3);
+  CHECK(enc.stored_dtype == DType::int32);  // -2500500 to 2498500
+  // Scans merged in any order give the one scan's digits and bounds.
+  DecimalScan first, second, merged, reversed;
+  for (std::size_t i = 0; i < n; ++i) (i < n / 2 ? first : second).add(readings[i]);
+  merged.merge(first), merged.merge(second);
+  reversed.merge(second), reversed.merge(first);
+  for (const DecimalScan& s : {merged, reversed}) {
+    CHECK(s.digits() == one.digits());
+    CHECK(s.lo() == one.lo());
+    CHECK(s.hi() == one.hi());
+  }
+  // Scaling up a merged part past 2^53, or a part that fits no digits, fails the whole.
+  DecimalScan big, fine;
+  big.add(9e15);
+  fine.add(0.5);
+  big.merge(fine);
+  CHECK(big.digits() == -1);
+  DecimalScan none, empty;
+  none.add(1.0 / 3);
+  empty.merge(none);
+  CHECK(empty.digits() == -1);
+  readings[10] = 1.0 / 3;
+  CHECK(decimal_digits(readings) == -1);
 }
 
 TEST_CASE("Arrays written in pieces read back as one write_array wrote them", "[encoding][toolkit]") {
@@ -518,4 +593,41 @@ TEST_CASE("Arrays written in pieces read back as one write_array wrote them", "[
                     Catch::Contains("holds int32, not float64"));
   CHECK_THROWS_WITH(save([](ArtifactWriter& out) { (void)out.open_encoded_array("a.npy", {{"count", 1}}); }),
                     Catch::Contains("lacks a stored_dtype or a count"));
+}
+
+TEST_CASE("Chunk delta: zigzag differences of every width, undone by a running sum", "[encoding]") {
+  std::mt19937_64 rng(5);
+  for (std::size_t width : {1, 2, 4, 8})
+    for (std::size_t count : {0, 1, 2, 15, 16, 17, 31, 33, 1000, 4099}) {
+      CAPTURE(width, count);
+      std::vector<std::byte> elements(width * count), differences(elements.size());
+      // Runs that rise, fall a little and jump anywhere.
+      std::uint64_t v = rng();
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto r = rng();
+        v = r % 50 == 0 ? r : v + (r >> 60) - 4;
+        std::memcpy(elements.data() + i * width, &v, width);
+      }
+      delta_bytes(elements, width, differences);
+      // The first element and every difference, zigzagged: -1 is 1, 1 is 2.
+      for (std::size_t i = 0; i < count; ++i) {
+        std::uint64_t now = 0, before = 0, stored = 0;
+        std::memcpy(&now, elements.data() + i * width, width);
+        if (i) std::memcpy(&before, elements.data() + (i - 1) * width, width);
+        std::memcpy(&stored, differences.data() + i * width, width);
+        const unsigned bits = static_cast<unsigned>(8 * width);
+        const std::uint64_t mask = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+        const std::uint64_t d = (now - before) & mask;
+        const bool negative = (d >> (bits - 1)) & 1;
+        REQUIRE(stored == ((negative ? ~(d << 1) : d << 1) & mask));
+      }
+      undelta_bytes(differences, width);
+      REQUIRE(differences == elements);
+    }
+  std::vector<std::byte> small(8);
+  CHECK_THROWS_AS(delta_bytes(small, 3, small), InvalidArgument);
+  CHECK_THROWS_WITH(delta_bytes(small, 8, small), Catch::Contains("cannot overwrite"));
+  std::vector<std::byte> other(16);
+  CHECK_THROWS_AS(delta_bytes(small, 8, other), InvalidArgument);
+  CHECK_THROWS_AS(undelta_bytes(std::span(other).first(12), 8), InvalidArgument);
 }

@@ -713,6 +713,18 @@ TEST_CASE("A tensor encoding this build does not know is refused by name", "[bad
     CHECK_THROWS_MATCHES(materializer<Tensor>::validate(store.open_artifact(d.str())), Unsupported,
                          MessageHas({"unknown tensor encoding '" + name + "'"}));
   }
+  // Chunk filters exist only over a codec, and delta only over integers.
+  for (std::string encoding : {"delta.npy", "shuffled.npy", "shuffled.delta.npy.zst", "delta.delta.npy.lz4"}) {
+    nlohmann::json meta = {{"dtype", "int32"}, {"shape", {4}}, {"encoding", encoding}, {"chunk_bytes", 1 << 20}, {"stats", nullptr}};
+    Digest d = plant_tensor(dir.path(), meta, {{"tensor.npy", std::string(4, '\0')}});
+    CHECK_THROWS_MATCHES(store.load<Tensor>(d.str()), Unsupported, MessageHas({"unknown tensor encoding '" + encoding + "'"}));
+  }
+  for (std::string dtype : {"float32", "bool", "complex64"}) {
+    nlohmann::json meta = {{"dtype", dtype}, {"shape", {4}}, {"encoding", "delta.npy.zst"}, {"chunk_bytes", 1 << 20}, {"stats", nullptr}};
+    Digest d = plant_tensor(dir.path(), meta, {{"tensor.npy.zst", std::string(4, '\0')}});
+    CHECK_THROWS_MATCHES(store.load<Tensor>(d.str()), CorruptData,
+                         MessageHas({d.short_str(), "delta-codes " + dtype + " chunks; only integers are"}));
+  }
 }
 
 TEST_CASE("Hostile store contents cannot crash, hang or mislead", "[bad][store]") {

@@ -239,6 +239,7 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
   std::uint64_t seed = 40;
   for (DType dtype : {DType::int64, DType::uint16, DType::float32, DType::float64, DType::bool_}) {
     for (const ArrayEncoding& e : {ArrayEncoding{.shuffle = true}, ArrayEncoding{.delta = true, .squeeze = true},
+                                   ArrayEncoding{.delta = true}, ArrayEncoding{.delta = true, .shuffle = true},
                                    ArrayEncoding{.delta = true, .squeeze = true, .shuffle = true},
                                    ArrayEncoding{.decimal = true}}) {
       const bool integer = dtype != DType::float32 && dtype != DType::float64;
@@ -250,14 +251,17 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
         Tensor t = test::random_tensor(dtype, shape, seed++);
         if (e.decimal)  // short decimals, as decimal needs
           for (std::size_t k = 0; double& v : t.mutable_values<double>()) v = static_cast<double>(k++ % 1000) * 0.25 + 1;
-        if (e.delta && dtype == DType::int64)  // values that never decrease, as delta needs
+        if (e.delta && dtype == DType::int64)  // values that mostly increase, as delta suits (random ones elsewhere)
           for (std::size_t k = 0; auto& v : t.mutable_values<std::int64_t>()) v = -5000 + 3 * static_cast<std::int64_t>(k++ / 2);
         if (e.delta && dtype == DType::uint16)
           for (std::size_t k = 0; auto& v : t.mutable_values<std::uint16_t>()) v = static_cast<std::uint16_t>(k++ / 8);
         auto art = saved(t, {.compression = Compression::zstd, .encoding = e});
-        // Shuffle happens chunk by chunk inside the codec; the rest leaves a recipe.
-        const bool recipe = e.delta || e.squeeze || e.decimal;
-        REQUIRE(art.meta()["encoding"] == (recipe ? "encoded." : "") + std::string(e.shuffle ? "shuffled." : "") + "npy.zst");
+        // Shuffle, and delta without squeeze, happen chunk by chunk inside
+        // the codec; the rest leaves a recipe.
+        const bool recipe = e.squeeze || e.decimal, chunk_delta = e.delta && !e.squeeze;
+        REQUIRE(art.meta()["encoding"] == (recipe ? "encoded." : "") + std::string(chunk_delta ? "delta." : "") +
+                                              std::string(e.shuffle ? "shuffled." : "") + "npy.zst");
+        REQUIRE(art.meta().contains("recipe") == recipe);
         REQUIRE(store.load<Tensor>(art.digest().str()).bit_equal(t));
         REQUIRE_NOTHROW(materializer<Tensor>::validate(art));
         if (!shape.empty() && shape[0] > 2) REQUIRE(load_tensor_rows(art, 1, 3).bit_equal(t.rows(1, 3)));
@@ -274,6 +278,70 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
   auto back = store.load<std::map<std::string, Tensor>>(bundle.digest().str());
   CHECK(back.at("ramp").bit_equal(ramp));
   CHECK(store.verify().ok());
+}
+
+TEST_CASE("Delta chunk by chunk: integers of every width, rises and falls, rows across chunk edges",
+          "[tensor][encoding][zstd][lz4]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  // 700 elements a row, so a 1 MiB chunk ends inside a row for every width.
+  auto ids = [](DType dtype, std::int64_t rows) {
+    Tensor t = Tensor::zeros(dtype, {rows, 700});
+    const std::size_t width = dtype_size(dtype);
+    std::uint64_t x = 12345;
+    for (std::size_t k = 0; k < t.num_elements(); ++k) {
+      x = x * 6364136223846793005u + 1442695040888963407u;
+      // Rising by 0 to 3, with a fall to anywhere one time in 500; the low
+      // bytes of that for narrower integers (little-endian).
+      const std::uint64_t v = (x >> 33) % 500 == 0 ? x >> 7 : k * 5 / 2 + ((x >> 40) & 3);
+      std::memcpy(t.mutable_data() + k * width, &v, width);
+    }
+    return t;
+  };
+  for (DType dtype : {DType::int8, DType::uint8, DType::int16, DType::uint16, DType::int32, DType::uint32,
+                      DType::int64, DType::uint64})
+    for (Compression c : {Compression::zstd, Compression::lz4})
+      for (bool shuffle : {false, true}) {
+        const std::int64_t rows = static_cast<std::int64_t>((3u << 20) / (700 * dtype_size(dtype))) + 3;
+        const Tensor t = ids(dtype, rows);
+        INFO(dtype_name(dtype) << " " << to_string(c) << (shuffle ? " shuffled" : ""));
+        auto art = store.open_artifact(
+            store.save(t, {.options = TensorOptions{.compression = c, .encoding = {.delta = true, .shuffle = shuffle}}})
+                .digest.str());
+        REQUIRE(art.meta()["encoding"] == std::string("delta.") + (shuffle ? "shuffled." : "") +
+                                              (c == Compression::zstd ? "npy.zst" : "npy.lz4"));
+        CHECK_FALSE(art.meta().contains("recipe"));
+        REQUIRE(store.load<Tensor>(art.digest().str()).bit_equal(t));
+        REQUIRE_NOTHROW(materializer<Tensor>::validate(art));
+        const std::int64_t edge = static_cast<std::int64_t>((1u << 20) / (700 * dtype_size(dtype)));
+        for (auto [b, e] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+                 {0, 1}, {edge, edge + 1}, {edge - 1, edge + 2}, {rows - 1, rows}, {3, 3}, {edge / 2, 2 * edge + 1}})
+          REQUIRE(load_tensor_rows(art, b, e).bit_equal(t.rows(b, e)));
+        // Under zstd, differences of mostly rising integers take fewer bytes
+        // than the values (LZ4 has no entropy coder to profit from small ones).
+        if (dtype_size(dtype) >= 4 && c == Compression::zstd) {
+          auto plain = store.open_artifact(
+              store.save(t, {.options = TensorOptions{.compression = c, .encoding = {.shuffle = shuffle}}}).digest.str());
+          const std::string file = c == Compression::zstd ? "tensor.npy.zst" : "tensor.npy.lz4";
+          CHECK(art.manifest().find(file)->size < plain.manifest().find(file)->size);
+        }
+      }
+  // Delta of floats is refused, whatever the codec; with squeeze it needs the whole array's differences.
+  CHECK_THROWS_WITH(store.save(test::random_tensor(DType::float32, {10, 10}, 1),
+                               {.options = TensorOptions{.compression = Compression::zstd, .encoding = {.delta = true}}}),
+                    Catch::Contains("delta coding needs an integer dtype, not float32"));
+  auto squeezed = store.open_artifact(
+      store.save(ids(DType::int64, 10), {.options = TensorOptions{.compression = Compression::zstd,
+                                                                  .encoding = {.delta = true, .squeeze = true}}})
+          .digest.str());
+  CHECK(squeezed.meta()["encoding"] == "encoded.npy.zst");
+  // An empty tensor and a 0-d one.
+  for (const Tensor& t : {Tensor::zeros(DType::int32, {0, 3}), Tensor::from_values<std::int16_t>({}, std::vector<std::int16_t>{-7})}) {
+    auto art = store.open_artifact(
+        store.save(t, {.options = TensorOptions{.compression = Compression::zstd, .encoding = {.delta = true}}}).digest.str());
+    CHECK(art.meta()["encoding"] == "delta.npy.zst");
+    CHECK(store.load<Tensor>(art.digest().str()).bit_equal(t));
+  }
 }
 
 TEST_CASE("Rows of a tensor encoded element by element decode only their stored elements", "[tensor][encoding][zstd]") {

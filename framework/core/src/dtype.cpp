@@ -32,6 +32,7 @@ constexpr DType kAll[] = {DType::bool_,   DType::int8,     DType::int16,   DType
 std::string_view dtype_name(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
 std::size_t dtype_size(DType dtype) { return kDTypes[static_cast<int>(dtype)].size; }
 std::span<const DType> all_dtypes() { return kAll; }
+bool is_integer(DType dtype) { return dtype >= DType::int8 && dtype <= DType::uint64; }
 
 DType dtype_from_name(std::string_view name) {
   for (const auto& info : kDTypes)

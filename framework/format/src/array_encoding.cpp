@@ -2,6 +2,10 @@
 #include <amphora/error.hpp>
 #include <amphora/parallel.hpp>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -23,13 +27,6 @@ struct Tag {
   using type = T;
 };
 
-bool is_integer(DType d) {
-  switch (d) {
-    case DType::int8: case DType::int16: case DType::int32: case DType::int64:
-    case DType::uint8: case DType::uint16: case DType::uint32: case DType::uint64: return true;
-    default: return false;
-  }
-}
 
 // Calls f(Tag<T>{}) with the C++ type of integer dtype `d`.
 template <class F>
@@ -76,15 +73,18 @@ DType narrowest(T lo, T hi) {
   return DType::uint64;
 }
 
-// The same when decoding: a value that does not fit To is damage.
-// Elements a block of the decoding steps takes: large enough that a block
-// is worth a core, small enough to spread a large array over all of them.
+// Elements a block of the encoding and decoding steps takes: large enough
+// that a block is worth a core, small enough to spread a large array over
+// all of them.
 constexpr std::size_t kDecodeBlock = 1u << 18;
 
-// Runs body(begin, end) over blocks of [0, n) on all cores; a failure is
-// reported for the first block in order that failed, whichever ran first.
+std::size_t block_count(std::size_t n) { return (n + kDecodeBlock - 1) / kDecodeBlock; }
+
+// Runs body(begin, end) over blocks of [0, n) on all cores (block b starts
+// at b * kDecodeBlock); a failure is reported for the first block in order
+// that failed, whichever ran first.
 void for_blocks(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
-  const std::size_t blocks = (n + kDecodeBlock - 1) / kDecodeBlock;
+  const std::size_t blocks = block_count(n);
   std::vector<std::exception_ptr> failed(blocks);
   parallel_for(blocks, [&](std::size_t b) {
     try {
@@ -97,6 +97,7 @@ void for_blocks(std::size_t n, const std::function<void(std::size_t, std::size_t
     if (f) std::rethrow_exception(f);
 }
 
+// The same when decoding: a value that does not fit To is damage.
 template <class From, class To>
 std::vector<std::byte> widen_checked(ConstBytes data, std::string_view where) {
   const std::size_t n = data.size() / sizeof(From);
@@ -228,27 +229,49 @@ inline double double_at(ConstBytes data, std::size_t i) {
 }
 
 // The smallest digits k that hold every value, and the least and greatest
-// integer d at that k; digits -1 when there is none.
+// integer d at that k; digits -1 when there is none. Blocks are scanned on
+// all cores and merged in order, which gives what one scan in order gives.
 DecimalScan scan_decimals(ConstBytes data, std::size_t count) {
-  DecimalScan scan;
-  for (std::size_t i = 0; i < count && scan.digits() >= 0; ++i) scan.add(double_at(data, i));
-  return scan;
+  std::vector<DecimalScan> scans(block_count(count));
+  for_blocks(count, [&](std::size_t begin, std::size_t end) {
+    DecimalScan& scan = scans[begin / kDecodeBlock];
+    for (std::size_t i = begin; i < end && scan.digits() >= 0; ++i) scan.add(double_at(data, i));
+  });
+  DecimalScan all;
+  for (const auto& scan : scans) all.merge(scan);
+  return all;
 }
 
 }  // namespace
 
-// One pass: a value exact at k is exact at every larger k with d scaled by
-// the same power of ten, so raising k rescales the bounds found so far.
+// A value exact at k is exact at every larger k with d scaled by the same
+// power of ten, so raising k rescales the bounds found so far.
+bool DecimalScan::raise_to(int digits) {
+  while (digits_ >= 0 && digits_ < digits) {
+    if (++digits_ > kMaxDecimalDigits) return (digits_ = -1), false;
+    lo_ *= 10, hi_ *= 10;  // both below 2^53 before, so below 2^57 now: no overflow
+    if (lo_ <= -(std::int64_t{1} << 53) || hi_ >= (std::int64_t{1} << 53)) return (digits_ = -1), false;
+  }
+  return digits_ >= 0;
+}
+
 void DecimalScan::add(double v) {
   if (digits_ < 0) return;
   std::int64_t d = 0;
-  while (!decimal_at(v, digits_, d)) {
-    if (++digits_ > kMaxDecimalDigits) return void(digits_ = -1);
-    lo_ *= 10, hi_ *= 10;  // both below 2^53 before, so below 2^57 now: no overflow
-    if (lo_ <= -(std::int64_t{1} << 53) || hi_ >= (std::int64_t{1} << 53)) return void(digits_ = -1);
-  }
+  while (!decimal_at(v, digits_, d))
+    if (!raise_to(digits_ + 1)) return;
   if (!any_ || d < lo_) lo_ = d;
   if (!any_ || d > hi_) hi_ = d;
+  any_ = true;
+}
+
+void DecimalScan::merge(const DecimalScan& other) {
+  if (other.digits_ < 0) return void(digits_ = -1);
+  if (digits_ < 0 || !other.any_) return;
+  DecimalScan theirs = other;
+  if (!theirs.raise_to(digits_) || !raise_to(theirs.digits_)) return void(digits_ = -1);
+  if (!any_ || theirs.lo_ < lo_) lo_ = theirs.lo_;
+  if (!any_ || theirs.hi_ > hi_) hi_ = theirs.hi_;
   any_ = true;
 }
 
@@ -259,6 +282,52 @@ bool DecimalScan::scaled(double v, int k, std::int64_t& d) {
 int decimal_digits(std::span<const double> values) {
   return scan_decimals(std::as_bytes(values), values.size()).digits();
 }
+
+namespace {
+
+// The least and greatest of value(i) over [0, count), scanned on all cores;
+// {0, 0} when empty.
+template <class T, class F>
+std::pair<T, T> range_of(std::size_t count, const F& value) {
+  std::vector<std::pair<T, T>> ranges(block_count(count));
+  for_blocks(count, [&](std::size_t begin, std::size_t end) {
+    T lo = value(begin), hi = lo;
+    for (std::size_t i = begin + 1; i < end; ++i) {
+      const T v = value(i);
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    ranges[begin / kDecodeBlock] = {lo, hi};
+  });
+  std::pair<T, T> all{T{0}, T{0}};
+  for (std::size_t b = 0; b < ranges.size(); ++b) {
+    if (b == 0 || ranges[b].first < all.first) all.first = ranges[b].first;
+    if (b == 0 || ranges[b].second > all.second) all.second = ranges[b].second;
+  }
+  return all;
+}
+
+// value(i) for every i in [0, count) as little-endian To, written on all cores.
+template <class To, class F>
+std::vector<std::byte> values_as(std::size_t count, const F& value) {
+  std::vector<std::byte> out(count * sizeof(To));
+  for_blocks(count, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const To v = static_cast<To>(value(i));
+      std::memcpy(out.data() + i * sizeof(To), &v, sizeof(To));
+    }
+  });
+  return out;
+}
+
+template <class T>
+T element_at(ConstBytes bytes, std::size_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+}  // namespace
 
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
   const std::size_t width = dtype_size(dtype);
@@ -275,91 +344,57 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
   EncodedArray out;
   out.recipe = {{"dtype", dtype_name(dtype)}, {"count", count}, {"transforms", nlohmann::json::array()}};
   out.stored_dtype = dtype;
-  // The bytes as each transform leaves them: the input itself until one
-  // rewrites them into `out.bytes` (no copy for what stays unchanged).
+  // The bytes as decimal, delta and squeeze leave them: the input itself
+  // when none applies (no copy for what stays unchanged). They are computed
+  // element by element straight into the stored width, so a large array is
+  // never held at an intermediate width, and on all cores.
   ConstBytes current = data;
-  auto element = [](ConstBytes bytes, std::size_t i, auto tag) {
-    typename decltype(tag)::type v;
-    std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
-    return v;
+  // Stores value(i) for every element as `narrow` (no copy when the values
+  // are the input's own and keep their dtype).
+  auto store = [&](DType narrow, bool input_itself, const auto& value) {
+    out.stored_dtype = narrow;
+    if (narrow == dtype && input_itself) return;
+    out.bytes = visit_integer(narrow, [&](auto to) { return values_as<typename decltype(to)::type>(count, value); });
+    current = ConstBytes(out.bytes.data(), out.bytes.size());
   };
 
   if (encoding.decimal) {
-    // Straight into the squeezed width: the int64 digits of a large float
-    // array are never held whole, so saving stays within payload + a little.
     const DecimalScan scan = scan_decimals(data, count);
     if (scan.digits() < 0)
       throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
                             " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
-    const DType narrow = encoding.squeeze && count ? narrowest<std::int64_t>(scan.lo(), scan.hi())
-                         : encoding.squeeze        ? DType::uint8
-                                                   : DType::int64;
-    out.bytes = visit_integer(narrow, [&](auto to) {
-      using To = typename decltype(to)::type;
-      std::vector<std::byte> stored(count * sizeof(To));
+    const int digits = scan.digits();
+    store(encoding.squeeze ? narrowest<std::int64_t>(scan.lo(), scan.hi()) : DType::int64, false, [&](std::size_t i) {
       std::int64_t d = 0;
-      for (std::size_t i = 0; i < count; ++i) {
-        if (!decimal_at(double_at(data, i), scan.digits(), d))
-          throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
-        const To v = static_cast<To>(d);
-        std::memcpy(stored.data() + i * sizeof(To), &v, sizeof(To));
-      }
-      return stored;
+      if (!decimal_at(double_at(data, i), digits, d))
+        throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
+      return d;
     });
-    current = ConstBytes(out.bytes.data(), out.bytes.size());
-    out.stored_dtype = narrow;
-    out.recipe["decimal_digits"] = scan.digits();
+    out.recipe["decimal_digits"] = digits;
     out.recipe["transforms"].push_back("decimal");
-    if (encoding.squeeze) out.recipe["transforms"].push_back("squeeze");
-  }
-  if (encoding.delta) {
+  } else if (encoding.delta) {
+    // Differences wrap in the unsigned integer of the same width, so values
+    // that decrease are stored exactly too; only mostly increasing ones make
+    // small differences that squeeze and the codecs shrink.
     visit_integer(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using U = std::make_unsigned_t<T>;
-      std::vector<std::byte> diff(count * sizeof(U));
-      T previous = count ? element(current, 0, tag) : T{0};
-      out.recipe["first"] = previous;
-      for (std::size_t i = 1; i < count; ++i) {
-        const T v = element(current, i, tag);
-        if (v < previous)
-          throw InvalidArgument("delta coding needs values that never decrease: element " + std::to_string(i) + " (" +
-                                std::to_string(v) + ") is less than element " + std::to_string(i - 1) + " (" +
-                                std::to_string(previous) + ")");
-        const U d = static_cast<U>(static_cast<U>(v) - static_cast<U>(previous));
-        std::memcpy(diff.data() + i * sizeof(U), &d, sizeof(U));
-        previous = v;
-      }
-      out.bytes = std::move(diff);
+      out.recipe["first"] = count ? element_at<T>(data, 0) : T{0};
+      auto difference = [&](std::size_t i) {
+        return i == 0 ? U{0} : static_cast<U>(element_at<U>(data, i) - element_at<U>(data, i - 1));
+      };
+      store(encoding.squeeze ? std::apply(narrowest<U>, range_of<U>(count, difference)) : dtype_of<U>::value, false,
+            difference);
     });
-    current = ConstBytes(out.bytes.data(), out.bytes.size());
-    out.stored_dtype = unsigned_of(dtype);
     out.recipe["transforms"].push_back("delta");
-  }
-  if (encoding.squeeze && !encoding.decimal) {
-    visit_integer(out.stored_dtype, [&](auto tag) {
+  } else if (encoding.squeeze) {
+    visit_integer(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T lo{0}, hi{0};
-      for (std::size_t i = 0; i < count; ++i) {
-        const T v = element(current, i, tag);
-        if (i == 0 || v < lo) lo = v;
-        if (i == 0 || v > hi) hi = v;
-      }
-      const DType narrow = narrowest<T>(lo, hi);
-      if (narrow != out.stored_dtype)
-        out.bytes = visit_integer(narrow, [&](auto to) {
-          using To = typename decltype(to)::type;
-          std::vector<std::byte> narrowed(count * sizeof(To));
-          for (std::size_t i = 0; i < count; ++i) {
-            const To v = static_cast<To>(element(current, i, tag));
-            std::memcpy(narrowed.data() + i * sizeof(To), &v, sizeof(To));
-          }
-          return narrowed;
-        });
-      out.stored_dtype = narrow;
+      auto value = [&](std::size_t i) { return element_at<T>(data, i); };
+      store(std::apply(narrowest<T>, range_of<T>(count, value)), true, value);
     });
-    current = out.bytes.empty() && count ? current : ConstBytes(out.bytes.data(), out.bytes.size());
-    out.recipe["transforms"].push_back("squeeze");
   }
+  if (encoding.squeeze) out.recipe["transforms"].push_back("squeeze");
   if (encoding.shuffle) {
     out.bytes = transpose_bytes(current, dtype_size(out.stored_dtype), true);
     current = ConstBytes(out.bytes.data(), out.bytes.size());
@@ -379,6 +414,125 @@ void shuffle_bytes(ConstBytes elements, std::size_t width, MutableBytes planes) 
 void unshuffle_bytes(ConstBytes planes, std::size_t width, MutableBytes elements) {
   check_shuffle_sizes(planes, width, elements);
   transpose_into(planes, width, false, elements.data());
+}
+
+namespace {
+
+void check_delta_sizes(std::size_t from, std::size_t width, std::size_t to) {
+  if ((width != 1 && width != 2 && width != 4 && width != 8) || from != to || from % width)
+    throw InvalidArgument("cannot delta-code " + std::to_string(from) + " bytes of " + std::to_string(width) +
+                          "-byte integers into " + std::to_string(to) + " bytes");
+}
+
+template <class F>
+decltype(auto) visit_unsigned_width(std::size_t width, F&& f) {
+  switch (width) {
+    case 1: return f(Tag<std::uint8_t>{});
+    case 2: return f(Tag<std::uint16_t>{});
+    case 4: return f(Tag<std::uint32_t>{});
+    default: return f(Tag<std::uint64_t>{});
+  }
+}
+
+}  // namespace
+
+// Zigzag: a difference read as signed goes to 0, 1, 2, 3, 4, ... for 0,
+// -1, 1, -2, 2, ..., so a small fall is a small number too rather than
+// one with every high byte set.
+template <class U>
+U zigzag(U d) {
+  return static_cast<U>(static_cast<U>(d << 1) ^ static_cast<U>(U{0} - static_cast<U>(d >> (8 * sizeof(U) - 1))));
+}
+template <class U>
+U unzigzag(U z) {
+  return static_cast<U>(static_cast<U>(z >> 1) ^ static_cast<U>(U{0} - static_cast<U>(z & 1u)));
+}
+
+#if defined(__SSE2__)
+// The running sum of 16 bytes at a time, in place: within a vector by
+// adding it to itself shifted by 1, 2, 4, ... elements, then the last sum
+// of the vector before, broadcast. The chain from vector to vector is that
+// one addition, where a scalar sum has one per element. Returns how many
+// elements it summed (whole vectors); `acc` ends as the last sum.
+template <class U>
+std::size_t running_sum_sse2(std::byte* p, std::size_t n, U& acc) {
+  constexpr std::size_t kLanes = 16 / sizeof(U);
+  auto add = [](__m128i a, __m128i b) {
+    if constexpr (sizeof(U) == 1) return _mm_add_epi8(a, b);
+    else if constexpr (sizeof(U) == 2) return _mm_add_epi16(a, b);
+    else return _mm_add_epi32(a, b);
+  };
+  auto last_everywhere = [](__m128i x) {  // the last lane in every lane
+    if constexpr (sizeof(U) == 1) {
+      x = _mm_unpackhi_epi8(x, x);
+      x = _mm_unpackhi_epi16(x, x);
+    } else if constexpr (sizeof(U) == 2) {
+      x = _mm_unpackhi_epi16(x, x);
+    }
+    return _mm_shuffle_epi32(x, 0xFF);
+  };
+  __m128i carry = _mm_setzero_si128();
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * sizeof(U)));
+    if constexpr (sizeof(U) == 1) x = add(x, _mm_slli_si128(x, 1));
+    if constexpr (sizeof(U) <= 2) x = add(x, _mm_slli_si128(x, 2));
+    x = add(x, _mm_slli_si128(x, 4));
+    x = add(x, _mm_slli_si128(x, 8));
+    x = add(x, carry);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i * sizeof(U)), x);
+    carry = last_everywhere(x);
+  }
+  if (i) std::memcpy(&acc, p + (i - 1) * sizeof(U), sizeof(U));
+  return i;
+}
+#endif
+
+void delta_bytes(ConstBytes elements, std::size_t width, MutableBytes differences) {
+  check_delta_sizes(elements.size(), width, differences.size());
+  if (elements.data() == differences.data() && !elements.empty())
+    throw InvalidArgument("delta_bytes: the differences cannot overwrite the elements");
+  visit_unsigned_width(width, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const std::size_t n = elements.size() / sizeof(U);
+    if (n == 0) return;
+    std::byte* out = differences.data();
+    const U first = zigzag(element_at<U>(elements, 0));
+    std::memcpy(out, &first, sizeof(U));
+    // Each difference from two loads, not from a value carried over, so
+    // the loop vectorizes.
+    for (std::size_t i = 1; i < n; ++i) {
+      const U d = zigzag(static_cast<U>(element_at<U>(elements, i) - element_at<U>(elements, i - 1)));
+      std::memcpy(out + i * sizeof(U), &d, sizeof(U));
+    }
+  });
+}
+
+void undelta_bytes(MutableBytes differences, std::size_t width) {
+  check_delta_sizes(differences.size(), width, differences.size());
+  visit_unsigned_width(width, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const std::size_t n = differences.size() / sizeof(U);
+    std::byte* p = differences.data();
+    // Undoing the zigzag vectorizes; the running sum after it is one chain.
+    for (std::size_t i = 0; i < n; ++i) {
+      U z;
+      std::memcpy(&z, p + i * sizeof(U), sizeof(U));
+      z = unzigzag(z);
+      std::memcpy(p + i * sizeof(U), &z, sizeof(U));
+    }
+    std::size_t i = 0;
+    U acc = 0;
+#if defined(__SSE2__)
+    if constexpr (sizeof(U) < 8) i = running_sum_sse2<U>(p, n, acc);
+#endif
+    for (; i < n; ++i) {
+      U d;
+      std::memcpy(&d, p + i * sizeof(U), sizeof(U));
+      acc = static_cast<U>(acc + d);
+      std::memcpy(p + i * sizeof(U), &acc, sizeof(U));
+    }
+  });
 }
 
 std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes stored, std::string_view where) {
@@ -463,7 +617,7 @@ std::vector<std::byte> decode_array(const nlohmann::json& recipe, ConstBytes sto
       // A prefix sum in two passes over blocks: each block's sum, then each
       // block accumulated from the sum of those before it (wrapping, as the
       // differences were taken).
-      const std::size_t blocks = (n + kDecodeBlock - 1) / kDecodeBlock;
+      const std::size_t blocks = block_count(n);
       std::vector<U> sums(blocks);
       for_blocks(n, [&](std::size_t begin, std::size_t end) {
         U sum = 0;

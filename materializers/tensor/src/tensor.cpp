@@ -198,6 +198,9 @@ constexpr std::string_view kEncodedPrefix = "encoded.";
 // A chunked payload whose data chunks hold their elements' byte planes
 // (shuffled chunk by chunk) is this prefix and the codec's encoding.
 constexpr std::string_view kShuffledPrefix = "shuffled.";
+// One whose data chunks hold their integers' differences (delta-coded chunk
+// by chunk, before any shuffle) is this prefix and the rest of its name.
+constexpr std::string_view kDeltaPrefix = "delta.";
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
 constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
@@ -298,8 +301,16 @@ AutoSample sample_for_auto(const Tensor& t) {
   return total;
 }
 
-// `shuffle`: each data chunk is stored as its elements' byte planes.
-void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, bool shuffle,
+// What is done to each data chunk before its codec: its integers' differences
+// (`delta`), then its elements' byte planes (`shuffle`).
+struct ChunkFilters {
+  bool delta = false, shuffle = false;
+  std::string prefix() const {
+    return std::string(delta ? kDeltaPrefix : "") + std::string(shuffle ? kShuffledPrefix : "");
+  }
+};
+
+void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, ChunkFilters filters,
                  ArtifactWriter& out) {
   const std::size_t chunks = 1 + data_chunks(t.nbytes());
   std::vector<std::uint64_t> index;
@@ -316,10 +327,17 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
       std::size_t k = first + i;
       ConstBytes raw = k == 0 ? ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size())
                               : data_chunk(t, k);
-      if (shuffle && k > 0) {
+      const std::size_t width = dtype_size(t.dtype());
+      if (filters.delta && k > 0) {
+        thread_local std::vector<std::byte> differences;
+        differences.resize(raw.size());
+        delta_bytes(raw, width, differences);
+        raw = differences;
+      }
+      if (filters.shuffle && k > 0) {
         thread_local std::vector<std::byte> planes;
         planes.resize(raw.size());
-        shuffle_bytes(raw, dtype_size(t.dtype()), planes);
+        shuffle_bytes(raw, width, planes);
         raw = planes;
       }
       stored[i] = codec.encode(raw, level, frames[i]);
@@ -365,6 +383,7 @@ struct Layout {
   std::string legacy_header;  // for a tensor under 64 KiB, the 4096-byte header of earlier builds; else empty
   const ChunkCodec* codec;  // null for a plain tensor.npy
   bool shuffled = false;    // data chunks hold byte planes (§5.6)
+  bool delta = false;       // data chunks hold differences of integers (§5.6)
 
   // The header a payload starts with when its data starts at `offset`, or
   // null when no header of this tensor is that long.
@@ -425,14 +444,23 @@ Layout read_layout(const ArtifactReader& in) {
     l.nbytes = static_cast<std::uint64_t>(l.shape[0]) * dtype_size(l.dtype);
     l.recipe = recipe;
   }
-  // Only chunked payloads are shuffled chunk by chunk.
-  const bool shuffled = encoding.starts_with(kShuffledPrefix);
-  l.codec = codec_named(shuffled ? std::string_view(encoding).substr(kShuffledPrefix.size()) : encoding);
+  // Only chunked payloads are delta-coded or shuffled chunk by chunk.
+  std::string_view codec_name = encoding;
+  auto strip = [&](std::string_view prefix) {
+    const bool has = codec_name.starts_with(prefix);
+    if (has) codec_name.remove_prefix(prefix.size());
+    return has;
+  };
+  const bool delta = strip(kDeltaPrefix), shuffled = strip(kShuffledPrefix);
+  l.codec = codec_named(codec_name);
   l.shuffled = shuffled && l.codec;
+  l.delta = delta && l.codec;
   if (encoding != "npy" && !l.codec)
     throw Unsupported(in.label() + ": unknown tensor encoding '" + encoding +
-                      "' (this reader knows npy, npy.lz4 and npy.zst, the last two also after shuffled.): written "
-                      "by a newer Amphora, or damaged");
+                      "' (this reader knows npy, npy.lz4 and npy.zst, the last two also after delta., shuffled. "
+                      "or both): written by a newer Amphora, or damaged");
+  if (l.delta && !is_integer(l.dtype))
+    bad("encoding '" + encoding + "' delta-codes " + std::string(dtype_name(l.dtype)) + " chunks; only integers are");
   if (l.codec && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
                    meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
     bad("has an unsupported chunk_bytes");
@@ -511,6 +539,7 @@ RawPayload open_raw(const ArtifactReader& in, const Layout& l, Access access) {
 struct ChunkIndex {
   const ChunkCodec* codec = nullptr;
   std::size_t shuffle_width = 0;  // data chunks hold byte planes of elements this wide; 0: as they are
+  std::size_t delta_width = 0;    // and differences of integers this wide; 0: the values
   std::shared_ptr<const Buffer> file;  // mapped; null with Access::read
   std::uint64_t file_size = 0;
   std::vector<std::uint64_t> packed;  // frame k is [packed[k], packed[k+1])
@@ -522,6 +551,7 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
   ChunkIndex ix;
   ix.codec = l.codec;
   ix.shuffle_width = l.shuffled ? dtype_size(l.dtype) : 0;
+  ix.delta_width = l.delta ? dtype_size(l.dtype) : 0;
   const std::string_view file = l.codec->file;
   if (access == Access::map) {
     ix.file = in.map(file);
@@ -573,12 +603,22 @@ std::string chunk_where(const ArtifactReader& in, const ChunkIndex& ix, std::siz
   return in.label() + ": " + std::string(ix.codec->file) + " chunk " + std::to_string(k);
 }
 
-void decode_chunk(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k, MutableBytes dst) {
-  if (k == 0 || ix.shuffle_width == 0) return ix.codec->decode(frame_bytes(in, ix, k), dst, chunk_where(in, ix, k));
-  thread_local std::vector<std::byte> planes;
-  planes.resize(dst.size());
-  ix.codec->decode(frame_bytes(in, ix, k), planes, chunk_where(in, ix, k));
-  unshuffle_bytes(planes, ix.shuffle_width, dst);
+// Decodes chunk k into dst (its whole content); only dst's first `used`
+// bytes need to hold the data (delta chunks sum no further).
+void decode_chunk(const ArtifactReader& in, const ChunkIndex& ix, std::size_t k, MutableBytes dst,
+                  std::size_t used = std::numeric_limits<std::size_t>::max()) {
+  if (k == 0 || ix.shuffle_width == 0) {
+    ix.codec->decode(frame_bytes(in, ix, k), dst, chunk_where(in, ix, k));
+  } else {
+    thread_local std::vector<std::byte> planes;
+    planes.resize(dst.size());
+    ix.codec->decode(frame_bytes(in, ix, k), planes, chunk_where(in, ix, k));
+    unshuffle_bytes(planes, ix.shuffle_width, dst);
+  }
+  if (k > 0 && ix.delta_width) {
+    const std::size_t elements = (std::min(dst.size(), used) + ix.delta_width - 1) / ix.delta_width;
+    undelta_bytes(dst.first(elements * ix.delta_width), ix.delta_width);
+  }
 }
 
 // Decodes data bytes [begin, end) (offsets into the array data) into dst.
@@ -597,8 +637,8 @@ void decode_range(const ArtifactReader& in, const ChunkIndex& ix, std::uint64_t 
     }
     thread_local std::vector<std::byte> scratch;
     scratch.resize(c_hi - c_lo);
-    decode_chunk(in, ix, k, scratch);
     std::uint64_t from = std::max(lo, c_lo), to = std::min(hi, c_hi);
+    decode_chunk(in, ix, k, scratch, static_cast<std::size_t>(to - c_lo));
     std::memcpy(dst + (from - lo), scratch.data() + (from - c_lo), to - from);
   });
 }
@@ -625,7 +665,7 @@ namespace {
 // Writes `payload` (the tensor, or its encoded elements) as tensor.npy or
 // frames of a codec, as the options say; `observe` sees tensor.npy's ranges
 // as they are hashed. Returns the payload's encoding name.
-std::string write_payload(const Tensor& payload, const TensorOptions& options, bool shuffle_chunks,
+std::string write_payload(const Tensor& payload, const TensorOptions& options, ChunkFilters filters,
                           ArtifactWriter& out, const ArtifactWriter::Observer& observe) {
   // `auto` may shuffle chunks on its own (sample_for_auto).
   std::string header = make_tensor_npy_header(payload.dtype(), payload.shape());
@@ -637,14 +677,14 @@ std::string write_payload(const Tensor& payload, const TensorOptions& options, b
     if (sample.compress()) {
       codec = &kLz4Codec;
       // Not over a payload the recipe already shuffled.
-      shuffle_chunks = shuffle_chunks || (!options.encoding.shuffle && sample.shuffle());
+      filters.shuffle = filters.shuffle || (!options.encoding.shuffle && sample.shuffle());
     }
   }
   if (codec) {
     const int level = options.level ? options.level : kDefaultZstdLevel;
-    save_packed(payload, header, *codec, level, shuffle_chunks, out);
+    save_packed(payload, header, *codec, level, filters, out);
     if (codec == &kZstdCodec) out.meta()["zstd_level"] = level;
-    return (shuffle_chunks ? std::string(kShuffledPrefix) : std::string()) + std::string(codec->encoding);
+    return filters.prefix() + std::string(codec->encoding);
   }
   const ConstBytes parts[] = {ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size()),
                               ConstBytes(payload.data(), payload.nbytes())};
@@ -686,26 +726,31 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
                             std::to_string(kMinZstdLevel) + ".." + std::to_string(kMaxZstdLevel));
   }
   // A chunked codec shuffles chunk by chunk (so a row read decodes only its
-  // chunks, and every chunk is shuffled on its own core); the other
-  // transforms, and shuffle without such a codec, go through encode_array.
-  const bool shuffle_chunks = options.encoding.shuffle &&
-                              (options.compression == Compression::lz4 || options.compression == Compression::zstd);
+  // chunks, and every chunk is shuffled on its own core), and delta-codes
+  // integers chunk by chunk unless squeeze needs the differences of the
+  // whole; the other transforms, and these without such a codec, go through
+  // encode_array.
+  const bool chunked = options.compression == Compression::lz4 || options.compression == Compression::zstd;
   ArrayEncoding encoding = options.encoding;
-  if (shuffle_chunks) encoding.shuffle = false;
+  ChunkFilters filters;
+  filters.shuffle = chunked && encoding.shuffle;
+  filters.delta = chunked && encoding.delta && !encoding.squeeze && !encoding.decimal && is_integer(t.dtype());
+  if (filters.shuffle) encoding.shuffle = false;
+  if (filters.delta) encoding.delta = false;
   if (encoding.decimal || encoding.delta || encoding.squeeze || encoding.shuffle) {
     EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
     auto owner = std::make_shared<std::vector<std::byte>>(std::move(encoded.bytes));
     const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
     Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::wrap(owner->data(), owner->size(), owner));
     detail::TensorStats stats(t, 0);  // of the values, not of their encoding
-    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, shuffle_chunks, out, {});
+    meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, filters, out, {});
     meta["recipe"] = std::move(encoded.recipe);
     meta["stats"] = stats.finish();
     return;
   }
   detail::TensorStats stats(t, make_tensor_npy_header(t.dtype(), t.shape()).size());
   // Summarised while the hashing threads have each range in cache.
-  meta["encoding"] = write_payload(t, options, shuffle_chunks, out,
+  meta["encoding"] = write_payload(t, options, filters, out,
                                    [&](std::uint64_t at, ConstBytes bytes) { stats.observe(at, bytes); });
   meta["stats"] = stats.finish();
 }

@@ -43,6 +43,8 @@ DType dtype_from_name(std::string_view name);
 std::size_t dtype_size(DType dtype);
 /// Every dtype, in enum order.
 std::span<const DType> all_dtypes();
+/// True for the integer dtypes, int8 to uint64 (bool is not one).
+bool is_integer(DType dtype);
 
 template <class T> struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::bool_; };

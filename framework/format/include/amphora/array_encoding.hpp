@@ -73,6 +73,10 @@ class DecimalScan {
  public:
   /// Takes in one value; once a value fits no k, digits() stays -1.
   void add(double v);
+  /// Takes in every value `other` took in, as if they had been added here
+  /// (so scans of parts of an array, merged in any order, give the scan of
+  /// the whole).
+  void merge(const DecimalScan& other);
   /// The smallest k for every value so far (0 for none), or -1.
   int digits() const { return digits_; }
   std::int64_t lo() const { return lo_; }
@@ -81,6 +85,8 @@ class DecimalScan {
   static bool scaled(double v, int k, std::int64_t& d);
 
  private:
+  bool raise_to(int digits);
+
   int digits_ = 0;
   bool any_ = false;
   std::int64_t lo_ = 0, hi_ = 0;
@@ -94,6 +100,19 @@ class DecimalScan {
 void shuffle_bytes(ConstBytes elements, std::size_t width, MutableBytes planes);
 /// The inverse of shuffle_bytes; throws as it does.
 void unshuffle_bytes(ConstBytes planes, std::size_t width, MutableBytes elements);
+
+/// Chunk delta, for codecs that delta-code chunk by chunk: each of a run of
+/// integers `width` bytes wide (1, 2, 4 or 8) goes to `differences` (the
+/// same size, not overlapping it) as its difference from the one
+/// before (0 before the first), taken in the unsigned integer of that width
+/// (wrapping) and zigzag-coded: read as signed, 0, -1, 1, -2, 2, ... become
+/// 0, 1, 2, 3, 4, ..., so values that fall a little make small numbers too.
+/// Throws InvalidArgument for sizes that do not match or are not whole
+/// elements, another width, or `differences` that is `elements`.
+void delta_bytes(ConstBytes elements, std::size_t width, MutableBytes differences);
+/// The inverse of delta_bytes, in place: each element becomes the wrapping
+/// sum of the decoded differences up to it. Throws as delta_bytes does.
+void undelta_bytes(MutableBytes differences, std::size_t width);
 
 /// The original bytes of an encoded array. `stored` holds what encode_array
 /// returned as `bytes`. Throws CorruptData starting with `where` when the
