@@ -249,6 +249,10 @@ std::optional<std::string> tensor_encoding_line(const amphora::Manifest& m) {
       std::snprintf(buf, sizeof buf, ", its byte planes to %.0f%%", 100 * sample["shuffled_lz4"].get<double>() / raw);
       line += buf;
     }
+    if (sample.contains("delta_lz4") && sample["delta_lz4"].is_number()) {
+      std::snprintf(buf, sizeof buf, ", its differences to %.0f%%", 100 * sample["delta_lz4"].get<double>() / raw);
+      line += buf;
+    }
   }
   return line;
 }

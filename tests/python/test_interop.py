@@ -374,8 +374,11 @@ class RoundTripTest(StoreTestCase):
             "tiny": (np.zeros(100, "<f8"), "npy"),                           # < 64 KiB, compressible
             "random": (rng.standard_normal(200_000), "npy"),                 # 1.6 MB of noise
             "zeros": (np.zeros(200_000, "<f8"), "npy.lz4"),                  # 1.6 MB, compresses ~255:1
-            # a slow int32 ramp with noise: its byte planes take far fewer bytes than it does
-            "ramp": ((np.arange(1_000_000) // 64 + rng.integers(0, 4, 1_000_000)).astype("<i4"), "shuffled.npy.lz4"),
+            # a slow int32 ramp with noise: the planes of its differences take far fewer bytes than it does
+            "ramp": ((np.arange(1_000_000) // 64 + rng.integers(0, 4, 1_000_000)).astype("<i4"), "delta.shuffled.npy.lz4"),
+            # float32 weights at half precision's 10 mantissa bits: byte planes, and floats have no delta
+            "weights": (((0.05 * rng.standard_normal(1_000_000)).astype("<f4").view("<u4")
+                         & np.uint32(0xFFFFE000)).view("<f4"), "shuffled.npy.lz4"),
         }
         for name, (arr, expect) in cases.items():
             with self.subTest(name=name):
@@ -391,6 +394,10 @@ class RoundTripTest(StoreTestCase):
                     self.assertIn(f"LZ4 took a 512 KiB sample to {100 * sample['lz4'] / sample['sample_bytes']:.0f}%",
                                   line)
                     self.assertEqual(sample["sample_bytes"], 8 * 65536)
+                    self.assertEqual("delta_lz4" in sample, arr.dtype.kind in "iu")
+                    if "delta_lz4" in sample:
+                        self.assertIn(f"its differences to {100 * sample['delta_lz4'] / sample['sample_bytes']:.0f}%",
+                                      line)
                 else:
                     self.assertNotIn("auto", info["meta"])
                     self.assertNotIn("chosen by auto", line)

@@ -157,8 +157,9 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   Tensor ramp = test::ramp_tensor(1024, 1024, 3);
   Tensor small = test::ramp_tensor(4, 4, 3);
   CHECK(encoding(noise, Compression::automatic) == "npy");
-  // A slow int32 ramp: LZ4 shrinks it, byte planes shrink it far more.
-  CHECK(encoding(ramp, Compression::automatic) == "shuffled.npy.lz4");
+  // A slow int32 ramp: LZ4 shrinks it, byte planes shrink it far more, and
+  // the planes of its differences more still.
+  CHECK(encoding(ramp, Compression::automatic) == "delta.shuffled.npy.lz4");
   CHECK(encoding(small, Compression::automatic) == "npy");
   CHECK(encoding(noise, Compression::lz4) == "npy.lz4");
   CHECK(encoding(ramp, Compression::none) == "npy");
@@ -172,10 +173,18 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   CHECK(noisy_auto["lz4"].get<double>() >= 0.9 * 8 * 65536);
   const auto ramp_auto = why(ramp)["auto"];
   CHECK(4 * ramp_auto["shuffled_lz4"].get<std::uint64_t>() <= 3 * ramp_auto["lz4"].get<std::uint64_t>());
+  CHECK(20 * ramp_auto["delta_lz4"].get<std::uint64_t>() <= 19 * ramp_auto["shuffled_lz4"].get<std::uint64_t>());
+  CHECK_FALSE(noisy_auto.contains("delta_lz4"));  // floats have no delta
   CHECK_FALSE(why(small).contains("auto"));
-  // Bytes have no planes: a compressible uint8 tensor is plain LZ4, with no shuffled figure.
+  // Bytes have no planes: a uint8 tensor repeating 1 KiB of noise is plain
+  // LZ4 (its differences repeat just as well), with no shuffled figure.
   Tensor bytes = Tensor::zeros(DType::uint8, {1 << 20});
-  for (std::int64_t k = 0; k < (1 << 20); ++k) bytes.mutable_data()[k] = std::byte(static_cast<unsigned char>(k / 4096));
+  std::uint64_t x = 7;
+  for (std::int64_t k = 0; k < (1 << 20); ++k) {
+    if (k % 1024 == 0) x = 7;
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    bytes.mutable_data()[k] = std::byte(static_cast<unsigned char>(x >> 56));
+  }
   CHECK(encoding(bytes, Compression::automatic) == "npy.lz4");
   CHECK_FALSE(why(bytes)["auto"].contains("shuffled_lz4"));
   // LZ4 shrinks it a little, planes not by a quarter more: plain LZ4.
@@ -183,11 +192,26 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   for (auto& v : mild.mutable_values<std::uint16_t>()) v = static_cast<std::uint16_t>(v % 7 == 0 ? 0 : v);
   const auto mild_auto = why(mild)["auto"];
   INFO(mild_auto.dump());
+  const auto lz4 = mild_auto["lz4"].get<std::uint64_t>(), planes = mild_auto["shuffled_lz4"].get<std::uint64_t>(),
+             differences = mild_auto["delta_lz4"].get<std::uint64_t>();
+  const bool shuffle = 4 * planes <= 3 * lz4, delta = 20 * differences <= 19 * (shuffle ? planes : lz4);
   CHECK(encoding(mild, Compression::automatic) ==
-        (mild_auto["lz4"].get<double>() >= 0.9 * 8 * 65536 ? "npy"
-         : 4 * mild_auto["shuffled_lz4"].get<std::uint64_t>() <= 3 * mild_auto["lz4"].get<std::uint64_t>() ? "shuffled.npy.lz4"
-                                                                                                      : "npy.lz4"));
-  for (const Tensor& t : {noise, ramp, bytes, mild})
+        (static_cast<double>(delta ? differences : lz4) >= 0.9 * 8 * 65536 ? "npy"
+         : delta                                                           ? "delta.shuffled.npy.lz4"
+         : shuffle                                                         ? "shuffled.npy.lz4"
+                                                                           : "npy.lz4"));
+  // A uint8 ramp: its differences are one value, with no planes to make.
+  Tensor wave = Tensor::zeros(DType::uint8, {1 << 20});
+  for (std::int64_t k = 0; k < (1 << 20); ++k) wave.mutable_data()[k] = std::byte(static_cast<unsigned char>(k * 7));
+  CHECK(encoding(wave, Compression::automatic) == "delta.npy.lz4");
+  CHECK_FALSE(why(wave)["auto"].contains("shuffled_lz4"));
+  // Asked-for transforms are not second-guessed: no delta over a recipe's payload.
+  auto squeezed = store.open_artifact(
+      store.save(ramp, {.options = TensorOptions{.compression = Compression::automatic, .encoding = {.squeeze = true}}})
+          .digest.str());
+  CHECK_FALSE(squeezed.meta()["encoding"].get<std::string>().starts_with("encoded.delta."));
+  CHECK_FALSE(squeezed.meta()["auto"].contains("delta_lz4"));
+  for (const Tensor& t : {noise, ramp, bytes, mild, wave})
     CHECK(store.load<Tensor>(store.save(t, {.options = TensorOptions{Compression::automatic}}).digest.str()).bit_equal(t));
 
   // Incompressible chunks are stored, not inflated.

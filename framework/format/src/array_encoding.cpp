@@ -190,6 +190,7 @@ DType recipe_dtype(const nlohmann::json& recipe, const char* key, std::string_vi
 constexpr double kPowersOfTen[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
 constexpr int kMaxDecimalDigits = 15;
 constexpr double kDecimalLimit = 9007199254740992.0;  // 2^53: larger integers are not all exact doubles
+constexpr double kUniqueBelow = 1125899906842624.0;   // 2^50
 
 // Whether v is exactly round(v · 10^k) / 10^k, that integer below 2^53 in
 // magnitude; it is stored in `d`. Division of two exact doubles rounds
@@ -210,6 +211,16 @@ inline bool decimal_at(double v, int k, std::int64_t& d) {
   if (v == 0 && std::signbit(v)) return false;  // the integer 0 decodes to +0.0
   const double scaled = std::nearbyint(v * kPowersOfTen[k]);
   if (!(std::fabs(scaled) < kDecimalLimit)) return false;  // NaN too
+  // Below 2^50, integers one apart divide to doubles more than two ulps
+  // apart, so no neighbour can divide back to v as well: the rounded
+  // product, when it works, is the only candidate (the common case).
+  if (std::fabs(scaled) < kUniqueBelow) {
+    const double back = scaled / kPowersOfTen[k];
+    if (std::memcmp(&back, &v, sizeof v) == 0) {
+      d = static_cast<std::int64_t>(scaled);
+      return true;
+    }
+  }
   bool found = false;
   for (double candidate : {scaled, scaled - 1, scaled + 1}) {
     if (!(std::fabs(candidate) < kDecimalLimit)) continue;
