@@ -631,3 +631,23 @@ TEST_CASE("Chunk delta: zigzag differences of every width, undone by a running s
   CHECK_THROWS_AS(delta_bytes(small, 8, other), InvalidArgument);
   CHECK_THROWS_AS(undelta_bytes(std::span(other).first(12), 8), InvalidArgument);
 }
+
+TEST_CASE("shuffle_bytes puts byte b of element i at b * n + i for every width and length", "[encoding]") {
+  std::mt19937_64 rng(3);
+  // Lengths around the widths' fast paths (8 elements at a time for 8-byte
+  // elements) and past the size that is spread over the cores.
+  for (std::size_t width : {2, 3, 4, 8, 16})
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{15},
+                              std::size_t{16}, std::size_t{17}, std::size_t{1000}, std::size_t{1001}, (std::size_t{5} << 20) / width + 3}) {
+      CAPTURE(width, count);
+      std::vector<std::byte> elements(width * count), planes(elements.size()), back(elements.size());
+      for (auto& b : elements) b = std::byte(static_cast<unsigned char>(rng()));
+      shuffle_bytes(elements, width, planes);
+      bool laid_out = true;
+      for (std::size_t i = 0; i < count && laid_out; ++i)
+        for (std::size_t b = 0; b < width; ++b) laid_out = laid_out && planes[b * count + i] == elements[i * width + b];
+      REQUIRE(laid_out);
+      unshuffle_bytes(planes, width, back);
+      REQUIRE(back == elements);
+    }
+}
