@@ -2315,7 +2315,9 @@ def load(store_dir, ref, verify=False, mmap=True):
 def load_rows(store_dir, ref, begin, end, verify=False):
     """Rows [begin, end) along the first axis of the tensor `ref` names, as a
     numpy.ndarray. A compressed tensor decodes only the chunks holding them;
-    an uncompressed one maps its file; an encoded one (§5.9) decodes whole.
+    an uncompressed one maps its file; an encoded one (§5.9) decodes only the
+    rows' stored elements when its transforms work element by element
+    (decimal, squeeze), else whole.
     verify=True re-hashes the artifact's files first. ValueError for a 0-d
     tensor or rows outside [0, shape[0]); Unsupported for an artifact that is
     not a tensor."""
@@ -2338,7 +2340,16 @@ def load_rows(store_dir, ref, begin, end, verify=False):
         raise ValueError(f"{art.label}: rows [{begin}, {end}) are outside [0, {l.value_shape[0]})")
 
     def rows():
-        if l.recipe is not None or not l.packed:  # an encoded tensor needs every element before the rows
+        transforms = l.recipe.get("transforms") if l.recipe is not None else None
+        if isinstance(transforms, list) and set(transforms) <= {"decimal", "squeeze"}:
+            # Element by element: the rows' stored elements alone, decoded
+            # with the recipe's count set to theirs (§5.9).
+            per_row = math.prod(l.value_shape[1:])
+            lo, hi = begin * per_row, end * per_row
+            stored = _tensor_packed(art, l, lo, hi) if l.packed else _tensor_raw(art, l, True)[lo:hi]
+            a = _decode(art, "tensor payload", dict(l.recipe, count=hi - lo), np.ascontiguousarray(stored))
+            return a.reshape((end - begin,) + tuple(l.value_shape[1:]))
+        if l.recipe is not None or not l.packed:  # delta or a global shuffle needs every element before the rows
             return _tensor(art, True)[begin:end]
         a = _tensor_packed(art, l, begin, end)
         if a.dtype == np.bool_:

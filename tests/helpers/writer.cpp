@@ -173,6 +173,14 @@ void save_all(amphora::Store& store) {
   named(Tensor::from_values<std::int64_t>({50, 100}, sorted), "tensor_encoded",
         amphora::TensorOptions{.compression = amphora::Compression::lz4,
                                .encoding = {.delta = true, .squeeze = true, .shuffle = true}});
+  // Two-decimal readings, decimal + squeeze into int16 under zstd: 700 a
+  // row, so a stored chunk ends inside row 748.
+  std::vector<double> readings(3000 * 700);
+  for (std::size_t i = 0; i < readings.size(); ++i) readings[i] = (static_cast<double>(i % 20011) - 5000) / 100;
+  named(Tensor::from_values<double>({3000, 700}, readings), "tensor_decimal_rows",
+        amphora::TensorOptions{.compression = amphora::Compression::zstd, .encoding = {.decimal = true, .squeeze = true}});
+  named(Tensor::from_values<double>({3000, 700}, readings), "tensor_decimal_rows_raw",
+        amphora::TensorOptions{.compression = amphora::Compression::none, .encoding = {.decimal = true, .squeeze = true}});
   // Values that fall now and then: their differences wrap.
   std::vector<std::int16_t> falling(3000);
   for (std::size_t i = 0; i < falling.size(); ++i) falling[i] = static_cast<std::int16_t>(i % 7 == 0 ? -30000 + i : 3 * i);

@@ -59,6 +59,8 @@ EXPECTED = {
     "tensor_empty": np.zeros((0, 2), dtype=np.complex64),
     "tensor_encoded": (-1000 + 7 * np.arange(5000, dtype=np.int64) + np.arange(5000) % 3).reshape(50, 100),
     "tensor_delta_falling": np.where(np.arange(3000) % 7 == 0, -30000 + np.arange(3000), 3 * np.arange(3000)).astype(np.int16),
+    "tensor_decimal_rows": ((np.arange(3000 * 700) % 20011 - 5000) / 100).reshape(3000, 700),
+    "tensor_decimal_rows_raw": ((np.arange(3000 * 700) % 20011 - 5000) / 100).reshape(3000, 700),
     "tensor_delta_chunks": np.where(np.arange(1120000) % 997 == 0, -5 * np.arange(1120000),
                                     3 * np.arange(1120000) + np.arange(1120000) % 4).astype(np.int32).reshape(1600, 700),
     "tensor_delta_chunks_lz4": np.where(np.arange(1120000) % 997 == 0, -5 * np.arange(1120000),
@@ -350,9 +352,11 @@ class ReaderTest(StoreTestCase):
         chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8),  # 187.2 rows a chunk: edges inside rows
                       "tensor_shuffled_zstd": (1 << 20) / (700 * 8),
                       "tensor_delta_chunks": (1 << 20) / (700 * 4),
-                      "tensor_delta_chunks_lz4": (1 << 20) / (700 * 4)}
+                      "tensor_delta_chunks_lz4": (1 << 20) / (700 * 4),
+                      "tensor_decimal_rows": (1 << 20) / (700 * 2)}  # int16 stored elements
         for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_shuffled_zstd", "tensor_f32",
-                     "tensor_encoded", "tensor_delta_chunks", "tensor_delta_chunks_lz4",
+                     "tensor_encoded", "tensor_delta_chunks", "tensor_delta_chunks_lz4", "tensor_decimal_rows",
+                     "tensor_decimal_rows_raw",
                      "tensor_empty"):
             want = EXPECTED[name]
             n = want.shape[0]
@@ -367,6 +371,20 @@ class ReaderTest(StoreTestCase):
                         self.assertEqual(got.dtype, want.dtype)
                         self.assertEqual(got.shape, want[b:e].shape)
                         self.assertEqual(got.tobytes(), want[b:e].tobytes())
+        # Decimal + squeeze work element by element: only the rows' elements are decoded.
+        counts = []
+        decode = reader._decode
+        def counting(art, what, recipe, stored):
+            counts.append(recipe["count"])
+            return decode(art, what, recipe, stored)
+        reader._decode = counting
+        try:
+            for name in ("tensor_decimal_rows", "tensor_decimal_rows_raw"):
+                got = reader.load_rows(self.store, name, 748, 751)
+                self.assertEqual(got.tobytes(), EXPECTED[name][748:751].tobytes())
+        finally:
+            reader._decode = decode
+        self.assertEqual(counts, [3 * 700, 3 * 700])
         for b, e in ((-1, 2), (5, 4), (0, 3001), (0.5, 2)):
             with self.subTest(bad_rows=(b, e)), self.assertRaisesRegex(ValueError, "outside"):
                 reader.load_rows(self.store, "tensor_zstd", b, e)
