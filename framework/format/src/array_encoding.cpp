@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -275,7 +276,27 @@ DecimalScan scan_decimals(ConstBytes data, std::size_t count) {
   std::vector<DecimalScan> scans(block_count(count));
   for_blocks(count, [&](std::size_t begin, std::size_t end) {
     DecimalScan& scan = scans[begin / kDecodeBlock];
-    for (std::size_t i = begin; i < end && scan.digits() >= 0; ++i) scan.add(double_at(data, i));
+    // Values that fit the digits so far only move the bounds: kept here as
+    // the values holding the least and greatest integer, which the scan
+    // takes in (giving the bounds it would have found) before any value
+    // that needs more digits, and at the end.
+    std::optional<std::pair<double, std::int64_t>> least, greatest;
+    auto flush = [&] {
+      if (least) scan.add(least->first), scan.add(greatest->first);
+      least.reset(), greatest.reset();
+    };
+    for (std::size_t i = begin; i < end && scan.digits() >= 0; ++i) {
+      const double v = double_at(data, i);
+      std::int64_t d = 0;
+      if (!decimal_at(v, scan.digits(), d)) {
+        flush();
+        scan.add(v);
+        continue;
+      }
+      if (!least || d < least->second) least.emplace(v, d);
+      if (!greatest || d > greatest->second) greatest.emplace(v, d);
+    }
+    flush();
   });
   DecimalScan all;
   for (const auto& scan : scans) all.merge(scan);
