@@ -226,6 +226,14 @@ Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view
   return m;
 }
 
+const std::string& detail::ArtifactAccess::canonical_manifest(const ArtifactWriter& writer) {
+  return writer.impl_->manifest;
+}
+Digest detail::ArtifactAccess::digest(const ArtifactWriter& writer) {
+  if (writer.impl_->manifest.empty()) throw InvalidArgument("an artifact's digest was asked before its manifest was finished");
+  return Digest(Sha256::of(writer.impl_->manifest));
+}
+
 void detail::ArtifactAccess::record_encoding(ArtifactWriter& writer, std::string_view path, nlohmann::json recipe) {
   std::lock_guard lock(writer.impl_->mutex);
   writer.impl_->encodings[std::string(path)] = std::move(recipe);

@@ -50,6 +50,11 @@ struct ArtifactAccess {
   /// destroyed unclosed, the metadata cannot be stored exactly, or the
   /// manifest would exceed Manifest::kMaxBytes.
   static Manifest finish(ArtifactWriter& writer, std::string_view materializer, int version);
+  /// The finished manifest's canonical bytes (empty before finish), whose
+  /// SHA-256 is the artifact's digest: kept so a save serializes it once.
+  static const std::string& canonical_manifest(const ArtifactWriter& writer);
+  /// The artifact's digest: the SHA-256 of canonical_manifest(writer).
+  static Digest digest(const ArtifactWriter& writer);
   /// Records the recipe of encoded array `path` for the manifest (thread-safe).
   static void record_encoding(ArtifactWriter& writer, std::string_view path, nlohmann::json recipe);
   /// Publishes the finished artifact into `area`; false when it already existed.

@@ -265,9 +265,10 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   // byte. Its payload is re-hashed: a size check alone would let a flipped
   // byte pass for an intact copy. Only damage counts: an I/O failure (say, out
   // of file descriptors) propagates rather than condemn a good copy.
-  bool damaged(const Digest& digest, const Manifest& expected) const {
+  // `canonical` is expected's canonical form.
+  bool damaged(const Digest& digest, const Manifest& expected, const std::string& canonical) const {
     try {
-      if (artifacts->read_manifest(digest, Manifest::kMaxBytes) != expected.canonical()) return true;
+      if (artifacts->read_manifest(digest, Manifest::kMaxBytes) != canonical) return true;
     } catch (const NotFound&) {
       return true;
     } catch (const CorruptData&) {
@@ -469,8 +470,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
       return *stored;
     }
     const Manifest& manifest = *finished;
+    const std::string& canonical = detail::ArtifactAccess::canonical_manifest(*writer);
     SaveResult result;
-    result.digest = manifest.digest();
+    result.digest = detail::ArtifactAccess::digest(*writer);
     nlohmann::json record;
     if (!options.name.empty()) record = name_record(entry, options, result.digest, manifest);
 
@@ -485,11 +487,11 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
                       "shorter than this save; save again, and give gc a longer grace period");
     result.created = detail::ArtifactAccess::publish(*writer, *artifacts, result.digest);
     if (!result.created) {
-      if (damaged(result.digest, manifest)) {
+      if (damaged(result.digest, manifest, canonical)) {
         // The stored copy lost or changed bytes; ours is complete, so it takes
         // its place. One repairer per digest, and only if still damaged once it may.
         auto repair = artifacts->repair_lease(result.digest);
-        if (damaged(result.digest, manifest)) {
+        if (damaged(result.digest, manifest, canonical)) {
           detail::ArtifactAccess::replace(*writer, *artifacts, result.digest);
           result.created = true;
         }
@@ -658,11 +660,13 @@ std::optional<SaveResult> Store::Impl::save_if_stored(const MaterializerEntry& e
   entry.save(value, *writer);
   Manifest manifest = detail::ArtifactAccess::finish(*writer, entry.name, entry.version);
   SaveResult result;
-  result.digest = manifest.digest();
+  result.digest = detail::ArtifactAccess::digest(*writer);
   nlohmann::json record;
   if (!options.name.empty()) record = name_record(entry, options, result.digest, manifest);
   auto lease = artifacts->publish_lease();
-  if (!artifacts->has(result.digest) || damaged(result.digest, manifest)) return std::nullopt;
+  if (!artifacts->has(result.digest) ||
+      damaged(result.digest, manifest, detail::ArtifactAccess::canonical_manifest(*writer)))
+    return std::nullopt;
   artifacts->claim(result.digest);  // saved again: young again
   if (!options.name.empty()) {
     result.name = options.name;
