@@ -8,7 +8,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz demo bench stress remote-up remote-down install clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz fuzz-long demo bench stress remote-up remote-down install clean
 
 all: build
 
@@ -93,6 +93,24 @@ FUZZ_SECONDS ?= 60
 
 fuzz: build-fuzz
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# Long runs (make fuzz-long FUZZ_SECONDS=36000): the targets built in
+# $(FUZZ_LONG_DIR) with LeakSanitizer in place of AddressSanitizer, at -O2,
+# run with libFuzzer's entropic scheduling off: about 2.5 times the
+# executions a second, with the same invariants, UndefinedBehaviorSanitizer
+# and leak checks. They grow build-fuzz's corpus, which is then replayed
+# under AddressSanitizer (each input once), so every input they found has
+# also run with its memory checked.
+FUZZ_LONG_DIR ?= build-fuzz-leak
+$(FUZZ_LONG_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_LONG_DIR) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DAMPHORA_FUZZ=ON -DAMPHORA_FUZZ_SANITIZER=leak \
+	      $(SANITIZER_CMAKE_ARGS) "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DAMPHORA_BUILD_TESTS=OFF $(CMAKE_ARGS)
+
+fuzz-long: build-fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_LONG_DIR)/CMakeCache.txt
+	cmake --build $(FUZZ_LONG_DIR) -j$(JOBS) --target amphora_fuzz
+	FUZZ_CORPUS_DIR=$(FUZZ_DIR)/fuzz-corpus FUZZ_ARGS=-entropic=0 bash fuzz/run.sh $(FUZZ_LONG_DIR) $(FUZZ_SECONDS)
+	FUZZ_RUNS=0 bash fuzz/run.sh $(FUZZ_DIR)
 
 # The fuzz targets built and each run for FUZZ_SMOKE_SECONDS from its seeds
 # alone, with a fixed random seed (fuzz/run.sh --smoke), so that they keep

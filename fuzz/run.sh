@@ -11,7 +11,10 @@
 # Prints each target's executions per second at the end; exits nonzero if
 # any target found a crash, leak, timeout, out-of-memory, invariant failure
 # or sanitizer report. FUZZ_TARGETS="csv jsonl" runs only those;
-# FUZZ_RUNS=N runs each for N executions instead of a time.
+# FUZZ_RUNS=N runs each for N executions instead of a time (0: each input of
+# the corpus and seeds once, a replay); FUZZ_CORPUS_DIR=DIR keeps the corpus
+# in DIR/TARGET instead (make fuzz-long grows build-fuzz's with other
+# builds of the targets); FUZZ_ARGS adds libFuzzer options.
 set -uo pipefail
 
 smoke=0
@@ -71,7 +74,7 @@ for t in "${targets[@]}"; do
   if ((smoke)); then
     corpus="$scratch/corpus/$t"
   else
-    corpus="$build/fuzz-corpus/$t"
+    corpus="${FUZZ_CORPUS_DIR:-$build/fuzz-corpus}/$t"
   fi
   mkdir -p "$corpus"
   # -timeout: one input taking this long is a finding (a hang); -rss_limit_mb
@@ -84,6 +87,7 @@ for t in "${targets[@]}"; do
   args+=(-timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"
         -artifact_prefix="$build/fuzz-crashes/$t-" -print_final_stats=1)
   ((smoke)) && args+=(-seed=1)
+  args+=(${FUZZ_ARGS:-})
   [[ -f "$here/$t.dict" ]] && args+=(-dict="$here/$t.dict")
   echo "== fuzz_$t for ${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-${seconds}s}$( ((smoke)) && echo ' (smoke: seeds only, -seed=1)')"
   # The whole of libFuzzer's output goes to a log; shown here are its
