@@ -354,11 +354,39 @@ TEST_CASE("Delta chunk by chunk: integers of every width, rises and falls, rows 
   CHECK_THROWS_WITH(store.save(test::random_tensor(DType::float32, {10, 10}, 1),
                                {.options = TensorOptions{.compression = Compression::zstd, .encoding = {.delta = true}}}),
                     Catch::Contains("delta coding needs an integer dtype, not float32"));
+  Tensor rising = Tensor::zeros(DType::int64, {10, 700});
+  for (std::int64_t k = 0; auto& v : rising.mutable_values<std::int64_t>()) v = 1'000'000 + k++ * 5 / 2;
   auto squeezed = store.open_artifact(
-      store.save(ids(DType::int64, 10), {.options = TensorOptions{.compression = Compression::zstd,
+      store.save(rising, {.options = TensorOptions{.compression = Compression::zstd,
                                                                   .encoding = {.delta = true, .squeeze = true}}})
           .digest.str());
   CHECK(squeezed.meta()["encoding"] == "encoded.npy.zst");
+  CHECK(squeezed.meta()["recipe"]["transforms"] == nlohmann::json{"delta", "squeeze"});
+  // Ids that sometimes fall: their wrapped differences need all 8 bytes, so
+  // squeeze would narrow nothing; they are stored as chunk delta, and only
+  // where that is so (a fall in the last element, or in the first pair, counts).
+  for (Compression c : {Compression::zstd, Compression::lz4})
+    for (std::size_t fall : {std::size_t{1}, std::size_t{3500}, std::size_t{6999}}) {
+      Tensor falling = rising.copy();
+      auto v = falling.mutable_values<std::int64_t>();
+      v[fall] = v[fall - 1] - 3;
+      auto art = store.open_artifact(
+          store.save(falling, {.options = TensorOptions{.compression = c, .encoding = {.delta = true, .squeeze = true,
+                                                                                       .shuffle = fall == 3500}}})
+              .digest.str());
+      INFO(to_string(c) << " fall at " << fall);
+      CHECK(art.meta()["encoding"] == std::string(fall == 3500 ? "delta.shuffled." : "delta.") +
+                                          (c == Compression::zstd ? "npy.zst" : "npy.lz4"));
+      CHECK_FALSE(art.meta().contains("recipe"));
+      CHECK(store.load<Tensor>(art.digest().str()).bit_equal(falling));
+      CHECK(load_tensor_rows(art, 3, 9).bit_equal(falling.rows(3, 9)));
+    }
+  // Uncompressed, squeeze stays in the recipe (it has no chunk delta to fall back on).
+  CHECK(delta_squeeze_dtype(DType::int16, std::as_bytes(std::span<const std::int16_t>(std::vector<std::int16_t>{5, 4}))) ==
+        DType::uint16);
+  CHECK(delta_squeeze_dtype(DType::int64, std::as_bytes(std::span<const std::int64_t>(std::vector<std::int64_t>{5, 9, 300}))) ==
+        DType::uint16);
+  CHECK_THROWS_WITH(delta_squeeze_dtype(DType::float32, {}), Catch::Contains("needs an integer dtype, not float32"));
   // An empty tensor and a 0-d one.
   for (const Tensor& t : {Tensor::zeros(DType::int32, {0, 3}), Tensor::from_values<std::int16_t>({}, std::vector<std::int16_t>{-7})}) {
     auto art = store.open_artifact(

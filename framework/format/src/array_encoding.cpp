@@ -388,14 +388,36 @@ T element_at(ConstBytes bytes, std::size_t i) {
   return v;
 }
 
-}  // namespace
+// Element i's difference from element i - 1 (0 for the first) in the
+// unsigned integer U of the elements' width, wrapping.
+template <class U>
+auto wrapped_difference(ConstBytes data) {
+  return [data](std::size_t i) {
+    return i == 0 ? U{0} : static_cast<U>(element_at<U>(data, i) - element_at<U>(data, i - 1));
+  };
+}
 
-EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
+std::size_t whole_elements(DType dtype, ConstBytes data, const char* who) {
   const std::size_t width = dtype_size(dtype);
   if (data.size() % width != 0)
-    throw InvalidArgument("encode_array: " + std::to_string(data.size()) + " bytes are not a whole number of " +
+    throw InvalidArgument(std::string(who) + ": " + std::to_string(data.size()) + " bytes are not a whole number of " +
                           std::string(dtype_name(dtype)) + " elements");
-  const std::size_t count = data.size() / width;
+  return data.size() / width;
+}
+
+}  // namespace
+
+DType delta_squeeze_dtype(DType dtype, ConstBytes data) {
+  const std::size_t count = whole_elements(dtype, data, "delta_squeeze_dtype");
+  if (!is_integer(dtype)) throw InvalidArgument("delta coding needs an integer dtype, not " + std::string(dtype_name(dtype)));
+  return visit_integer(dtype, [&](auto tag) {
+    using U = std::make_unsigned_t<typename decltype(tag)::type>;
+    return std::apply(narrowest<U>, range_of<U>(count, wrapped_difference<U>(data)));
+  });
+}
+
+EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding) {
+  const std::size_t count = whole_elements(dtype, data, "encode_array");
   if (encoding.decimal && dtype != DType::float64)
     throw InvalidArgument("decimal coding needs float64, not " + std::string(dtype_name(dtype)));
   if ((encoding.delta || encoding.squeeze) && !is_integer(dtype) && !encoding.decimal)
@@ -441,9 +463,7 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
       using T = typename decltype(tag)::type;
       using U = std::make_unsigned_t<T>;
       out.recipe["first"] = count ? element_at<T>(data, 0) : T{0};
-      auto difference = [&](std::size_t i) {
-        return i == 0 ? U{0} : static_cast<U>(element_at<U>(data, i) - element_at<U>(data, i - 1));
-      };
+      auto difference = wrapped_difference<U>(data);
       store(encoding.squeeze ? std::apply(narrowest<U>, range_of<U>(count, difference)) : dtype_of<U>::value, false,
             difference);
     });

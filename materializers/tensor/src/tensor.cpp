@@ -757,6 +757,13 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   // encode_array.
   const bool chunked = options.compression == Compression::lz4 || options.compression == Compression::zstd;
   ArrayEncoding encoding = options.encoding;
+  // Squeeze after delta narrows nothing when some difference needs every
+  // byte (values that fall wrap around): the differences are then taken
+  // chunk by chunk inside the codec, as for delta alone, and the stored form
+  // is delta's (one pass to find out, instead of a whole encoded copy).
+  if (chunked && encoding.delta && encoding.squeeze && !encoding.decimal && is_integer(t.dtype()) &&
+      dtype_size(delta_squeeze_dtype(t.dtype(), ConstBytes(t.data(), t.nbytes()))) == dtype_size(t.dtype()))
+    encoding.squeeze = false;
   ChunkFilters filters;
   filters.shuffle = chunked && encoding.shuffle;
   filters.delta = chunked && encoding.delta && !encoding.squeeze && !encoding.decimal && is_integer(t.dtype());

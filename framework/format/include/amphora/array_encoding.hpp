@@ -61,6 +61,13 @@ struct EncodedArray {
 /// the first index where they do), data not a whole number of elements.
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding);
 
+/// The dtype encode_array stores `data`'s differences in under delta +
+/// squeeze: the unsigned dtype of `dtype`'s width when some difference needs
+/// every byte (values that fall wrap around), where squeeze narrows nothing.
+/// One pass on all cores. Throws InvalidArgument as encode_array does for a
+/// non-integer dtype or data not a whole number of elements.
+DType delta_squeeze_dtype(DType dtype, ConstBytes data);
+
 /// The smallest k for which every value is d / 10^k as `decimal` requires,
 /// or -1 when there is none (a value with more digits, -0.0, NaN, infinity or
 /// |d| ≥ 2^53).
