@@ -634,11 +634,13 @@ TEST_CASE("Chunk delta: zigzag differences of every width, undone by a running s
 
 TEST_CASE("shuffle_bytes puts byte b of element i at b * n + i for every width and length", "[encoding]") {
   std::mt19937_64 rng(3);
-  // Lengths around the widths' fast paths (8 elements at a time for 8-byte
-  // elements) and past the size that is spread over the cores.
+  // Lengths around the widths' fast paths (32, then 8 elements at a time for
+  // 8-byte elements) and past the size that is spread over the cores.
   for (std::size_t width : {2, 3, 4, 8, 16})
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{15},
-                              std::size_t{16}, std::size_t{17}, std::size_t{1000}, std::size_t{1001}, (std::size_t{5} << 20) / width + 3}) {
+                              std::size_t{16}, std::size_t{17}, std::size_t{31}, std::size_t{32}, std::size_t{33},
+                              std::size_t{39}, std::size_t{40}, std::size_t{41}, std::size_t{1000}, std::size_t{1001},
+                              (std::size_t{5} << 20) / width + 3}) {
       CAPTURE(width, count);
       std::vector<std::byte> elements(width * count), planes(elements.size()), back(elements.size());
       for (auto& b : elements) b = std::byte(static_cast<unsigned char>(rng()));
