@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <map>
 
 using namespace amphora;
@@ -504,6 +505,34 @@ TEST_CASE("Summary statistics are recorded beside the payload", "[tensor][stats]
   CHECK(halves["stats"]["min"].get<double>() == -4.0);
   CHECK(meta(Tensor::zeros(DType::complex64, {3}))["stats"].is_null());
   CHECK(meta(Tensor::zeros(DType::float32, {0}))["stats"].is_null());
+  // 64-bit integers over several blocks, extremes included: the mean is the
+  // exact sum's, however the sum is split to be taken.
+  std::mt19937_64 rng(11);
+  for (DType dtype : {DType::int64, DType::uint64}) {
+    Tensor t = Tensor::zeros(dtype, {100003});
+    for (std::size_t i = 0; i < 100003; ++i) {
+      std::uint64_t v = rng();
+      if (i % 1000 == 0) v = dtype == DType::int64 ? std::uint64_t{1} << 63 : ~std::uint64_t{0};  // INT64_MIN, UINT64_MAX
+      if (i % 1000 == 1) v = dtype == DType::int64 ? (std::uint64_t{1} << 63) - 1 : 0;            // INT64_MAX, 0
+      std::memcpy(t.mutable_data() + 8 * i, &v, 8);
+    }
+    __int128 sum = 0;
+    for (std::size_t i = 0; i < 100003; ++i) {
+      std::uint64_t v;
+      std::memcpy(&v, t.data() + 8 * i, 8);
+      sum += dtype == DType::int64 ? static_cast<__int128>(static_cast<std::int64_t>(v)) : static_cast<__int128>(v);
+    }
+    auto stats = meta(t)["stats"];
+    INFO(dtype_name(dtype));
+    CHECK(stats["mean"].get<double>() == static_cast<double>(sum) / 100003);
+    if (dtype == DType::int64) {
+      CHECK(stats["min"].get<std::int64_t>() == std::numeric_limits<std::int64_t>::min());
+      CHECK(stats["max"].get<std::int64_t>() == std::numeric_limits<std::int64_t>::max());
+    } else {
+      CHECK(stats["min"].get<std::uint64_t>() == 0);
+      CHECK(stats["max"].get<std::uint64_t>() == std::numeric_limits<std::uint64_t>::max());
+    }
+  }
 }
 
 TEST_CASE("write_npy and read_npy round-trip; data is page-aligned from 64 KiB, 64-byte aligned below", "[tensor][npy]") {
