@@ -52,6 +52,33 @@ TEST_CASE("remove drops one version or a whole name", "[store][remove]") {
   CHECK(store.verify().ok());
 }
 
+TEST_CASE("A name resolves to its latest version as other handles on the store add and remove versions",
+          "[store][remove]") {
+  // The reader remembers the digest of a version it read; what it must not
+  // remember is which version is the latest.
+  test::TempDir dir;
+  Store writer = test::make_store(dir.path());
+  Store reader = Store::open(dir.path());
+  auto v1 = writer.save(tensor(1), {.name = "emb"});
+  CHECK(reader.resolve("emb") == v1.digest);
+  auto v2 = writer.save(tensor(2), {.name = "emb"});
+  CHECK(reader.resolve("emb") == v2.digest);
+  CHECK(reader.load<Tensor>("emb").bit_equal(tensor(2)));
+  writer.remove("emb", 2);
+  CHECK(reader.resolve("emb") == v1.digest);
+  CHECK_THROWS_AS(reader.resolve("emb@2"), NotFound);
+  auto v3 = writer.save(tensor(3), {.name = "emb"});
+  CHECK(reader.resolve("emb") == v3.digest);
+  writer.remove("emb");
+  CHECK_THROWS_AS(reader.resolve("emb"), NotFound);
+  // A latest record the reader has not read yet is checked when it is read.
+  writer.save(tensor(4), {.name = "emb"});
+  const auto record = dir.path() / "names" / "emb" / "4.json";
+  REQUIRE(fs::exists(record));
+  test::write_text(record, "{\"digest\": \"sha256:nothex\"}\n");
+  CHECK_THROWS_WITH(reader.resolve("emb"), Catch::Contains("name record emb@4 has no valid digest"));
+}
+
 TEST_CASE("remove of what does not exist is NotFound, naming the store and the ref", "[store][remove]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());

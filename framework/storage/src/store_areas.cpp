@@ -322,28 +322,31 @@ nlohmann::json NameIndex::read(std::string_view name, std::uint64_t version) con
   }
 }
 
-std::optional<std::pair<std::uint64_t, Digest>> NameIndex::newest(std::string_view name_view) const {
+Digest NameIndex::digest(std::string_view name_view, std::uint64_t version) const {
   std::string name(name_view);
-  auto existing = versions(name);
-  if (existing.empty()) return std::nullopt;
-  const std::uint64_t version = existing.back();
   {
     std::lock_guard lock(newest_mutex_);
-    if (auto it = newest_.find(name); it != newest_.end() && it->second.first == version) return it->second;
+    if (auto it = newest_.find(name); it != newest_.end() && it->second.first == version) return it->second.second;
   }
-  Digest digest;
-  try {
-    auto record = read(name, version);
-    auto it = record.find("digest");
-    if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>())) return std::nullopt;
-    digest = Digest::parse(it->get<std::string>());
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  auto record = read(name, version);
+  auto it = record.find("digest");
+  if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>()))
+    throw CorruptData("name record " + name + "@" + std::to_string(version) + " has no valid digest");
+  const Digest digest = Digest::parse(it->get<std::string>());
   std::lock_guard lock(newest_mutex_);
   if (newest_.size() >= kKeptRecords) newest_.clear();
   newest_.insert_or_assign(std::move(name), std::make_pair(version, digest));
-  return std::make_pair(version, digest);
+  return digest;
+}
+
+std::optional<std::pair<std::uint64_t, Digest>> NameIndex::newest(std::string_view name) const {
+  auto existing = versions(name);
+  if (existing.empty()) return std::nullopt;
+  try {
+    return std::make_pair(existing.back(), digest(name, existing.back()));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 void NameIndex::remove(std::string_view name_view, std::uint64_t version) const {

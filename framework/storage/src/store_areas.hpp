@@ -125,6 +125,11 @@ class NameIndex {
   std::vector<std::uint64_t> versions(std::string_view name, bool* tombstoned = nullptr) const;
   /// Throws NotFound, or CorruptData for a record that is not a small JSON object.
   nlohmann::json read(std::string_view name, std::uint64_t version) const;
+  /// The digest version `version` of `name` names, for a version just
+  /// listed by versions(): remembered as newest() remembers it, so a steady
+  /// name's latest version is read once. Throws NotFound, or CorruptData for
+  /// a record that is not a small JSON object naming a valid digest.
+  Digest digest(std::string_view name, std::uint64_t version) const;
   /// The newest version of `name` and the digest its record names; nullopt
   /// when the name has none, or the newest record is unreadable or names no
   /// digest. A record is written once under a number never issued again, so

@@ -251,7 +251,9 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
     }
     if (valid_name) {
       auto versions = names->versions(ref);
-      if (!versions.empty()) return record_digest(names->read(ref, versions.back()), ref, versions.back());
+      // The latest version's record was written once under a number never
+      // issued again: its digest is read once (NameIndex::digest).
+      if (!versions.empty()) return names->digest(ref, versions.back());
     }
     if (ref.size() >= 8 && ref.size() <= 64 && is_hex(ref)) return resolve_prefix(ref, ref);
     if (ref.size() < 8 && ref.size() >= 4 && is_hex(ref))
