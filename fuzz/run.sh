@@ -64,6 +64,14 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/files"
 export TMPDIR="$scratch/files"
 
+if [[ "${FUZZ_RUNS:-}" == 0 ]]; then
+  budget="each input of the corpus and seeds once"
+elif [[ -n "${FUZZ_RUNS:-}" ]]; then
+  budget="$FUZZ_RUNS runs"
+else
+  budget="${seconds}s"
+fi
+
 failed=()
 summary=()
 for t in "${targets[@]}"; do
@@ -89,7 +97,7 @@ for t in "${targets[@]}"; do
   ((smoke)) && args+=(-seed=1)
   args+=(${FUZZ_ARGS:-})
   [[ -f "$here/$t.dict" ]] && args+=(-dict="$here/$t.dict")
-  echo "== fuzz_$t for ${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-${seconds}s}$( ((smoke)) && echo ' (smoke: seeds only, -seed=1)')"
+  echo "== fuzz_$t: $budget$( ((smoke)) && echo ' (smoke: seeds only, -seed=1)')"
   # The whole of libFuzzer's output goes to a log; shown here are its
   # start and end, or, when it found something, the report.
   log="$build/fuzz-logs/$t.log"
@@ -113,4 +121,4 @@ if ((${#failed[@]})); then
   echo "fuzzing found problems in: ${failed[*]} (inputs in $build/fuzz-crashes/; replay one with $bin/fuzz_TARGET FILE)" >&2
   exit 1
 fi
-echo "fuzzing: no findings in ${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-${seconds}s} per target"
+echo "fuzzing: no findings ($budget per target)"
