@@ -147,10 +147,10 @@ void planes_of_8_byte_elements(const std::byte* src, std::byte* dst, std::size_t
   // Those rounds put element p at the bit reversal of p, so each register is
   // loaded with the two elements that land in order (rev[k] and rev[k] + 8).
   constexpr std::size_t rev[8] = {0, 4, 2, 6, 1, 5, 3, 7};
-  auto sixteen = [&](std::size_t i, __m128i (&r)[8]) {
+  auto sixteen = [&](std::size_t at, __m128i (&r)[8]) {
     for (int k = 0; k < 8; ++k)
-      r[k] = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + (i + rev[k]) * 8)),
-                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + (i + rev[k] + 8) * 8)));
+      r[k] = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + (at + rev[k]) * 8)),
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + (at + rev[k] + 8) * 8)));
     auto round = [&r](auto lo, auto hi) {
       __m128i next[8];
       for (int k = 0; k < 4; ++k) {

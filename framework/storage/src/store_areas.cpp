@@ -322,17 +322,20 @@ nlohmann::json NameIndex::read(std::string_view name, std::uint64_t version) con
   }
 }
 
+Digest record_digest(const nlohmann::json& record, std::string_view name, std::uint64_t version) {
+  auto it = record.find("digest");
+  if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>()))
+    throw CorruptData("name record " + std::string(name) + "@" + std::to_string(version) + " has no valid digest");
+  return Digest::parse(it->get<std::string>());
+}
+
 Digest NameIndex::digest(std::string_view name_view, std::uint64_t version) const {
   std::string name(name_view);
   {
     std::lock_guard lock(newest_mutex_);
     if (auto it = newest_.find(name); it != newest_.end() && it->second.first == version) return it->second.second;
   }
-  auto record = read(name, version);
-  auto it = record.find("digest");
-  if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>()))
-    throw CorruptData("name record " + name + "@" + std::to_string(version) + " has no valid digest");
-  const Digest digest = Digest::parse(it->get<std::string>());
+  const Digest digest = record_digest(read(name, version), name, version);
   std::lock_guard lock(newest_mutex_);
   if (newest_.size() >= kKeptRecords) newest_.clear();
   newest_.insert_or_assign(std::move(name), std::make_pair(version, digest));

@@ -108,6 +108,10 @@ struct ListedName {
 };
 
 /// Versioned names (docs/FORMAT.md §1.3).
+/// The digest name record `record` (of `name`@`version`) names. Throws
+/// CorruptData when it names none, or no valid one.
+Digest record_digest(const nlohmann::json& record, std::string_view name, std::uint64_t version);
+
 class NameIndex {
  public:
   explicit NameIndex(std::shared_ptr<Medium> medium) : medium_(std::move(medium)) {}

@@ -58,13 +58,6 @@ bool is_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-Digest record_digest(const nlohmann::json& record, std::string_view name, std::uint64_t version) {
-  auto it = record.find("digest");
-  if (it == record.end() || !it->is_string() || !Digest::is_digest(it->get<std::string>()))
-    throw CorruptData("name record " + std::string(name) + "@" + std::to_string(version) + " has no valid digest");
-  return Digest::parse(it->get<std::string>());
-}
-
 // SHA-256 of each piece of a stored file, read with pread on all cores: a
 // file that shrinks meanwhile is an error, never a SIGBUS.
 std::vector<Sha256Value> hash_stored_file(const RandomAccessFile& file, const FileEntry& f,
@@ -221,7 +214,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
         throw InvalidArgument("invalid version in ref '" + std::string(ref) + "': expected NAME@N with N >= 1");
       // The record itself first: listing a name with many versions costs more.
       try {
-        return record_digest(names->read(name, version), name, version);
+        return detail::record_digest(names->read(name, version), name, version);
       } catch (const NotFound&) {
       }
       auto versions = names->versions(name);
@@ -229,7 +222,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
       if (!std::binary_search(versions.begin(), versions.end(), version))
         throw NotFound("name '" + std::string(name) + "' has no version " + std::to_string(version) +
                        " (latest is " + std::to_string(versions.back()) + ")");
-      return record_digest(names->read(name, version), name, version);
+      return detail::record_digest(names->read(name, version), name, version);
     }
     if (ref.starts_with("sha256:")) {
       auto hex = ref.substr(7);
@@ -325,7 +318,7 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
           info.name = name;
           info.version = v;
           info.record = names->read(name, v);
-          info.digest = record_digest(info.record, name, v);
+          info.digest = detail::record_digest(info.record, name, v);
           out.versions.push_back(std::move(info));
         } catch (const NotFound&) {
           // removed (by rm) since listed
@@ -1079,7 +1072,7 @@ std::vector<VersionInfo> Store::versions_checked(std::string_view name) const {
     info.name = std::string(name);
     info.version = v;
     info.record = impl_->names->read(name, v);
-    info.digest = record_digest(info.record, name, v);
+    info.digest = detail::record_digest(info.record, name, v);
     out.push_back(std::move(info));
   }
   return out;
@@ -1464,7 +1457,7 @@ std::vector<VersionInfo> Store::remove(std::string_view name, std::optional<std:
       info.version = v;
       try {
         info.record = names.read(name, v);
-        info.digest = record_digest(info.record, name, v);
+        info.digest = detail::record_digest(info.record, name, v);
       } catch (const CorruptData&) {
         info.record = nullptr;  // removing is how a bad record is got rid of
         info.digest = Digest();
