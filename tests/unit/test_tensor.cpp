@@ -221,6 +221,32 @@ TEST_CASE("Compression policy picks the encoding", "[tensor][lz4]") {
   CHECK(noisy.manifest().find("tensor.npy.lz4")->size < noise.nbytes() + 4096 + 6 * 23 + 1);
   auto packed = store.open_artifact(store.save(ramp, {.options = TensorOptions{Compression::lz4}}).digest.str());
   CHECK(packed.manifest().find("tensor.npy.lz4")->size < ramp.nbytes() / 2);
+
+  // LZ4 is for speed: a chunk its samples say would shrink by less than a
+  // tenth is stored without compressing the rest. Shuffled uniform floats
+  // are such chunks (LZ4 takes a third off their sign-and-exponent plane,
+  // slowly, and nothing off the other three).
+  Tensor uniform = Tensor::zeros(DType::float32, {1024, 1024});
+  std::mt19937_64 rng(7);
+  for (auto& v : uniform.mutable_values<float>()) v = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1);
+  const TensorOptions lz4_shuffle{.compression = Compression::lz4, .encoding = {.shuffle = true}};
+  auto shuffled_uniform = store.open_artifact(store.save(uniform, {.options = lz4_shuffle}).digest.str());
+  CHECK(shuffled_uniform.meta()["encoding"] == "shuffled.npy.lz4");
+  CHECK(shuffled_uniform.meta()["stored_chunks"] == 4);
+  CHECK(shuffled_uniform.manifest().find("tensor.npy.lz4")->size <= uniform.nbytes() + 4096 + 5 * 23);
+  CHECK(store.load<Tensor>(shuffled_uniform.digest().str()).bit_equal(uniform));
+  // The same floats at half precision's 10 mantissa bits: two planes all
+  // zeros, every chunk compressed.
+  for (auto& v : uniform.mutable_values<float>()) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    bits &= ~((1u << 13) - 1);
+    std::memcpy(&v, &bits, 4);
+  }
+  auto halves = store.open_artifact(store.save(uniform, {.options = lz4_shuffle}).digest.str());
+  CHECK(halves.meta()["stored_chunks"] == 0);
+  CHECK(halves.manifest().find("tensor.npy.lz4")->size < uniform.nbytes() * 3 / 4);
+  CHECK(store.load<Tensor>(halves.digest().str()).bit_equal(uniform));
 }
 
 TEST_CASE("zstd: levels, what the options refuse, and every transform composed with it", "[tensor][zstd]") {

@@ -83,6 +83,15 @@ std::size_t lz4_block_size(ConstBytes raw) {
   return packed > 0 ? static_cast<std::size_t>(packed) : raw.size();
 }
 
+bool lz4_worth_trying(ConstBytes raw, double min_saving) {
+  constexpr std::size_t kSample = 16u << 10, kSamples = 4;
+  if (raw.size() < 16 * kSample) return true;
+  std::size_t packed = 0;
+  for (std::size_t k = 0; k < kSamples; ++k)
+    packed += lz4_block_size(raw.subspan(k * (raw.size() - kSample) / (kSamples - 1), kSample));
+  return static_cast<double>(packed) < (1.0 - min_saving) * static_cast<double>(kSamples * kSample);
+}
+
 void decode_frame(ConstBytes frame, MutableBytes dst, std::string_view where) {
   auto bad = [&](const std::string& why) { throw CorruptData(std::string(where) + ": " + why); };
   if (dst.empty() || dst.size() > kMaxFrameContent) bad("chunk of " + std::to_string(dst.size()) + " bytes");

@@ -32,6 +32,13 @@ bool encode_frame(ConstBytes raw, bool compress, std::vector<std::byte>& out);
 /// a cheap probe of compressibility, writing nothing the caller sees.
 std::size_t lz4_block_size(ConstBytes raw);
 
+/// Whether compressing `raw` with LZ4 is worth its time: false when four
+/// evenly spaced 16 KiB samples of it shrink by less than `min_saving`
+/// (a fraction) together. Chunks under 256 KiB are always tried. The
+/// samples run from the chunk's first bytes to its last, so each byte plane
+/// of a shuffled chunk of 4-byte elements is sampled once.
+bool lz4_worth_trying(ConstBytes raw, double min_saving);
+
 /// Decodes a frame made by encode_frame into `dst`, whose size must be the
 /// frame's content size. Throws CorruptData prefixed with `where`.
 void decode_frame(ConstBytes frame, MutableBytes dst, std::string_view where);

@@ -205,6 +205,7 @@ constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
 constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
 constexpr std::size_t kAutoMinBytes = 64u << 10;     // smaller tensors are never worth compressing
+// auto compresses a tensor, and LZ4 a shuffled chunk, only to save at least this fraction.
 constexpr double kAutoMinSaving = 0.10;
 
 // A chunked payload's codec: the .npy cut into 1 MiB chunks, one frame of
@@ -219,6 +220,8 @@ struct ChunkCodec {
   // Replaces `out` with the frame of `raw`; returns whether it stores the
   // chunk no smaller than it came.
   bool (*encode)(ConstBytes raw, int level, std::vector<std::byte>& out);
+  // The same for a chunk of byte planes (shuffled).
+  bool (*encode_planes)(ConstBytes raw, int level, std::vector<std::byte>& out);
   std::size_t (*frame_bound)(std::size_t content);
   void (*decode)(ConstBytes frame, MutableBytes dst, std::string_view where);
 };
@@ -227,18 +230,26 @@ const ChunkCodec kLz4Codec{
     "npy.lz4", "tensor.npy.lz4", detail::kFrameOverhead,
     255,  // LZ4 cannot expand more than 255:1
     [](ConstBytes raw, int, std::vector<std::byte>& out) { return !detail::encode_frame(raw, true, out); },
+    // A plane that hardly shrinks (an exponent plane of floats without
+    // repeats) takes LZ4 15 times its usual time per byte; when samples of
+    // the planes say the chunk would shrink by less than a tenth, the shuffle
+    // did not help and the planes are stored as they are.
+    [](ConstBytes raw, int, std::vector<std::byte>& out) {
+      return !detail::encode_frame(raw, detail::lz4_worth_trying(raw, kAutoMinSaving), out);
+    },
     [](std::size_t content) { return content + detail::kFrameOverhead; }, detail::decode_frame};
+
+bool encode_zstd(ConstBytes raw, int level, std::vector<std::byte>& out) {
+  detail::encode_zstd_frame(raw, level, out);
+  return out.size() >= raw.size();
+}
 
 const ChunkCodec kZstdCodec{
     "npy.zst", "tensor.npy.zst", detail::kMinZstdFrame,
     // Bounded by the frame count, not by the codec: a chunk of 1 MiB in a
     // frame of the fewest bytes.
     detail::kMaxFrameContent / detail::kMinZstdFrame,
-    [](ConstBytes raw, int level, std::vector<std::byte>& out) {
-      detail::encode_zstd_frame(raw, level, out);
-      return out.size() >= raw.size();
-    },
-    detail::zstd_frame_bound, detail::decode_zstd_frame};
+    encode_zstd, encode_zstd, detail::zstd_frame_bound, detail::decode_zstd_frame};
 
 const ChunkCodec* codec_named(std::string_view encoding) {
   for (const ChunkCodec* c : {&kLz4Codec, &kZstdCodec})
@@ -362,7 +373,7 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
         shuffle_bytes(raw, width, planes);
         raw = planes;
       }
-      stored[i] = codec.encode(raw, level, frames[i]);
+      stored[i] = (filters.shuffle && k > 0 ? codec.encode_planes : codec.encode)(raw, level, frames[i]);
     });
     std::vector<ConstBytes> parts;
     std::uint64_t packed_offset = stream.size();
