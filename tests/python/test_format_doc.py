@@ -501,6 +501,31 @@ class FormatDocTest(unittest.TestCase):
                     tried += 1
         self.assertGreaterEqual(tried, 4)
 
+    def test_shuffled_lz4_chunks_that_hardly_shrink_are_stored_planes(self):
+        # §5.6: uniform float32 planes shrink by about 8% under LZ4, less than
+        # the tenth the writer's samples ask for, so every data chunk is a
+        # stored block of byte planes; the document's decoder and an unshuffle
+        # give the values back.
+        decode_frame = doc().function("decode_frame")
+        arr = np.random.default_rng(3).uniform(-1, 1, 600_000).astype("<f4")
+        src = os.path.join(self.scratch(), "uniform.npy")
+        np.save(src, arr)
+        self.store.cli("import", src, "--name", "uniform", "--compress", "lz4", "--encode", "shuffle", check=EXIT_OK)
+        shown = json.loads(self.store.cli("show", "uniform", "--json", check=EXIT_OK).stdout)
+        self.assertEqual(shown["meta"]["encoding"], "shuffled.npy.lz4")
+        art = self.store.artifact(shown["digest"])
+        data = read(os.path.join(art, "tensor.npy.lz4"))
+        packed, raw = chunk_index(art)
+        self.assertEqual(len(packed) - 2, 3)
+        self.assertEqual(shown["meta"]["stored_chunks"], 3)
+        values = bytearray()
+        for k in range(1, len(packed) - 1):
+            frame = data[packed[k]:packed[k + 1]]
+            self.assertTrue(struct.unpack_from("<I", frame, 15)[0] & 0x80000000, f"chunk {k} is not a stored block")
+            planes = decode_frame(frame, raw[k + 1] - raw[k])
+            values += np.frombuffer(planes, np.uint8).reshape(4, len(planes) // 4).T.tobytes()
+        self.assertEqual(bytes(values), arr.tobytes())
+
     def test_lz4_block_decoder_rejects_bad_offsets(self):
         lz4_block_decode = doc().function("lz4_block_decode")
         # token: 1 literal, match length 4+0; literal 'a'; then offset 0 / 2 (only 1 byte produced).
