@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -652,4 +653,49 @@ TEST_CASE("shuffle_bytes puts byte b of element i at b * n + i for every width a
       unshuffle_bytes(planes, width, back);
       REQUIRE(back == elements);
     }
+}
+
+TEST_CASE("Decimal coding of a large array: a sample's digits and width, or a full scan where they prove wrong",
+          "[encoding]") {
+  // 300,000 readings with two decimals in [17, 25.3]: a sample of 4,096
+  // evenly spaced values gives the digits and the width in one pass. Each
+  // variant changes element 1, which no sample looks at.
+  const std::size_t n = 300'000;
+  std::vector<double> readings(n);
+  std::mt19937_64 rng(12);
+  for (auto& v : readings) v = static_cast<double>(1700 + rng() % 831) / 100;
+  // What the encoding must be whatever path it takes: each value's own
+  // integer at `digits`, in the narrowest width of their range.
+  auto check = [&](const std::vector<double>& v, int digits, DType width, bool squeeze) {
+    CAPTURE(digits, dtype_name(width), squeeze);
+    const auto enc = round_trip(v, {.decimal = true, .squeeze = squeeze});
+    CHECK(enc.recipe["decimal_digits"] == digits);
+    REQUIRE(enc.stored_dtype == width);
+    std::int64_t lo = 0, hi = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::int64_t d = 0;
+      REQUIRE(DecimalScan::scaled(v[i], digits, d));
+      lo = i == 0 ? d : std::min(lo, d), hi = i == 0 ? d : std::max(hi, d);
+      std::int64_t stored = 0;
+      const std::size_t w = dtype_size(width);
+      std::memcpy(&stored, enc.bytes.data() + i * w, w);
+      if (w < 8 && d < 0) stored -= std::int64_t{1} << (8 * w);  // sign of a narrow signed width
+      if (stored != d) FAIL("element " << i << " stored as " << stored << ", its integer is " << d);
+    }
+  };
+  check(readings, 2, DType::uint16, true);
+  check(readings, 2, DType::int64, false);
+  auto changed = [&](double v) {
+    auto copy = readings;
+    copy[1] = v;
+    return copy;
+  };
+  check(changed(1000.25), 2, DType::uint32, true);  // the range outgrows the sampled width
+  check(changed(-3.5), 2, DType::int16, true);      // and its sign
+  check(changed(20.125), 3, DType::uint16, true);   // a value needs more digits than any sampled one
+  check(changed(17.0), 2, DType::uint16, true);     // needs fewer: the sample's digits hold
+  CHECK_THROWS_WITH(encode_array(DType::float64, bytes(changed(std::nan(""))), {.decimal = true, .squeeze = true}),
+                    Catch::Contains("decimal coding needs"));
+  CHECK_THROWS_WITH(encode_array(DType::float64, bytes(changed(-0.0)), {.decimal = true}),
+                    Catch::Contains("decimal coding needs"));
 }

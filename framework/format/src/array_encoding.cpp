@@ -444,6 +444,59 @@ std::size_t whole_elements(DType dtype, ConstBytes data, const char* who) {
   return data.size() / width;
 }
 
+// Decimal coding in one pass where a sample tells the outcome: the digits
+// of evenly spaced values, and from their least and greatest integers the
+// stored width. Every value is then checked at those digits, converted and
+// written in that width at once, where a scan and then the store would each
+// divide every value. The digits are the whole array's whenever every
+// value is exact at them, as sampled values need them; the width may prove
+// too narrow, which the range found says.
+struct DecimalPass {
+  bool exact = false;  // every value is exact at `digits`
+  int digits = 0;
+  std::int64_t lo = 0, hi = 0;  // the least and greatest integer at `digits`, when exact
+  DType stored = DType::int64;
+  std::vector<std::byte> bytes;  // every integer as `stored`; valid when exact and narrowest(lo, hi) is `stored`
+};
+
+constexpr std::size_t kDecimalSample = 4096;
+
+DecimalPass decimal_pass(ConstBytes data, std::size_t count, bool squeeze) {
+  DecimalPass pass;
+  DecimalScan sample;
+  for (std::size_t k = 0; k < kDecimalSample; ++k) sample.add(double_at(data, k * count / kDecimalSample));
+  if (sample.digits() < 0) return pass;
+  pass.digits = sample.digits();
+  pass.stored = squeeze ? narrowest<std::int64_t>(sample.lo(), sample.hi()) : DType::int64;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges(block_count(count));
+  std::atomic<bool> inexact{false};
+  pass.bytes = visit_integer(pass.stored, [&](auto tag) {
+    using To = typename decltype(tag)::type;
+    std::vector<std::byte> out(count * sizeof(To));
+    for_blocks(count, [&](std::size_t begin, std::size_t end) {
+      std::int64_t lo = 0, hi = 0;
+      for (std::size_t i = begin; i < end; ++i) {
+        std::int64_t d = 0;
+        if (!decimal_at(double_at(data, i), pass.digits, d)) return void(inexact = true);
+        lo = i == begin || d < lo ? d : lo;
+        hi = i == begin || d > hi ? d : hi;
+        const To v = static_cast<To>(d);  // wraps when the width proves too narrow: then unused
+        std::memcpy(out.data() + i * sizeof(To), &v, sizeof(To));
+        if ((i & 0xFFFF) == 0 && inexact.load(std::memory_order_relaxed)) return;
+      }
+      ranges[begin / kDecodeBlock] = {lo, hi};
+    });
+    return out;
+  });
+  if (inexact) return pass;
+  pass.exact = true;
+  for (std::size_t b = 0; b < ranges.size(); ++b) {
+    if (b == 0 || ranges[b].first < pass.lo) pass.lo = ranges[b].first;
+    if (b == 0 || ranges[b].second > pass.hi) pass.hi = ranges[b].second;
+  }
+  return pass;
+}
+
 }  // namespace
 
 DType delta_squeeze_dtype(DType dtype, ConstBytes data) {
@@ -481,17 +534,32 @@ EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& enc
   };
 
   if (encoding.decimal) {
-    const DecimalScan scan = scan_decimals(data, count);
-    if (scan.digits() < 0)
-      throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
-                            " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
-    const int digits = scan.digits();
-    store(encoding.squeeze ? narrowest<std::int64_t>(scan.lo(), scan.hi()) : DType::int64, false, [&](std::size_t i) {
-      std::int64_t d = 0;
-      if (!decimal_at(double_at(data, i), digits, d))
-        throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
-      return d;
-    });
+    // A large array in one pass when a sample tells its digits and width
+    // (decimal_pass); otherwise, or where it proves wrong, a scan of every
+    // value, then the store.
+    DecimalPass pass = count >= 16 * kDecimalSample ? decimal_pass(data, count, encoding.squeeze) : DecimalPass{};
+    if (!pass.exact) {
+      const DecimalScan scan = scan_decimals(data, count);
+      if (scan.digits() < 0)
+        throw InvalidArgument("decimal coding needs values with at most " + std::to_string(kMaxDecimalDigits) +
+                              " decimal digits after the point and fewer than 16 in all, not -0.0, NaN or infinite");
+      pass = {true, scan.digits(), scan.lo(), scan.hi(), DType::int64, {}};
+    }
+    const int digits = pass.digits;
+    const DType stored = encoding.squeeze ? narrowest<std::int64_t>(pass.lo, pass.hi) : DType::int64;
+    if (!pass.bytes.empty() && stored == pass.stored) {
+      out.stored_dtype = stored;
+      out.bytes = std::move(pass.bytes);
+      current = ConstBytes(out.bytes.data(), out.bytes.size());
+    } else {
+      std::vector<std::byte>().swap(pass.bytes);  // written in a width the range outgrew
+      store(stored, false, [&](std::size_t i) {
+        std::int64_t d = 0;
+        if (!decimal_at(double_at(data, i), digits, d))
+          throw InvalidArgument("decimal coding: element " + std::to_string(i) + " changed while it was encoded");
+        return d;
+      });
+    }
     out.recipe["decimal_digits"] = digits;
     out.recipe["transforms"].push_back("decimal");
   } else if (encoding.delta) {
