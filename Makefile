@@ -102,6 +102,10 @@ fuzz: build-fuzz
 # under AddressSanitizer (each input once), so every input they found has
 # also run with its memory checked.
 FUZZ_LONG_DIR ?= build-fuzz-leak
+# Executions per libFuzzer process in a long run: that build's resident
+# memory grows about 4 KiB per execution (in its runtime, not in Amphora;
+# README), so a fresh process takes over from the corpus well before 2 GiB.
+FUZZ_LONG_SEGMENT ?= 400000
 $(FUZZ_LONG_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_LONG_DIR) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DAMPHORA_FUZZ=ON -DAMPHORA_FUZZ_SANITIZER=leak \
 	      $(SANITIZER_CMAKE_ARGS) "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DAMPHORA_BUILD_TESTS=OFF $(CMAKE_ARGS)
@@ -109,7 +113,8 @@ $(FUZZ_LONG_DIR)/CMakeCache.txt:
 fuzz-long: build-fuzz
 	@$(MAKE) --no-print-directory $(FUZZ_LONG_DIR)/CMakeCache.txt
 	cmake --build $(FUZZ_LONG_DIR) -j$(JOBS) --target amphora_fuzz
-	FUZZ_CORPUS_DIR=$(FUZZ_DIR)/fuzz-corpus FUZZ_ARGS=-entropic=0 bash fuzz/run.sh $(FUZZ_LONG_DIR) $(FUZZ_SECONDS)
+	FUZZ_CORPUS_DIR=$(FUZZ_DIR)/fuzz-corpus FUZZ_ARGS=-entropic=0 FUZZ_SEGMENT_RUNS=$(FUZZ_LONG_SEGMENT) \
+	  bash fuzz/run.sh $(FUZZ_LONG_DIR) $(FUZZ_SECONDS)
 	FUZZ_RUNS=0 bash fuzz/run.sh $(FUZZ_DIR)
 
 # The fuzz targets built and each run for FUZZ_SMOKE_SECONDS from its seeds

@@ -14,7 +14,11 @@
 # FUZZ_RUNS=N runs each for N executions instead of a time (0: each input of
 # the corpus and seeds once, a replay); FUZZ_CORPUS_DIR=DIR keeps the corpus
 # in DIR/TARGET instead (make fuzz-long grows build-fuzz's with other
-# builds of the targets); FUZZ_ARGS adds libFuzzer options.
+# builds of the targets); FUZZ_ARGS adds libFuzzer options;
+# FUZZ_SEGMENT_RUNS=N spends a time budget in consecutive processes of at
+# most N executions each, every one starting from the corpus the last grew
+# (make fuzz-long: the LeakSanitizer build's resident memory grows about 4
+# KiB per execution, which would end one long process at the memory limit).
 set -uo pipefail
 
 smoke=0
@@ -87,12 +91,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   # -timeout: one input taking this long is a finding (a hang); -rss_limit_mb
   # also limits single allocations (malloc_limit_mb) to as much.
-  if [[ -n "${FUZZ_RUNS:-}" ]]; then
-    args=(-runs="$FUZZ_RUNS")
-  else
-    args=(-max_total_time="$seconds")
-  fi
-  args+=(-timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"
+  args=(-timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"
         -artifact_prefix="$build/fuzz-crashes/$t-" -print_final_stats=1)
   ((smoke)) && args+=(-seed=1)
   args+=(${FUZZ_ARGS:-})
@@ -102,11 +101,36 @@ for t in "${targets[@]}"; do
   # start and end, or, when it found something, the report.
   log="$build/fuzz-logs/$t.log"
   mkdir -p "$build/fuzz-logs"
-  "$bin/fuzz_$t" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t" >"$log" 2>&1
-  status=$?
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  summary+=("$(printf '%-22s %10s runs %8s exec/s' "fuzz_$t" "${runs:-?}" "${rate:-?}")")
+  : >"$log"
+  started=$SECONDS
+  runs=0
+  segments=0
+  while :; do
+    if [[ -n "${FUZZ_RUNS:-}" ]]; then
+      limit=(-runs="$FUZZ_RUNS")
+    else
+      left=$((started + seconds - SECONDS))
+      ((left > 0 || segments == 0)) || break
+      limit=(-max_total_time=$((left > 0 ? left : 1)))
+      [[ -n "${FUZZ_SEGMENT_RUNS:-}" ]] && limit+=(-runs="$FUZZ_SEGMENT_RUNS")
+    fi
+    ((segments > 0)) && echo "== $(date -u +%FT%TZ): segment $((segments + 1)), $runs executions so far" >>"$log"
+    "$bin/fuzz_$t" "${limit[@]}" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t" >"$log.segment" 2>&1
+    status=$?
+    cat "$log.segment" >>"$log"
+    segments=$((segments + 1))
+    done_here=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log.segment" | tail -1)
+    rm -f "$log.segment"
+    runs=$((runs + ${done_here:-0}))
+    # A segment ends on its run count with time to spare: the next one
+    # goes on from the corpus. Anything else (a finding, the time) ends it.
+    ((status == 0)) && [[ -n "${FUZZ_SEGMENT_RUNS:-}" && -z "${FUZZ_RUNS:-}" ]] || break
+    [[ "${done_here:-0}" -ge "$FUZZ_SEGMENT_RUNS" ]] || break
+  done
+  elapsed=$((SECONDS - started))
+  rate=$((runs / (elapsed > 0 ? elapsed : 1)))
+  summary+=("$(printf '%-22s %10s runs %8s exec/s%s' "fuzz_$t" "$runs" "$rate" \
+               "$( ((segments > 1)) && echo " in $segments segments")")")
   if ((status != 0)); then
     failed+=("fuzz_$t")
     grep -v -E $'^#[0-9]+\t(NEW|REDUCE|pulse)|^\tNEW_FUNC' "$log" | tail -n 60
