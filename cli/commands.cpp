@@ -232,8 +232,16 @@ std::optional<std::string> tensor_encoding_line(const amphora::Manifest& m) {
   take("encoded.", "transforms of its recipe, then ");
   take("delta.", "differences of integers chunk by chunk, ");
   take("shuffled.", "byte planes chunk by chunk, ");
-  words += name == "npy.lz4"   ? "LZ4 in 1 MiB chunks"
-           : name == "npy.zst" ? "zstd in 1 MiB chunks" +
+  // The chunk size the writer chose (1 MiB for LZ4, 256 KiB for zstd today).
+  const auto chunk = m.meta.value("chunk_bytes", nlohmann::json());
+  std::string in_chunks;
+  if (chunk.is_number_unsigned() && chunk.get<std::uint64_t>() >= 1024) {
+    const std::uint64_t bytes = chunk.get<std::uint64_t>();
+    in_chunks = bytes % (1u << 20) == 0 ? " in " + std::to_string(bytes >> 20) + " MiB chunks"
+                                        : " in " + std::to_string(bytes >> 10) + " KiB chunks";
+  }
+  words += name == "npy.lz4"   ? "LZ4" + in_chunks
+           : name == "npy.zst" ? "zstd" + in_chunks +
                                      (m.meta.contains("zstd_level") ? " at level " + m.meta["zstd_level"].dump() : "")
            : name == "npy"     ? "uncompressed"
                                : printable(name);

@@ -150,7 +150,7 @@ class Parser {
         ->type_name("NAME");
     auto* compress = import->add_option(
         "--compress", args_.compress,
-        "tensors' compression, in 1 MiB chunks: none, lz4 (fastest), zstd (smallest), or\n"
+        "tensors' compression, in chunks (LZ4 1 MiB, zstd 256 KiB): none, lz4 (fastest), zstd (smallest), or\n"
         "auto (default: LZ4 only where it saves over 10%)");
     compress->check(CLI::IsMember({"none", "lz4", "zstd", "auto"}))->type_name("MODE");
     import->add_option("--level", args_.level, "zstd's level, 1 (default: fastest) to 19 (smallest); needs --compress zstd")

@@ -1250,7 +1250,7 @@ DTYPES = {
     "float16": "<f2", "bfloat16": "<u2", "float32": "<f4", "float64": "<f8",
     "complex64": "<c8", "complex128": "<c16",
 }
-CHUNK = 1 << 20
+MIN_CHUNK, MAX_CHUNK = 64 << 10, 1 << 20  # the chunk sizes a reader accepts: powers of two (§5.1)
 HEADER = 4096
 PAGE_ALIGNED_BYTES = 64 << 10  # smaller tensors have their data at a multiple of 64 (§5.4)
 FRAME_OVERHEAD = 23
@@ -1377,7 +1377,7 @@ class _Codec:
 
 CODECS = {
     "npy.lz4": _Codec("tensor.npy.lz4", FRAME_OVERHEAD, 255, _decode_frame),
-    "npy.zst": _Codec("tensor.npy.zst", ZSTD_MIN_FRAME, CHUNK // ZSTD_MIN_FRAME, _decode_zstd_frame),
+    "npy.zst": _Codec("tensor.npy.zst", ZSTD_MIN_FRAME, MAX_CHUNK // ZSTD_MIN_FRAME, _decode_zstd_frame),
 }
 
 
@@ -1440,8 +1440,11 @@ class _TensorLayout:
         self.codec = CODECS.get(encoding)
         self.packed = self.codec is not None
         self.file = self.codec.file if self.packed else "tensor.npy"
-        if self.packed and not (_is_int(meta.get("chunk_bytes")) and meta["chunk_bytes"] == CHUNK):
-            raise bad("has an unsupported chunk_bytes")
+        self.chunk = meta.get("chunk_bytes")
+        if self.packed and not (_is_int(self.chunk) and MIN_CHUNK <= self.chunk <= MAX_CHUNK and
+                                self.chunk & (self.chunk - 1) == 0):
+            shown = "(none)" if "chunk_bytes" not in meta else json.dumps(self.chunk)
+            raise bad(f"has an unsupported chunk_bytes {shown} (a power of two from {MIN_CHUNK} to {MAX_CHUNK})")
         self.nbytes = self.dtype.itemsize * _element_count(self.shape, self.dtype.itemsize, art.label)
         descr = _npy_descr(self.dtype)
         self.header = _npy_header_bytes(descr, self.shape, HEADER if self.nbytes >= PAGE_ALIGNED_BYTES else 64)
@@ -1485,7 +1488,7 @@ def _tensor_raw(art, l, mmap):
 def _chunk_index(art, l, packed_size):
     """tensor.chunks.npy, validated as read_index validates it (§5.6, checks 1-4)."""
     where = f"{art.label}: tensor.chunks.npy"
-    chunks = 1 + -(-l.nbytes // CHUNK)
+    chunks = 1 + -(-l.nbytes // l.chunk)
     fd, size = art._open("tensor.chunks.npy")
     try:
         h = art._npy("tensor.chunks.npy", fd, size)
@@ -1504,7 +1507,7 @@ def _chunk_index(art, l, packed_size):
         raise CorruptData(f"{where}: chunk 1 has a wrong raw offset")
     data_offset = raw[1]
     for k in range(chunks + 1):
-        expect = 0 if k == 0 else min(data_offset + (k - 1) * CHUNK, data_offset + l.nbytes)
+        expect = 0 if k == 0 else min(data_offset + (k - 1) * l.chunk, data_offset + l.nbytes)
         if raw[k] != expect:
             raise CorruptData(f"{where}: chunk {k} has a wrong raw offset")
         if packed[k] > packed_size or (k > 0 and (packed[k] < packed[k - 1] or
@@ -1547,7 +1550,7 @@ def _tensor_packed(art, l, first_row=None, end_row=None):
             shape, lo, hi = (end_row - first_row,) + tuple(l.shape[1:]), first_row * row, end_row * row
         out = bytearray(hi - lo)
         if hi > lo:
-            for k in range(1 + lo // CHUNK, 2 + (hi - 1) // CHUNK):
+            for k in range(1 + lo // l.chunk, 2 + (hi - 1) // l.chunk):
                 c_lo, c_hi = raw[k] - data_offset, raw[k + 1] - data_offset
                 chunk = frame(k)
                 a, b = max(lo, c_lo), min(hi, c_hi)

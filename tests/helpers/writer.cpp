@@ -174,7 +174,7 @@ void save_all(amphora::Store& store) {
         amphora::TensorOptions{.compression = amphora::Compression::lz4,
                                .encoding = {.delta = true, .squeeze = true, .shuffle = true}});
   // Two-decimal readings, decimal + squeeze into int16 under zstd: 700 a
-  // row, so a stored chunk ends inside row 748.
+  // row, so stored chunks of 256 KiB end inside rows 187, 374, 561 and 748.
   std::vector<double> readings(3000 * 700);
   for (std::size_t i = 0; i < readings.size(); ++i) readings[i] = (static_cast<double>(i % 20011) - 5000) / 100;
   named(Tensor::from_values<double>({3000, 700}, readings), "tensor_decimal_rows",

@@ -232,6 +232,15 @@ def _delta_chunks_of_floats(store, scratch):
                                                   "stats": None}, files)
 
 
+def _chunk_bytes_not_a_power_of_two(store, scratch):
+    # 384 KiB chunks: within the sizes readers take, but not a power of two,
+    # so some chunk of some dtype would hold a partial element.
+    files = {"tensor.npy.zst": b"\0" * 32, "tensor.chunks.npy": npy("<u8", (3, 2), b"\0" * 48)}
+    return put_artifact(store, "amphora.tensor", {"dtype": "uint8", "shape": [4], "encoding": "npy.zst",
+                                                  "chunk_bytes": 384 << 10, "chunks": 2, "stored_chunks": 0,
+                                                  "stats": None}, files)
+
+
 def _offsets_8tib(store, scratch):
     # Strings whose offsets header claims 2^40 int64 offsets (8 TiB) over 16 bytes.
     files = {"strings.offsets.npy": npy_header("<i8", (1 << 40,)) + struct.pack("<2q", 0, 1), "strings.bytes": b"a"}
@@ -462,6 +471,8 @@ CORPUS = [
          r"6923 packed bytes cannot hold 314572800 bytes of tensor data"),
     case("delta_chunks_of_floats", _delta_chunks_of_floats, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"encoding 'delta.npy.zst' delta-codes float32 chunks; only integers are"),
+    case("chunk_bytes_not_a_power_of_two", _chunk_bytes_not_a_power_of_two, VERIFY, EXIT_CORRUPT, "CorruptData",
+         r"unsupported chunk_bytes 393216 \(a power of two from 65536 to 1048576\)"),
     case("offsets_header_8tib", _offsets_8tib, VERIFY, EXIT_CORRUPT, "CorruptData",
          r"'strings.offsets.npy' holds 16 bytes of data, but its shape needs 8796093022208", mmap=False),
     case("npy_that_is_a_zip", _npy_is_zip, VERIFY, EXIT_CORRUPT, "CorruptData",

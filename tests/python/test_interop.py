@@ -31,7 +31,6 @@ CLI = os.environ.get("AMPHORA_CLI", "")
 
 HEADER_BYTES = 4096
 PAGE_ALIGNED_BYTES = 64 << 10  # smaller tensors are 64-byte aligned
-CHUNK_BYTES = 1 << 20
 MIN_PIECE = 2 * 1024 * 1024  # writers' piece size, doubled until a file has at most 256 pieces (docs/FORMAT.md)
 MAX_PIECES = 256
 
@@ -45,9 +44,10 @@ AUTO_MIN_BYTES = 64 << 10
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # --compress choice -> (encoding, payload file, frame magic, the standard tool that decodes it)
+# encoding, payload file, frame magic, the tool that decompresses it, the chunk size the writer cuts
 CODECS = {
-    "lz4": ("npy.lz4", "tensor.npy.lz4", LZ4_MAGIC, "lz4"),
-    "zstd": ("npy.zst", "tensor.npy.zst", ZSTD_MAGIC, "zstd"),
+    "lz4": ("npy.lz4", "tensor.npy.lz4", LZ4_MAGIC, "lz4", 1 << 20),
+    "zstd": ("npy.zst", "tensor.npy.zst", ZSTD_MAGIC, "zstd", 256 << 10),
 }
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CORRUPT = 0, 1, 2, 3, 4
@@ -311,10 +311,10 @@ class RoundTripTest(StoreTestCase):
                         self.assertEqual(meta["encoding"], "npy")
                         self.assertEqual([f["path"] for f in info["files"]], ["tensor.npy"])
                     elif compress in CODECS:
-                        encoding, payload = CODECS[compress][:2]
+                        encoding, payload, _, _, chunk = CODECS[compress]
                         self.assertEqual(meta["encoding"], encoding)
-                        self.assertEqual(meta["chunk_bytes"], CHUNK_BYTES)
-                        self.assertEqual(meta["chunks"], 1 + -(-arr.nbytes // CHUNK_BYTES))
+                        self.assertEqual(meta["chunk_bytes"], chunk)
+                        self.assertEqual(meta["chunks"], 1 + -(-arr.nbytes // chunk))
                         self.assertEqual(sorted(f["path"] for f in info["files"]),
                                          ["tensor.chunks.npy", payload])
                     else:
@@ -615,8 +615,10 @@ class CodecToolInteropTest(StoreTestCase):
                 def values_of(z):  # zigzag back to differences, then a running sum
                     d = (z >> np.uint64(1)) ^ ((z & np.uint64(1)) * np.iinfo(np.uint64).max)
                     return np.cumsum(d, dtype="<u8")
-                values = np.concatenate([values_of(np.frombuffer(decoded[k:k + CHUNK_BYTES], "<u8"))
-                                         for k in range(offset, len(decoded), CHUNK_BYTES)]).view("<i8")
+                chunk = info["meta"]["chunk_bytes"]
+                self.assertEqual(chunk, CODECS["zstd"][4])
+                values = np.concatenate([values_of(np.frombuffer(decoded[k:k + chunk], "<u8"))
+                                         for k in range(offset, len(decoded), chunk)]).view("<i8")
                 self.assertTrue(np.array_equal(values, ids))
         # Smaller than the same ids without delta.
         self.amphora("import", src, "--name", "plain", "--compress", "zstd", "--encode", "shuffle", check=EXIT_OK)
@@ -628,7 +630,7 @@ class CodecToolInteropTest(StoreTestCase):
         self.empty_and_scalar("zstd")
 
     def tool_decompresses_payload(self, compress):
-        encoding, payload, magic, tool = CODECS[compress]
+        encoding, payload, magic, tool, chunk = CODECS[compress]
         # ~3 MB that LZ4 compresses well (period of 4000 bytes, inside the 64 KiB window)
         arr = np.tile(np.arange(1000, dtype="<i4"), 750)
         self.assertEqual(arr.nbytes, 3_000_000)
@@ -637,9 +639,9 @@ class CodecToolInteropTest(StoreTestCase):
         raw = self.import_file(src, "raw", "none")
         self.assertNotEqual(packed["digest"], raw["digest"])
         meta = packed["meta"]
-        n_data = -(-arr.nbytes // CHUNK_BYTES)
+        n_data = -(-arr.nbytes // chunk)
         self.assertEqual(meta["encoding"], encoding)
-        self.assertEqual(meta["chunk_bytes"], CHUNK_BYTES)
+        self.assertEqual(meta["chunk_bytes"], chunk)
         self.assertEqual(meta["chunks"], 1 + n_data)
 
         pdir = self.object_dir(packed["digest"])
@@ -683,7 +685,7 @@ class CodecToolInteropTest(StoreTestCase):
         self.assertEqual(raw_off[-1], len(raw_npy))
         self.assertTrue(all(a < b for a, b in zip(packed_off, packed_off[1:])), packed_off)
         self.assertTrue(all(a < b for a, b in zip(raw_off, raw_off[1:])), raw_off)
-        expect_raw = [0, data_offset(arr)] + [min(data_offset(arr) + k * CHUNK_BYTES, data_offset(arr) + arr.nbytes)
+        expect_raw = [0, data_offset(arr)] + [min(data_offset(arr) + k * chunk, data_offset(arr) + arr.nbytes)
                                           for k in range(1, n_data + 1)]
         self.assertEqual(raw_off, expect_raw)
         for k in range(meta["chunks"]):
@@ -696,7 +698,7 @@ class CodecToolInteropTest(StoreTestCase):
             self.assertEqual(a.read(), b.read())
 
     def empty_and_scalar(self, compress):
-        _, payload, _, tool = CODECS[compress]
+        _, payload, _, tool, _ = CODECS[compress]
         for name, arr in (("empty", np.zeros((0, 3), "<f4")), ("scalar", np.array(7, "<i8"))):
             with self.subTest(name=name):
                 info = self.import_file(self.save(arr, f"{name}.npy"), name, compress)
@@ -1024,6 +1026,9 @@ class BadInputTest(StoreTestCase):
         self.assertEqual(self.amphora("import", p, "--name", "x", "--compress", "zstd", "--level", "7").returncode,
                          EXIT_OK)
         self.assertEqual(self.show("x")["meta"]["zstd_level"], 7)
+        self.assertIn("npy.zst (zstd in 256 KiB chunks at level 7)", self.amphora("show", "x", check=EXIT_OK).stdout)
+        self.assertEqual(self.amphora("import", p, "--name", "y", "--compress", "lz4").returncode, EXIT_OK)
+        self.assertIn("npy.lz4 (LZ4 in 1 MiB chunks)", self.amphora("show", "y", check=EXIT_OK).stdout)
 
     # -- damage inside the store ------------------------------------------
 

@@ -349,11 +349,11 @@ class ReaderTest(StoreTestCase):
             self.assertEqual(reader.open_artifact(self.store, item).meta["encoding"], "npy.zst")
 
     def test_rows_decode_only_their_chunks_and_equal_the_slice(self):
-        chunk_rows = {"tensor_zstd_wide": (1 << 20) / (700 * 8),  # 187.2 rows a chunk: edges inside rows
-                      "tensor_shuffled_zstd": (1 << 20) / (700 * 8),
-                      "tensor_delta_chunks": (1 << 20) / (700 * 4),
+        chunk_rows = {"tensor_zstd_wide": (256 << 10) / (700 * 8),  # 46.8 rows a chunk: edges inside rows
+                      "tensor_shuffled_zstd": (256 << 10) / (700 * 8),
+                      "tensor_delta_chunks": (256 << 10) / (700 * 4),
                       "tensor_delta_chunks_lz4": (1 << 20) / (700 * 4),
-                      "tensor_decimal_rows": (1 << 20) / (700 * 2)}  # int16 stored elements
+                      "tensor_decimal_rows": (256 << 10) / (700 * 2)}  # int16 stored elements
         for name in ("tensor_lz4", "tensor_zstd", "tensor_zstd_wide", "tensor_shuffled_zstd", "tensor_f32",
                      "tensor_encoded", "tensor_delta_chunks", "tensor_delta_chunks_lz4", "tensor_decimal_rows",
                      "tensor_decimal_rows_raw",

@@ -2,6 +2,7 @@
 // never a crash, an out-of-bounds read or a huge allocation.
 
 #include "support.hpp"
+#include "zstd_frames.hpp"  // and lz4_frames.hpp: frames cut by hand
 
 #include <amphora/npy.hpp>
 
@@ -470,9 +471,54 @@ TEST_CASE("Damaged artifacts fail to load with a message naming them", "[bad][st
   SECTION("an unsupported chunk_bytes") {
     auto m = meta;
     m["encoding"] = "npy.lz4";
-    m["chunk_bytes"] = 65536;
-    Digest d = plant(dir.path(), tensor_manifest(m, "tensor.npy", good_payload), {{"tensor.npy", good_payload}});
-    both_throw(d, MessageHas({d.short_str(), "tensor metadata has an unsupported chunk_bytes"}), corrupt);
+    // Powers of two from 64 KiB to 1 MiB are read; nothing else.
+    for (const nlohmann::json& bytes : {nlohmann::json(3000), nlohmann::json(32768), nlohmann::json(2 << 20),
+                                        nlohmann::json(393216), nlohmann::json("1048576"), nlohmann::json(-1)}) {
+      m["chunk_bytes"] = bytes;
+      Digest d = plant(dir.path(), tensor_manifest(m, "tensor.npy", good_payload), {{"tensor.npy", good_payload}});
+      both_throw(d, MessageHas({d.short_str(), "tensor metadata has an unsupported chunk_bytes " + bytes.dump(),
+                                "(a power of two from 65536 to 1048576)"}), corrupt);
+    }
+  }
+}
+
+TEST_CASE("Chunked tensors load at every chunk size a reader accepts: zstd in 1 MiB chunks as earlier builds wrote it, LZ4 in 64 KiB", "[bad][store][zstd][lz4]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir.path());
+  const std::vector<std::int64_t> shape = {600, 1024};  // 600 KiB: one 1 MiB chunk, or ten of 64 KiB
+  Tensor t = Tensor::zeros(DType::uint8, shape);
+  for (std::size_t k = 0; k < t.nbytes(); ++k) t.mutable_data()[k] = std::byte(static_cast<unsigned char>((k * 13) >> 10));
+  const std::string header = make_tensor_npy_header(DType::uint8, shape);
+  for (auto [codec, chunk] : {std::pair{std::string("npy.zst"), std::size_t{1} << 20}, std::pair{std::string("npy.lz4"), std::size_t{64} << 10}}) {
+    INFO(codec << " in chunks of " << chunk << " bytes");
+    std::string packed;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> rows;
+    auto add_frame = [&](ConstBytes raw, std::uint64_t raw_at) {
+      std::vector<std::byte> frame;
+      if (codec == "npy.zst")
+        detail::encode_zstd_frame(raw, 1, frame);
+      else
+        detail::encode_frame(raw, true, frame);
+      rows.push_back({packed.size(), raw_at});
+      packed.append(reinterpret_cast<const char*>(frame.data()), frame.size());
+    };
+    add_frame({reinterpret_cast<const std::byte*>(header.data()), header.size()}, 0);
+    for (std::size_t at = 0; at < t.nbytes(); at += chunk)
+      add_frame({t.data() + at, std::min(chunk, t.nbytes() - at)}, header.size() + at);
+    rows.push_back({packed.size(), header.size() + t.nbytes()});
+    nlohmann::json meta = {{"dtype", "uint8"}, {"shape", shape}, {"encoding", codec}, {"chunk_bytes", chunk},
+                           {"chunks", rows.size() - 1}, {"stored_chunks", 0}, {"stats", nullptr}};
+    Digest d = plant_tensor(dir.path(), meta, {{"tensor." + codec, packed}, {"tensor.chunks.npy", chunk_index(rows)}});
+    CHECK(store.load<Tensor>(d.str()).bit_equal(t));
+    auto reader = store.open_artifact(d.str());
+    CHECK_NOTHROW(materializer<Tensor>::validate(reader));
+    for (auto [begin, end] : {std::pair{0, 1}, std::pair{63, 65}, std::pair{255, 257}, std::pair{599, 600}})
+      CHECK(load_tensor_rows(reader, begin, end).bit_equal(t.rows(begin, end)));
+    // The chunk size is the manifest's, not the codec's: claimed otherwise,
+    // the same frames do not match the index.
+    meta["chunk_bytes"] = chunk == (std::size_t{1} << 20) ? std::size_t{256} << 10 : std::size_t{128} << 10;
+    Digest lie = plant_tensor(dir.path(), meta, {{"tensor." + codec, packed}, {"tensor.chunks.npy", chunk_index(rows)}});
+    CHECK_THROWS_MATCHES(store.load<Tensor>(lie.str()), CorruptData, MessageHas({lie.short_str(), "tensor.chunks.npy"}));
   }
 }
 

@@ -261,7 +261,9 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
   auto fast = saved(ramp, {.compression = Compression::zstd});
   CHECK(fast.meta()["encoding"] == "npy.zst");
   CHECK(fast.meta()["zstd_level"] == kDefaultZstdLevel);
-  CHECK(fast.meta()["chunks"] == 5);
+  // 4 MiB in chunks of 256 KiB, and the header's.
+  CHECK(fast.meta()["chunk_bytes"] == 256 << 10);
+  CHECK(fast.meta()["chunks"] == 17);
   CHECK(fast.manifest().find("tensor.npy.lz4") == nullptr);
   const std::uint64_t fast_size = fast.manifest().find("tensor.npy.zst")->size;
   auto lz4 = saved(ramp, {.compression = Compression::lz4});
@@ -284,8 +286,8 @@ TEST_CASE("zstd: levels, what the options refuse, and every transform composed w
   // Incompressible chunks cost zstd a few bytes each, and count as stored.
   Tensor noise = test::random_tensor(DType::float32, {1024, 1024}, 3);
   auto noisy = saved(noise, {.compression = Compression::zstd});
-  CHECK(noisy.meta()["stored_chunks"] == 4);
-  CHECK(noisy.manifest().find("tensor.npy.zst")->size < noise.nbytes() + 4096 + 5 * 64);
+  CHECK(noisy.meta()["stored_chunks"] == 16);
+  CHECK(noisy.manifest().find("tensor.npy.zst")->size < noise.nbytes() + 4096 + 17 * 64);
 
   std::uint64_t seed = 40;
   for (DType dtype : {DType::int64, DType::uint16, DType::float32, DType::float64, DType::bool_}) {
@@ -455,16 +457,18 @@ TEST_CASE("Rows of a tensor encoded element by element decode only their stored 
 TEST_CASE("Chunk edges: tensors of exactly, just under and just over whole chunks", "[tensor][zstd][lz4]") {
   test::TempDir dir;
   Store store = test::make_store(dir.path());
-  for (std::int64_t bytes : {std::int64_t{1} << 20, (std::int64_t{1} << 20) - 1, (std::int64_t{1} << 20) + 1,
-                             (std::int64_t{2} << 20) + 4095}) {
+  // LZ4 cuts the data into chunks of 1 MiB, zstd into chunks of 256 KiB.
+  for (auto [c, chunk] : {std::pair{Compression::lz4, std::int64_t{1} << 20}, std::pair{Compression::zstd, std::int64_t{256} << 10}})
+  for (std::int64_t bytes : {chunk, chunk - 1, chunk + 1, 2 * chunk + 4095}) {
     Tensor flat = Tensor::zeros(DType::uint8, {bytes});
     for (std::int64_t k = 0; k < bytes; ++k) flat.mutable_data()[k] = std::byte(static_cast<unsigned char>((k * 31) >> 9));
-    for (Compression c : {Compression::lz4, Compression::zstd}) {
+    {
       INFO(bytes << " bytes, " << to_string(c));
       auto art = store.open_artifact(store.save(flat, {.options = TensorOptions{c}}).digest.str());
-      CHECK(art.meta()["chunks"] == 1 + (bytes + (1 << 20) - 1) / (1 << 20));
+      CHECK(art.meta()["chunk_bytes"] == chunk);
+      CHECK(art.meta()["chunks"] == 1 + (bytes + chunk - 1) / chunk);
       CHECK(store.load<Tensor>(art.digest().str()).bit_equal(flat));
-      for (std::int64_t edge : {std::int64_t{1} << 20, std::int64_t{2} << 20}) {
+      for (std::int64_t edge : {chunk, 2 * chunk}) {
         if (edge + 1 > bytes) continue;
         CHECK(load_tensor_rows(art, edge - 1, edge + 1).bit_equal(flat.rows(edge - 1, edge + 1)));
         CHECK(load_tensor_rows(art, edge, edge + 1).bit_equal(flat.rows(edge, edge + 1)));

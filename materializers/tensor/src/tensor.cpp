@@ -202,8 +202,10 @@ constexpr std::string_view kShuffledPrefix = "shuffled.";
 // by chunk, before any shuffle) is this prefix and the rest of its name.
 constexpr std::string_view kDeltaPrefix = "delta.";
 constexpr std::size_t kHeaderBytes = 4096;
-constexpr std::size_t kChunkBytes = detail::kMaxFrameContent;
-constexpr std::size_t kWindowChunks = 32;            // 32 MiB of input in flight at most
+// The chunk sizes a reader accepts (docs/FORMAT.md §5.1): powers of two, so
+// every chunk holds whole elements of any dtype.
+constexpr std::size_t kMinChunkBytes = 64u << 10, kMaxChunkBytes = detail::kMaxFrameContent;
+constexpr std::size_t kWindowBytes = 32u << 20;      // of input in flight at most
 constexpr std::size_t kAutoMinBytes = 64u << 10;     // smaller tensors are never worth compressing
 // auto compresses a tensor, and LZ4 a shuffled chunk, only to save at least this fraction.
 constexpr double kAutoMinSaving = 0.10;
@@ -213,6 +215,7 @@ constexpr double kAutoMinSaving = 0.10;
 struct ChunkCodec {
   std::string_view encoding;  // meta "encoding" of an unencoded tensor
   std::string_view file;      // the frames' payload file
+  std::size_t chunk_bytes;    // what this build cuts the data into
   std::size_t min_frame;      // the fewest bytes a frame of ours takes
   // The most content bytes a frame of `n` bytes can restore, so a claimed
   // size the payload cannot hold is refused before it drives an allocation.
@@ -220,21 +223,21 @@ struct ChunkCodec {
   // Replaces `out` with the frame of `raw`; returns whether it stores the
   // chunk no smaller than it came.
   bool (*encode)(ConstBytes raw, int level, std::vector<std::byte>& out);
-  // The same for a chunk of byte planes (shuffled).
-  bool (*encode_planes)(ConstBytes raw, int level, std::vector<std::byte>& out);
+  // The same for a chunk of byte planes (shuffled) of elements `width` bytes wide.
+  bool (*encode_planes)(ConstBytes raw, std::size_t width, int level, std::vector<std::byte>& out);
   std::size_t (*frame_bound)(std::size_t content);
   void (*decode)(ConstBytes frame, MutableBytes dst, std::string_view where);
 };
 
 const ChunkCodec kLz4Codec{
-    "npy.lz4", "tensor.npy.lz4", detail::kFrameOverhead,
+    "npy.lz4", "tensor.npy.lz4", kMaxChunkBytes, detail::kFrameOverhead,
     255,  // LZ4 cannot expand more than 255:1
     [](ConstBytes raw, int, std::vector<std::byte>& out) { return !detail::encode_frame(raw, true, out); },
     // A plane that hardly shrinks (an exponent plane of floats without
     // repeats) takes LZ4 15 times its usual time per byte; when samples of
     // the planes say the chunk would shrink by less than a tenth, the shuffle
     // did not help and the planes are stored as they are.
-    [](ConstBytes raw, int, std::vector<std::byte>& out) {
+    [](ConstBytes raw, std::size_t, int, std::vector<std::byte>& out) {
       return !detail::encode_frame(raw, detail::lz4_worth_trying(raw, kAutoMinSaving), out);
     },
     [](std::size_t content) { return content + detail::kFrameOverhead; }, detail::decode_frame};
@@ -244,12 +247,21 @@ bool encode_zstd(ConstBytes raw, int level, std::vector<std::byte>& out) {
   return out.size() >= raw.size();
 }
 
+bool encode_zstd_planes(ConstBytes raw, std::size_t width, int level, std::vector<std::byte>& out) {
+  detail::encode_zstd_frame(raw, level, out, width);
+  return out.size() >= raw.size();
+}
+
+// Chunks of 256 KiB: a row read decodes whole chunks, and zstd decodes
+// about a byte a nanosecond here, so 1 MiB chunks made reading 10 rows of a
+// compressed tensor take 1.2-1.3 ms (docs/FORMAT.md §5.6); the bytes grow by
+// 0-4%.
 const ChunkCodec kZstdCodec{
-    "npy.zst", "tensor.npy.zst", detail::kMinZstdFrame,
+    "npy.zst", "tensor.npy.zst", 256u << 10, detail::kMinZstdFrame,
     // Bounded by the frame count, not by the codec: a chunk of 1 MiB in a
     // frame of the fewest bytes.
     detail::kMaxFrameContent / detail::kMinZstdFrame,
-    encode_zstd, encode_zstd, detail::zstd_frame_bound, detail::decode_zstd_frame};
+    encode_zstd, encode_zstd_planes, detail::zstd_frame_bound, detail::decode_zstd_frame};
 
 const ChunkCodec* codec_named(std::string_view encoding) {
   for (const ChunkCodec* c : {&kLz4Codec, &kZstdCodec})
@@ -257,12 +269,14 @@ const ChunkCodec* codec_named(std::string_view encoding) {
   return nullptr;
 }
 
-ConstBytes data_chunk(const Tensor& t, std::size_t k) {  // k >= 1
-  std::size_t begin = (k - 1) * kChunkBytes;
-  return {t.data() + begin, std::min(kChunkBytes, t.nbytes() - begin)};
+ConstBytes data_chunk(const Tensor& t, std::size_t k, std::size_t chunk_bytes) {  // k >= 1
+  std::size_t begin = (k - 1) * chunk_bytes;
+  return {t.data() + begin, std::min(chunk_bytes, t.nbytes() - begin)};
 }
 
-std::size_t data_chunks(std::size_t nbytes) { return (nbytes + kChunkBytes - 1) / kChunkBytes; }
+std::size_t data_chunks(std::uint64_t nbytes, std::size_t chunk_bytes) {
+  return static_cast<std::size_t>((nbytes + chunk_bytes - 1) / chunk_bytes);
+}
 
 // What `auto` learns from a sample: 8 evenly spaced windows of 64 KiB
 // (LZ4's own window, so a window sees every match LZ4 could use), each
@@ -345,12 +359,13 @@ struct ChunkFilters {
 
 void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& codec, int level, ChunkFilters filters,
                  ArtifactWriter& out) {
-  const std::size_t chunks = 1 + data_chunks(t.nbytes());
+  const std::size_t chunk_bytes = codec.chunk_bytes;
+  const std::size_t chunks = 1 + data_chunks(t.nbytes(), chunk_bytes);
   std::vector<std::uint64_t> index;
   index.reserve(2 * (chunks + 1));
   FileStream stream = out.open_stream(codec.file, codec.frame_bound(header.size()) +
-                                                      (chunks - 1) * codec.frame_bound(kChunkBytes));
-  std::vector<std::vector<std::byte>> frames(std::min(kWindowChunks, chunks));
+                                                      (chunks - 1) * codec.frame_bound(chunk_bytes));
+  std::vector<std::vector<std::byte>> frames(std::min(kWindowBytes / chunk_bytes, chunks));
   std::uint64_t stored_raw = 0;
   std::uint64_t raw_offset = 0;
   for (std::size_t first = 0; first < chunks; first += frames.size()) {
@@ -359,7 +374,7 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
     parallel_for(count, [&](std::size_t i) {
       std::size_t k = first + i;
       ConstBytes raw = k == 0 ? ConstBytes(reinterpret_cast<const std::byte*>(header.data()), header.size())
-                              : data_chunk(t, k);
+                              : data_chunk(t, k, chunk_bytes);
       const std::size_t width = dtype_size(t.dtype());
       if (filters.delta && k > 0) {
         thread_local std::vector<std::byte> differences;
@@ -373,7 +388,7 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
         shuffle_bytes(raw, width, planes);
         raw = planes;
       }
-      stored[i] = (filters.shuffle && k > 0 ? codec.encode_planes : codec.encode)(raw, level, frames[i]);
+      stored[i] = filters.shuffle && k > 0 ? codec.encode_planes(raw, width, level, frames[i]) : codec.encode(raw, level, frames[i]);
     });
     std::vector<ConstBytes> parts;
     std::uint64_t packed_offset = stream.size();
@@ -382,7 +397,7 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
       index.push_back(packed_offset);
       index.push_back(raw_offset);
       packed_offset += frames[i].size();
-      raw_offset += k == 0 ? header.size() : data_chunk(t, k).size();
+      raw_offset += k == 0 ? header.size() : data_chunk(t, k, chunk_bytes).size();
       stored_raw += stored[i];
       parts.emplace_back(frames[i].data(), frames[i].size());
     }
@@ -397,7 +412,7 @@ void save_packed(const Tensor& t, const std::string& header, const ChunkCodec& c
   std::string index_header = make_npy_header(DType::uint64, index_shape, 64);
   out.write_file(kIndexFile, {ConstBytes(reinterpret_cast<const std::byte*>(index_header.data()), index_header.size()),
                               ConstBytes(reinterpret_cast<const std::byte*>(index.data()), index.size() * 8)});
-  out.meta()["chunk_bytes"] = kChunkBytes;
+  out.meta()["chunk_bytes"] = chunk_bytes;
   out.meta()["chunks"] = chunks;
   out.meta()["stored_chunks"] = stored_raw;
 }
@@ -415,6 +430,7 @@ struct Layout {
   std::string header;         // the header this build writes
   std::string legacy_header;  // for a tensor under 64 KiB, the 4096-byte header of earlier builds; else empty
   const ChunkCodec* codec;  // null for a plain tensor.npy
+  std::size_t chunk_bytes = 0;  // the data chunks' size, with a codec
   bool shuffled = false;    // data chunks hold byte planes (§5.6)
   bool delta = false;       // data chunks hold differences of integers (§5.6)
 
@@ -494,9 +510,14 @@ Layout read_layout(const ArtifactReader& in) {
                       "or both): written by a newer Amphora, or damaged");
   if (l.delta && !is_integer(l.dtype))
     bad("encoding '" + encoding + "' delta-codes " + std::string(dtype_name(l.dtype)) + " chunks; only integers are");
-  if (l.codec && !(meta.contains("chunk_bytes") && meta["chunk_bytes"].is_number_unsigned() &&
-                   meta["chunk_bytes"].get<std::uint64_t>() == kChunkBytes))
-    bad("has an unsupported chunk_bytes");
+  if (l.codec) {
+    const auto& c = meta.contains("chunk_bytes") ? meta["chunk_bytes"] : nlohmann::json();
+    const std::uint64_t n = c.is_number_unsigned() ? c.get<std::uint64_t>() : 0;
+    if (n < kMinChunkBytes || n > kMaxChunkBytes || (n & (n - 1)) != 0)
+      bad("has an unsupported chunk_bytes " + (c.is_null() ? std::string("(none)") : c.dump()) + " (a power of two from " +
+          std::to_string(kMinChunkBytes) + " to " + std::to_string(kMaxChunkBytes) + ")");
+    l.chunk_bytes = static_cast<std::size_t>(n);
+  }
   l.header = make_tensor_npy_header(l.dtype, l.shape);
   if (l.header.size() != kHeaderBytes) l.legacy_header = make_npy_header(l.dtype, l.shape, kHeaderBytes);
   return l;
@@ -595,7 +616,7 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
   std::string where = in.label() + ": " + std::string(kIndexFile);
   // The index is small: read, not mapped, whatever the access.
   Tensor table = read_npy(in.read(kIndexFile, 0, static_cast<std::size_t>(in.file_size(kIndexFile))), where);
-  std::size_t chunks = 1 + data_chunks(static_cast<std::size_t>(l.nbytes));
+  std::size_t chunks = 1 + data_chunks(l.nbytes, l.chunk_bytes);
   if (table.dtype() != DType::uint64 || table.shape() != std::vector<std::int64_t>{std::int64_t(chunks + 1), 2})
     throw CorruptData(where + " should be uint64 of shape (" + std::to_string(chunks + 1) + ", 2)");
   auto v = table.values<std::uint64_t>();
@@ -608,7 +629,7 @@ ChunkIndex read_index(const ArtifactReader& in, const Layout& l, Access access) 
   ix.data_offset = static_cast<std::size_t>(ix.raw[1]);
   for (std::size_t k = 0; k <= chunks; ++k) {
     std::uint64_t expect_raw =
-        k == 0 ? 0 : std::min<std::uint64_t>(ix.data_offset + (k - 1) * kChunkBytes, ix.data_offset + l.nbytes);
+        k == 0 ? 0 : std::min<std::uint64_t>(ix.data_offset + (k - 1) * l.chunk_bytes, ix.data_offset + l.nbytes);
     if (ix.raw[k] != expect_raw) throw CorruptData(where + ": chunk " + std::to_string(k) + " has a wrong raw offset");
     // Written without additions, which a hostile offset near 2^64 would wrap.
     if (ix.packed[k] > ix.file_size ||

@@ -26,9 +26,11 @@ inline constexpr std::size_t kMinZstdFrame = 14;
 std::size_t zstd_frame_bound(std::size_t content);
 
 /// Replaces `out` with one zstd frame holding `raw` (1 byte to 1 MiB): the
-/// content size and a checksum recorded, no dictionary, at `level`.
-/// Throws InvalidArgument for a level outside kMinZstdLevel..kMaxZstdLevel.
-void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out);
+/// content size and a checksum recorded, no dictionary, at `level`. With
+/// `planes` > 1, raw is that many byte planes of equal size (a shuffled
+/// chunk) and each ends a zstd block. Throws InvalidArgument for a level
+/// outside kMinZstdLevel..kMaxZstdLevel or planes that do not divide raw.
+void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out, std::size_t planes = 1);
 
 /// Decodes one frame made by encode_zstd_frame into `dst`, whose size must
 /// be the frame's content size (1 byte to 1 MiB). Throws CorruptData
