@@ -132,11 +132,14 @@ void lz4_seeds(const fs::path& dir) {
 // reads the expected content size from (here the frame's own).
 void zstd_seeds(const fs::path& dir) {
   int n = 0;
+  // Level 1 and 3 in one block run, and level 1 with a block per byte plane
+  // (as shuffled chunks are written) where the content splits in four.
   for (const auto& c : chunk_contents())
-    for (int level : {1, 3}) {
+    for (auto [level, planes] : {std::pair{1, std::size_t{1}}, std::pair{3, std::size_t{1}}, std::pair{1, std::size_t{4}}}) {
+      if (c.size() % planes != 0) continue;
       std::vector<std::byte> frame;
       amphora::detail::encode_zstd_frame(amphora::ConstBytes(reinterpret_cast<const std::byte*>(c.data()), c.size()),
-                                         level, frame);
+                                         level, frame, planes);
       const std::size_t announced = c.size() - 1;  // expected_size: (b0 << 8 | b1) % 70000 + 1
       std::string seed{static_cast<char>(announced >> 8), static_cast<char>(announced & 0xff)};
       put(dir, "frame-" + std::to_string(n++), seed + std::string(reinterpret_cast<const char*>(frame.data()), frame.size()));
