@@ -87,6 +87,17 @@ TEST_CASE("zstd frames of byte planes: one frame, a block per plane, smaller for
       if (size == (std::size_t{256} << 10)) CHECK(by_plane.size() * 100 < whole.size() * (level == 1 ? 93 : 97));
     }
   }
+  // Incompressible planes of every width down to a byte each: a block
+  // header per plane on top of the raw bytes, whatever the room it takes.
+  for (std::size_t planes : {std::size_t{2}, std::size_t{4}, std::size_t{8}, std::size_t{16}})
+    for (std::size_t size : {planes, 3 * planes, 4096 - 4096 % planes, std::size_t{256} << 10}) {
+      INFO(planes << " planes of " << size / planes << " bytes");
+      const auto raw = sample(size, size + planes, 0);
+      std::vector<std::byte> frame, back(size);
+      encode_zstd_frame(raw, 1, frame, planes);
+      decode_zstd_frame(frame, back, "chunk");
+      CHECK(back == raw);
+    }
   std::vector<std::byte> out;
   for (std::size_t planes : {std::size_t{0}, std::size_t{3}})
     CHECK_THROWS_MATCHES(encode_zstd_frame(sample(4096, 2, 0), 1, out, planes), InvalidArgument,

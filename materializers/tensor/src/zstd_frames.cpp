@@ -81,6 +81,8 @@ void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out, s
   // float32 (the mantissa's noise and the exponent's few values) made the
   // weights' 256 KiB chunks 10% larger than the same planes in blocks of
   // their own.
+  // Every plane's block headers come on top of compressBound's margin, so
+  // a frame of many tiny planes may need more room than it gives.
   ZSTD_outBuffer dst{out.data(), out.size(), 0};
   const std::size_t plane = raw.size() / planes;
   for (std::size_t k = 0; k < planes; ++k) {
@@ -88,6 +90,11 @@ void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out, s
     const ZSTD_EndDirective mode = k + 1 < planes ? ZSTD_e_flush : ZSTD_e_end;
     std::size_t left;
     do {
+      if (dst.pos == dst.size) {
+        out.resize(2 * out.size());
+        dst.dst = out.data();
+        dst.size = out.size();
+      }
       left = ZSTD_compressStream2(c, &dst, &src, mode);
       if (ZSTD_isError(left)) throw failed(left);
     } while (left != 0 || src.pos < src.size);
