@@ -242,15 +242,12 @@ const ChunkCodec kLz4Codec{
     },
     [](std::size_t content) { return content + detail::kFrameOverhead; }, detail::decode_frame};
 
-bool encode_zstd(ConstBytes raw, int level, std::vector<std::byte>& out) {
-  detail::encode_zstd_frame(raw, level, out);
-  return out.size() >= raw.size();
-}
-
 bool encode_zstd_planes(ConstBytes raw, std::size_t width, int level, std::vector<std::byte>& out) {
   detail::encode_zstd_frame(raw, level, out, width);
   return out.size() >= raw.size();
 }
+
+bool encode_zstd(ConstBytes raw, int level, std::vector<std::byte>& out) { return encode_zstd_planes(raw, 1, level, out); }
 
 // Chunks of 256 KiB: a row read decodes whole chunks, and zstd decodes
 // about a byte a nanosecond here, so 1 MiB chunks made reading 10 rows of a

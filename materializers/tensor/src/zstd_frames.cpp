@@ -77,20 +77,11 @@ void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out, s
   }
   ZSTD_CCtx_setPledgedSrcSize(c, raw.size());
   out.resize(zstd_frame_bound(raw.size()));
-  auto failed = [](std::size_t code) {
-    return CorruptData(std::string("zstd could not compress a chunk: ") + ZSTD_getErrorName(code));
-  };
-  if (planes == 1) {
-    const std::size_t n = ZSTD_compress2(c, out.data(), out.size(), raw.data(), raw.size());
-    if (ZSTD_isError(n)) throw failed(n);
-    out.resize(n);
-    return;
-  }
-  // Each plane ends a block, so every block's literals (and their Huffman
-  // table) come from one plane: a 128 KiB block across two 64 KiB planes of
-  // float32 (the mantissa's noise and the exponent's few values) made the
-  // weights' 256 KiB chunks 10% larger than the same planes in blocks of
-  // their own.
+  // With planes > 1 each plane ends a block, so every block's literals (and
+  // their Huffman table) come from one plane: a 128 KiB block across two
+  // 64 KiB planes of float32 (the mantissa's noise and the exponent's few
+  // values) made the weights' 256 KiB chunks 10% larger than the same
+  // planes in blocks of their own. One plane is what ZSTD_compress2 does.
   // Every plane's block headers come on top of compressBound's margin, so
   // a frame of many tiny planes may need more room than it gives.
   ZSTD_outBuffer dst{out.data(), out.size(), 0};
@@ -106,7 +97,7 @@ void encode_zstd_frame(ConstBytes raw, int level, std::vector<std::byte>& out, s
         dst.size = out.size();
       }
       left = ZSTD_compressStream2(c, &dst, &src, mode);
-      if (ZSTD_isError(left)) throw failed(left);
+      if (ZSTD_isError(left)) throw CorruptData(std::string("zstd could not compress a chunk: ") + ZSTD_getErrorName(left));
     } while (left != 0 || src.pos < src.size);
   }
   out.resize(dst.pos);
