@@ -119,14 +119,19 @@ constexpr long long kSettleSeconds = 65;
 fs::path cleanup_stamp() { return retired_dir.parent_path() / "last-cleanup"; }
 }  // namespace
 
-void remove_retired() {
+void write_back_scratch() {
   if (retired_dir.empty()) return;
-  fs::remove_all(retired_dir);
-  // Written back now, the freed inodes are skipped for one minute, not six.
   if (int fd = ::open(retired_dir.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
     ::syncfs(fd);
     ::close(fd);
   }
+}
+
+void remove_retired() {
+  if (retired_dir.empty()) return;
+  fs::remove_all(retired_dir);
+  // Written back now, the freed inodes are skipped for one minute, not six.
+  write_back_scratch();
   // Stamped so that the next run can tell how recent the deletion was.
   std::ofstream(cleanup_stamp()) << "";
 }
