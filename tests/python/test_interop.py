@@ -33,9 +33,18 @@ HEADER_BYTES = 4096
 PAGE_ALIGNED_BYTES = 64 << 10  # smaller tensors are 64-byte aligned
 MIN_PIECE = 2 * 1024 * 1024  # writers' piece size, doubled until a file has at most 256 pieces (docs/FORMAT.md)
 MAX_PIECES = 256
+SPLIT_ABOVE = 256 * 1024  # files above this and up to MIN_PIECE are cut into at most four pieces
 
 
 def expected_piece_size(size):
+    """FORMAT.md section 3.4: a file of more than 256 KiB and at most 2 MiB
+    gets the smallest power-of-two pieces that make at most four; otherwise
+    2 MiB pieces, doubled until at most 256."""
+    if SPLIT_ABOVE < size <= MIN_PIECE:
+        piece = 1
+        while -(-size // piece) > 4:
+            piece *= 2
+        return piece
     piece = MIN_PIECE
     while max(1, -(-size // piece)) > MAX_PIECES:
         piece *= 2
@@ -730,6 +739,7 @@ class DigestTest(StoreTestCase):
             ("small-raw", make_array("float32", (10, 10), rng), "none"),
             ("small-lz4", make_array("int16", (300,), rng), "lz4"),
             ("big-raw", np.arange(3_000_000, dtype="<i4"), "none"),                     # 12 MB: 6 pieces
+            ("mid-raw", np.arange(200_000, dtype="<i4"), "none"),                       # 800 KB: 4 pieces of 256 KiB
             ("big-lz4", rng.standard_normal(1_500_000).astype("<f8"), "lz4"),            # 12 MB incompressible
             ("compressible-lz4", np.tile(np.arange(1000, dtype="<i4"), 750), "lz4"),
             ("empty", np.zeros((0, 3), "<u1"), "none"),
@@ -782,8 +792,10 @@ class DigestTest(StoreTestCase):
                     else:
                         multi_piece_files += 1
                         self.assertNotEqual(hashlib.sha256(data).hexdigest(), entry["sha256"][0])
-        self.assertEqual(multi_piece_files, 2, "big-raw and big-lz4 should each have a multi-piece file")
+        self.assertEqual(multi_piece_files, 3, "big-raw, mid-raw and big-lz4 should each have a multi-piece file")
         self.assertEqual(len(shown["big-raw"]["files"][0]["sha256"]), 6)
+        self.assertEqual(shown["mid-raw"]["files"][0]["piece_size"], 256 * 1024)
+        self.assertEqual(len(shown["mid-raw"]["files"][0]["sha256"]), 4)
 
         # name records point at the digests show reports
         for name, info in shown.items():

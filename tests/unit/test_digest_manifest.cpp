@@ -1,6 +1,7 @@
 #include "support.hpp"
 #include "artifact_context.hpp"
 
+#include <bit>
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -208,6 +209,26 @@ TEST_CASE("Files get at most 256 pieces of at least 2 MiB", "[digest][pieces]") 
   for (std::uint64_t size : {std::uint64_t{1}, 100 * MiB, 3000 * MiB, std::uint64_t{(1ull << 40) + 5}})
     CHECK(piece_count(size, Manifest::piece_size_for(size)) <= Manifest::kMaxPieces);
   CHECK(Manifest::piece_size_for(100, 4096) == 4096);
+}
+
+TEST_CASE("Files of 256 KiB to 2 MiB get at most four pieces, so that both cores hash them", "[digest][pieces]") {
+  constexpr std::uint64_t KiB = 1u << 10, MiB = 1u << 20;
+  CHECK(Manifest::piece_size_for(256 * KiB) == 2 * MiB);  // one piece: sha256sum of the file
+  CHECK(Manifest::piece_size_for(256 * KiB + 1) == 128 * KiB);
+  CHECK(Manifest::piece_size_for(512 * KiB) == 128 * KiB);
+  CHECK(Manifest::piece_size_for(512 * KiB + 1) == 256 * KiB);
+  CHECK(Manifest::piece_size_for(819'200 + 128) == 256 * KiB);  // 50 images of 128 x 128 bytes with their header
+  CHECK(Manifest::piece_size_for(1 * MiB + 1) == 512 * KiB);
+  CHECK(Manifest::piece_size_for(2 * MiB) == 512 * KiB);
+  CHECK(Manifest::piece_size_for(2 * MiB + 1) == 2 * MiB);  // two pieces of the usual size
+  for (std::uint64_t size = 256 * KiB + 1; size <= 2 * MiB; size += 4093) {
+    const std::uint64_t piece = Manifest::piece_size_for(size);
+    CHECK(std::has_single_bit(piece));
+    CHECK(piece_count(size, piece) <= Manifest::kSmallFilePieces);
+    CHECK(piece_count(size, piece / 2) > Manifest::kSmallFilePieces);  // the smallest such size
+  }
+  // A store's own smaller piece size (tests use it) is kept as it was.
+  CHECK(Manifest::piece_size_for(300 * KiB, 4096) == 4096);
 }
 
 TEST_CASE("canonical_json and json_digest are stable and strict", "[canonical]") {

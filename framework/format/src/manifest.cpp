@@ -5,6 +5,7 @@
 #include "json_text.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace amphora {
 
@@ -45,6 +46,7 @@ void expect_keys(const nlohmann::json& object, std::initializer_list<const char*
 
 
 std::uint64_t Manifest::piece_size_for(std::uint64_t size, std::uint64_t min_piece_size) {
+  if (size > kSplitAbove && size <= min_piece_size) return std::bit_ceil((size + kSmallFilePieces - 1) / kSmallFilePieces);
   std::uint64_t piece = min_piece_size;
   while (piece < kLargestPiece && piece_count(size, piece) > kMaxPieces) piece *= 2;
   return piece;

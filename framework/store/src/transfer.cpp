@@ -333,7 +333,7 @@ class Copier {
     const auto check = [&](std::uint64_t piece, const Sha256Value& value) {
       if (piece >= entry.pieces.size() || value != entry.pieces[piece]) throw CorruptData(mismatch(item, entry, piece));
     };
-    // Whole blocks, across pieces (2 MiB at the least): one request of up to
+    // Whole blocks, across pieces (128 KiB at the least): one request of up to
     // 8 MiB each from an object store, not one per piece. Each piece is
     // checked before the block that ends it is written.
     for (std::uint64_t at = chunk.offset; at < chunk.offset + chunk.size;) {

@@ -44,6 +44,13 @@ struct Manifest {
   /// that a manifest stays small (and quick to open) whatever the file size.
   static constexpr std::uint64_t kMinPieceSize = 2u << 20;
   static constexpr std::uint64_t kMaxPieces = 256;
+  /// A file of more than kSplitAbove bytes and at most the smallest piece
+  /// size is cut into the smallest power-of-two pieces that give it at most
+  /// kSmallFilePieces (128 to 512 KiB): hashed whole it would keep one core
+  /// busy for its whole save, in pieces two cores with two lanes each hash
+  /// it at once. Smaller files stay one piece.
+  static constexpr std::uint64_t kSplitAbove = 256u << 10;
+  static constexpr std::uint64_t kSmallFilePieces = 4;
   /// Largest manifest.json a store writes or reads.
   static constexpr std::size_t kMaxBytes = 64u << 20;
   /// The piece size writers use for a file of `size` bytes.
