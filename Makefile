@@ -8,7 +8,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz fuzz-long demo bench stress remote-up remote-down install clean
+.PHONY: all deps build build-asan build-tsan build-fuzz test test-release test-asan test-tsan test-fuzz fuzz fuzz-long fuzz-save-corpus demo bench stress remote-up remote-down install clean
 
 all: build
 
@@ -116,6 +116,14 @@ fuzz-long: build-fuzz
 	FUZZ_CORPUS_DIR=$(FUZZ_DIR)/fuzz-corpus FUZZ_ARGS=-entropic=0 FUZZ_SEGMENT_RUNS=$(FUZZ_LONG_SEGMENT) \
 	  bash fuzz/run.sh $(FUZZ_LONG_DIR) $(FUZZ_SECONDS)
 	FUZZ_RUNS=0 bash fuzz/run.sh $(FUZZ_DIR)
+
+# What fuzzing found, kept in the repository for the next machine: each
+# corpus in $(FUZZ_DIR)/fuzz-corpus (or FUZZ_CORPUS_DIR) merged with
+# fuzz/corpus/TARGET.tar.gz into the smallest set covering the same features,
+# every input run once more under AddressSanitizer on the way
+# (fuzz/save_corpus.sh). FUZZ_TARGETS="csv composite" saves only those.
+fuzz-save-corpus: build-fuzz
+	bash fuzz/save_corpus.sh $(FUZZ_DIR) $(or $(FUZZ_CORPUS_DIR),$(FUZZ_DIR)/fuzz-corpus) $(FUZZ_TARGETS)
 
 # The fuzz targets built and each run for FUZZ_SMOKE_SECONDS from its seeds
 # alone, with a fixed random seed (fuzz/run.sh --smoke), so that they keep

@@ -3,9 +3,11 @@
 #   run.sh BUILD_DIR [SECONDS_EACH]           (make fuzz)
 #   run.sh --smoke BUILD_DIR [SECONDS_EACH]   (make test: test-fuzz)
 # Seeds are regenerated into BUILD_DIR/fuzz-seeds. A normal run keeps what
-# libFuzzer finds interesting in BUILD_DIR/fuzz-corpus across runs; a smoke
-# run starts from the seeds alone, in a scratch corpus removed afterwards,
-# with a fixed random seed, so that it depends on nothing a previous run left.
+# libFuzzer finds interesting in BUILD_DIR/fuzz-corpus across runs and also
+# starts from the inputs saved in fuzz/corpus/TARGET.tar.gz (make
+# fuzz-save-corpus); a smoke run starts from the seeds alone, in a scratch
+# corpus removed afterwards, with a fixed random seed, so that it depends on
+# nothing a previous run left.
 # Crashing inputs go to BUILD_DIR/fuzz-crashes (TARGET-crash-..., -oom-, ...).
 # libFuzzer's output for each target is kept in BUILD_DIR/fuzz-logs/TARGET.log.
 # Prints each target's executions per second at the end; exits nonzero if
@@ -89,6 +91,14 @@ for t in "${targets[@]}"; do
     corpus="${FUZZ_CORPUS_DIR:-$build/fuzz-corpus}/$t"
   fi
   mkdir -p "$corpus"
+  # Inputs earlier machines found (read only: libFuzzer adds what it finds
+  # to the first directory alone).
+  saved=()
+  if ((!smoke)) && [[ -f "$here/corpus/$t.tar.gz" ]]; then
+    mkdir -p "$scratch/saved/$t"
+    tar -xzf "$here/corpus/$t.tar.gz" -C "$scratch/saved/$t" || exit 1
+    saved=("$scratch/saved/$t")
+  fi
   # -timeout: one input taking this long is a finding (a hang); -rss_limit_mb
   # also limits single allocations (malloc_limit_mb) to as much.
   args=(-timeout=25 -rss_limit_mb=2048 -max_len="${max_len[$t]}"
@@ -115,7 +125,7 @@ for t in "${targets[@]}"; do
       [[ -n "${FUZZ_SEGMENT_RUNS:-}" ]] && limit+=(-runs="$FUZZ_SEGMENT_RUNS")
     fi
     ((segments > 0)) && echo "== $(date -u +%FT%TZ): segment $((segments + 1)), $runs executions so far" >>"$log"
-    "$bin/fuzz_$t" "${limit[@]}" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t" >"$log.segment" 2>&1
+    "$bin/fuzz_$t" "${limit[@]}" "${args[@]}" "$corpus" "$build/fuzz-seeds/$t" "${saved[@]}" >"$log.segment" 2>&1
     status=$?
     cat "$log.segment" >>"$log"
     segments=$((segments + 1))
