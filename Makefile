@@ -96,12 +96,12 @@ fuzz: build-fuzz
 
 # Long runs (make fuzz-long FUZZ_SECONDS=36000): the targets built in
 # $(FUZZ_LONG_DIR) with LeakSanitizer in place of AddressSanitizer, at -O2,
-# run with libFuzzer's entropic scheduling off, and the standard library's
-# and nlohmann::json's templates left uninstrumented (fuzz/uninstrumented.txt):
-# about three times the executions a second, with the same invariants,
-# UndefinedBehaviorSanitizer and leak checks. They grow build-fuzz's corpus, which is then replayed
-# under AddressSanitizer (each input once), so every input they found has
-# also run with its memory checked.
+# run with libFuzzer's entropic scheduling off, and the standard containers
+# and nlohmann::json left uninstrumented (fuzz/uninstrumented.txt): about
+# three times the executions a second, with the same invariants,
+# UndefinedBehaviorSanitizer and leak checks. They grow build-fuzz's corpus,
+# which is then replayed under AddressSanitizer (each input once), so every
+# input they found has also run with its memory checked.
 FUZZ_LONG_DIR ?= build-fuzz-leak
 # Executions per libFuzzer process in a long run: that build's resident
 # memory grows about 4 KiB per execution (in its runtime, not in Amphora;
