@@ -108,9 +108,12 @@ class Parser {
 
     auto* ls = add("ls", "List names with their latest versions, or every version of NAME.", amphora::cli::cmd_ls,
                    "Unreadable name records are skipped with a warning on standard error.\n"
+                   "SIZE is what each version's whole tree holds, children counted once; a '>'\n"
+                   "before it means a child is missing or unreadable, or counting stopped.\n"
                    "--json prints an array of {name, version, digest, materializer, payload_bytes,\n"
-                   "created_at}, plus \"versions\" (how many) when listing every name, and\n"
-                   "\"migrated_from\" (a digest) for a version `amphora migrate` wrote.\n\n"
+                   "tree_bytes, tree_artifacts, tree_complete, created_at}, plus \"versions\" (how\n"
+                   "many) when listing every name, and \"migrated_from\" (a digest) for a version\n"
+                   "`amphora migrate` wrote.\n\n"
                    "Examples:\n"
                    "  amphora ls\n"
                    "  amphora ls emb --json");

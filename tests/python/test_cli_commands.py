@@ -15,6 +15,7 @@ and review the difference (git diff tests/golden) before committing it.
 
 import json
 import os
+import re
 import pty
 import shutil
 import subprocess
@@ -381,6 +382,9 @@ class CompositeTest(cli_support.StoreTestCase):
         self.assertEqual(row["tree_bytes"], shown["payload_bytes"] + child["payload_bytes"] + leaf["payload_bytes"])
         self.assertGreater(row["tree_bytes"], row["payload_bytes"])
         self.assertTrue(row["tree_complete"])
+        # `amphora help ls` names every field --json prints.
+        helped = self.run_cli("help", "ls", check=EXIT_OK).stdout
+        self.assertEqual([k for k in row if not re.search(rf"\b{k}\b", helped)], [])
         line = self.run_cli("ls", check=EXIT_OK).stdout.splitlines()[1]
         shown_size = f"{row['tree_bytes']} B" if row["tree_bytes"] < 1024 else f"{row['tree_bytes'] / 1024:.1f} KiB"
         self.assertIn(f" {shown_size} ", line)

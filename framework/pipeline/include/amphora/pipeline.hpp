@@ -477,9 +477,11 @@ std::vector<RunSummary> run_summaries(const Store& store, std::vector<std::strin
 nlohmann::json read_run(const Store& store, std::string_view pipeline, std::string_view run);
 
 /// The chain of steps and artifacts behind `digest`: one JSON object per
-/// artifact reached through step inputs, starting with `digest` itself,
-/// each {"digest", "names", "step", "pipeline", "run", "params", "inputs"}
-/// (step fields absent for an artifact no step made).
+/// artifact reached through step inputs, breadth first from `digest` itself,
+/// each {"digest", "names", "stored"} plus, for an artifact a step made, the
+/// provenance its oldest such name record holds ("pipeline", "step",
+/// "step_version", "output", "run", "params", "inputs", "cache_key", and
+/// "external"/"external_digest" when present; docs/FORMAT.md §1.8).
 std::vector<nlohmann::json> lineage(const Store& store, const Digest& digest);
 
 }  // namespace amphora
