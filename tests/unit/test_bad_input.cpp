@@ -461,6 +461,11 @@ TEST_CASE("Damaged artifacts fail to load with a message naming them", "[bad][st
     m["dtype"] = "float128";
     Digest d = plant(dir.path(), tensor_manifest(m, "tensor.npy", good_payload), {{"tensor.npy", good_payload}});
     both_throw(d, MessageHas({d.short_str(), "unknown dtype 'float128'"}), unsupported);
+    // Loaded as a type whose accept() looks at the dtype before the tensor is read.
+    CHECK_THROWS_MATCHES(store.load<std::vector<float>>(d.str()), Unsupported,
+                         MessageHas({d.short_str(), "unknown dtype 'float128'"}));
+    CHECK_THROWS_MATCHES((store.load<std::array<float, 4>>(d.str())), Unsupported,
+                         MessageHas({d.short_str(), "unknown dtype 'float128'"}));
   }
   SECTION("unknown encoding") {
     auto m = meta;

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <fcntl.h>
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <thread>
 #include <unistd.h>
@@ -143,6 +144,34 @@ TEST_CASE("The registry keys by type and by stable name", "[registry]") {
   CHECK_THROWS_WITH(r.add_entry(bad), Catch::Contains("invalid materializer name"));
   CHECK(r.find("test.note")->name == "test.note");  // unchanged by the failures
   CHECK(r.entries().size() == 1);
+}
+
+TEST_CASE("Threads adding the defaults to one registry at once each add them once", "[registry][concurrency]") {
+  // A registry is shared between threads; two of them asking for the
+  // defaults at once must neither fail ("registered twice") nor add twice.
+  const std::size_t expected = Registry::with_defaults()->entries().size();
+  REQUIRE(expected > 0);
+  for (int round = 0; round < 200; ++round) {
+    Registry r;
+    std::atomic<int> ready{0};
+    std::vector<std::string> failures(2);
+    auto add = [&](std::size_t k) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      try {
+        r.add_defaults();
+      } catch (const std::exception& e) {
+        failures[k] = e.what();
+      }
+    };
+    std::thread a(add, 0), b(add, 1);
+    a.join();
+    b.join();
+    INFO("round " << round);
+    CHECK(failures == std::vector<std::string>(2));
+    REQUIRE(r.entries().size() == expected);
+  }
 }
 
 TEST_CASE("Loading checks materializer identity and version", "[store][registry]") {

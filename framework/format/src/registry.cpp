@@ -84,6 +84,14 @@ std::vector<Contribution>& contributions() {
   static auto* all = new std::vector<Contribution>;
   return *all;
 }
+// Held from "is this library's contribution here yet?" to recording that it
+// is, so two threads adding the defaults to one registry cannot both merge
+// it. One for all registries: adding defaults is rare, and a per-registry
+// lock would change the registry's layout, which plugins see.
+std::mutex& defaults_merge_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
 
 }  // namespace
 
@@ -109,22 +117,26 @@ void Registry::add_defaults() {
     std::lock_guard lock(contributions_mutex());
     pending = contributions();
   }
+  auto added = [&](const std::string& library) {
+    std::shared_lock lock(mutex_);
+    return std::find(defaults_added_.begin(), defaults_added_.end(), library) != defaults_added_.end();
+  };
   for (const auto& c : pending) {
-    {
-      std::shared_lock lock(mutex_);
-      if (std::find(defaults_added_.begin(), defaults_added_.end(), c.library) != defaults_added_.end()) continue;
-    }
+    if (added(c.library)) continue;
     // Into a scratch registry first, so a library whose registration fails
-    // halfway, or collides, adds nothing.
+    // halfway, or collides, adds nothing. The contribution runs unlocked: it
+    // is the library's code and may make registries of its own.
     Registry scratch;
     try {
       c.contribute(scratch);
+      std::lock_guard serial(defaults_merge_mutex());
+      if (added(c.library)) continue;
       merge(scratch);
+      std::unique_lock lock(mutex_);
+      defaults_added_.push_back(c.library);
     } catch (const Error& e) {
       throw InvalidArgument("default materializers of '" + c.library + "': " + e.what());
     }
-    std::unique_lock lock(mutex_);
-    defaults_added_.push_back(c.library);
   }
 }
 

@@ -1224,7 +1224,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     }
   }
 
-  // Nesting as loads and exports bound it (FORMAT.md §4.1): the longest
+  // Nesting as loads and exports bound it (FORMAT.md §3.6): the longest
   // chain of children below each artifact, each artifact measured once.
   std::map<Digest, const Manifest*> manifests;
   for (const auto& item : items)

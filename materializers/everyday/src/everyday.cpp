@@ -61,23 +61,14 @@ Tensor load_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const
 
 void accept_tensor_shaped(const ArtifactReader& in, DType dtype, std::span<const std::int64_t> shape,
                           const std::type_info& declared) {
-  DType has{};
-  try {
-    has = dtype_from_name(in.meta<std::string>("dtype"));
-  } catch (const InvalidArgument& e) {
-    throw CorruptData(in.label() + ": " + e.what());
-  }
-  require_tensor_shaped(in, has, in.meta<std::vector<std::int64_t>>("shape"), dtype, shape, declared);
+  // An unknown dtype is Unsupported (a newer build's), as the tensor's own load says.
+  require_tensor_shaped(in, dtype_from_name(in.meta<std::string>("dtype")), in.meta<std::vector<std::int64_t>>("shape"),
+                        dtype, shape, declared);
 }
 
 void accept_tensor_as(const ArtifactReader& in, DType dtype, int ndim) {
-  DType has{};
-  try {
-    has = dtype_from_name(in.meta<std::string>("dtype"));
-  } catch (const InvalidArgument& e) {
-    throw CorruptData(in.label() + ": " + e.what());
-  }
-  require_tensor_as(in, has, in.meta<std::vector<std::int64_t>>("shape"), dtype, ndim);
+  require_tensor_as(in, dtype_from_name(in.meta<std::string>("dtype")), in.meta<std::vector<std::int64_t>>("shape"), dtype,
+                    ndim);
 }
 
 std::string child_role(std::string_view prefix, std::size_t index) { return std::string(prefix) + std::to_string(index); }

@@ -327,8 +327,8 @@ class ArtifactReader {
 
   bool has_file(std::string_view path) const { return manifest_->find(path) != nullptr; }
   /// Maps a payload file listed in the manifest, read-only and zero-copy.
-  /// Throws NotFound if unlisted or missing, CorruptData if its size differs
-  /// from the manifest. Contents are not re-hashed here (see Store::verify).
+  /// Throws NotFound if unlisted or the artifact was collected, CorruptData if the file is missing
+  /// or its size differs from the manifest. Contents are not re-hashed here (see Store::verify).
   std::shared_ptr<const Buffer> map(std::string_view path) const;
   /// Whether map() shares the stored bytes (a local store) rather than
   /// fetching the whole file into memory (a remote one): a reader after a
@@ -422,7 +422,7 @@ class ArtifactReader {
   /// child is missing, damaged or nested deeper than kMaxChildDepth.
   ArtifactReader open_child(std::string_view role) const;
   /// Loads child `role` as a T with materializer<T>. Throws as open_child,
-  /// and CorruptData when the child was written by another materializer,
+  /// and TypeMismatch when the child was written by another materializer,
   /// Unsupported when by a newer format version of materializer<T>.
   template <class T>
   T load_child(std::string_view role) const;

@@ -114,7 +114,7 @@ struct MaterializerEntry {
   std::function<void(const ArtifactReader& in)> validate;
   /// Quick check, from the metadata alone, that the artifact holds a value of
   /// `type` and not of another type stored under the same name (a 0-d tensor
-  /// where a vector is wanted): throws CorruptData saying what it holds. A
+  /// where a vector is wanted): throws TypeMismatch saying what it holds. A
   /// pipeline refuses a cache hit it throws for. Empty = no quick check.
   std::function<void(const ArtifactReader& in)> accept;
   /// The identity of a value of `type` (see ValueIdentity), for values that

@@ -177,7 +177,7 @@ class Store {
   /// an unregistered URI scheme, and as open(dir) does.
   static Store open(OpenOptions options);
   static Store open(const std::filesystem::path& dir) { return open(dir, OpenOptions{}); }
-  /// `--store` / `$AMPHORA_STORE` / `./.amphora`, in that order of preference.
+  /// `$AMPHORA_STORE` when set and not empty, else `.amphora` (the CLI's `--store` wins over both).
   static std::filesystem::path default_path();
 
   /// Where the store is, for messages: its directory, or its medium's location.

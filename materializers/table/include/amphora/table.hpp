@@ -148,11 +148,11 @@ Table load_table(const ArtifactReader& in, const TableSelection& selection = {})
 /// Reads a CSV file (RFC 4180: header row, comma-separated, double-quoted
 /// fields with "" for a quote, LF or CRLF, UTF-8, an optional byte order
 /// mark) into a table. Each column's type is inferred from its non-empty
-/// fields: int64 if all are integers, else float64 if all are numbers
-/// (including nan and inf), else bool if all are true/false (any of three
-/// spellings), else timestamp if all are ISO 8601 dates or date-times in UTC
-/// (docs/FORMAT.md §9.3), else string. An empty field is null; blank lines
-/// are skipped.
+/// fields, the first that holds them all exactly: int64, uint64, float64 (nan and inf included), bool
+/// (true/false in any of three spellings), timestamp (ISO 8601 within int64 nanoseconds: timestamp[ns]
+/// when a field names UTC, else naive_timestamp[ns]), else string (docs/FORMAT.md §9.3: integers past
+/// uint64, floats that would round an integer, nan(...), dates out of range). An empty field is null;
+/// blank lines are skipped.
 /// Throws InvalidArgument naming the file and line for a ragged row, invalid
 /// UTF-8, an unclosed quote or text after a closing quote; NotFound for a
 /// missing file.
@@ -168,7 +168,7 @@ Table read_csv(const std::filesystem::path& file);
 void import_csv(const std::filesystem::path& file, ArtifactWriter& out);
 /// Writes `table` as CSV that pandas.read_csv reads back: header, nulls as
 /// empty fields, floats in their shortest exact form (nan, inf), bools as
-/// True/False, timestamps as ISO 8601 UTC with nanoseconds, strings quoted
+/// True/False, timestamps as ISO 8601 with nanoseconds (Z unless naive), strings quoted
 /// where needed. Atomic: the file appears complete or not at all.
 void write_csv(const Table& table, const std::filesystem::path& file);
 /// A timestamp column's value (nanoseconds since 1970-01-01 UTC) as ISO 8601
