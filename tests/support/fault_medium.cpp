@@ -64,6 +64,11 @@ void FaultMedium::arm(std::string point, Action action, std::string key_prefix, 
   arms_.push_back({std::move(point), action, std::move(key_prefix), skip, once});
 }
 
+void FaultMedium::on(std::string point, std::function<void()> then, std::string key_prefix, int skip) {
+  std::lock_guard lock(mutex_);
+  arms_.push_back({std::move(point), Action::run, std::move(key_prefix), skip, true, false, std::move(then)});
+}
+
 void FaultMedium::disarm() {
   std::lock_guard lock(mutex_);
   arms_.clear();
@@ -91,13 +96,19 @@ void FaultMedium::reach(std::string_view point, std::string_view key) {
     arm.spent = arm.once;
     ++triggered_;
     Action action = arm.action;
+    auto then = arm.then;
     lock.unlock();
+    if (action == Action::run) {
+      then();
+      return;
+    }
     const std::string what = "injected fault at " + std::string(point) + " on " + std::string(key);
     switch (action) {
       case Action::kill: ::raise(SIGKILL); break;
       case Action::foreign: throw std::runtime_error(what);
       case Action::no_memory: throw std::bad_alloc();
-      case Action::fail: break;
+      case Action::fail:
+      case Action::run: break;
     }
     throw IoError(what);
   }

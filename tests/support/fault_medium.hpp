@@ -6,6 +6,7 @@
 
 #include <amphora/storage/medium.hpp>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +25,8 @@ class FaultMedium : public Medium {
     fail,     ///< throw IoError("injected fault at POINT on KEY")
     kill,     ///< SIGKILL this process, as a crash at that moment would
     foreign,  ///< throw std::runtime_error, as a medium not written for Amphora might
-    no_memory ///< throw std::bad_alloc
+    no_memory, ///< throw std::bad_alloc
+    run       ///< call the function given to on(), then carry on: what another process does at that moment
   };
   /// With `generic_staging`, folders are staged by Medium's generic staging
   /// through this wrapper (each file a put it sees), as an object store
@@ -35,6 +37,9 @@ class FaultMedium : public Medium {
   /// `skip`+1-th such call (and, unless `once`, every one after it) triggers
   /// `action`. Thread-safe.
   void arm(std::string point, Action action, std::string key_prefix = {}, int skip = 0, bool once = true);
+  /// Arms `point` to call `then` once (Action::run), on the medium's calling
+  /// thread and with no lock of the wrapper held: it may use the medium.
+  void on(std::string point, std::function<void()> then, std::string key_prefix = {}, int skip = 0);
   void disarm();
   /// How many times armed points have triggered.
   int triggered() const;
@@ -66,6 +71,7 @@ class FaultMedium : public Medium {
     int skip;
     bool once;
     bool spent = false;
+    std::function<void()> then{};
   };
   std::shared_ptr<Medium> inner_;
   bool generic_staging_;

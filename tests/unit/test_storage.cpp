@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -684,6 +685,112 @@ TEMPLATE_TEST_CASE("Storage: object leases expire unrenewed and are taken over",
     auto x = leases->acquire("gc", LeaseMode::exclusive, false);
     REQUIRE(x);
     CHECK_FALSE(ObjectLeases::create(*m, quick_leases())->acquire("gc", LeaseMode::shared, false));
+  }
+}
+
+TEST_CASE("Storage: verify running beside a gc reports nothing the gc collected", "[storage][gc]") {
+  // What a nightly verify overlapping a gc sees: artifacts it listed (a
+  // composite and its two children, unnamed) go away while it reads their
+  // manifests, hashes their files or looks for a parent's children. The gc
+  // runs at each such moment in turn; verify must report none of it, and
+  // still report damage the gc did not cause.
+  const auto [point, skip] = GENERATE(table<std::string, int>({
+      {"before:get", 0}, {"before:get", 1}, {"before:get", 2}, {"before:get", 3},    // reading manifests
+      {"before:list", 4}, {"before:list", 5}, {"before:list", 6}, {"before:list", 7}, // files of each
+      {"before:open", 0}, {"before:open", 1}, {"before:open", 2}, {"before:open", 3},  // hashing them
+      {"before:head", 1}, {"before:head", 2}}));                                     // a parent's children
+  const bool damaged = GENERATE(false, true);
+  INFO("gc at the " << skip + 1 << "th " << point << " under objects/, " << (damaged ? "" : "no ") << "damage");
+  auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium());
+  Store store = Store::open({.create = true, .medium = faulty});
+  const auto kept = store.save(test::random_tensor(DType::float64, {16}, 3), {.name = "kept"});
+  const auto unnamed = store.save(std::pair<Tensor, Tensor>{test::random_tensor(DType::float32, {64}, 1),
+                                                             test::random_tensor(DType::int32, {32}, 2)});
+  REQUIRE(store.verify().ok());
+  if (damaged) {
+    // One bit of the named tensor's payload, as a failing disk would flip it.
+    const std::string folder = "objects/sha256/" + kept.digest.hex().substr(0, 2) + "/" + kept.digest.hex() + "/";
+    bool flipped = false;
+    Medium& medium = *faulty;
+    for (const auto& e : medium.list(folder, "", false, kMaxListPage).entries)
+      if (e.key.ends_with(".npy")) {
+        std::string bytes = medium.get(e.key, 1 << 20);
+        bytes.back() ^= 1;
+        REQUIRE(medium.put(e.key, bytes));
+        flipped = true;
+      }
+    REQUIRE(flipped);
+  }
+  // The gc runs beside the verify, as another process would: once verify
+  // has seen damage it holds off a gc until it ends, so the gc is waited
+  // for a while here and finishes after the verify if it must.
+  std::future<GcReport> collecting;
+  faulty->on(
+      point,
+      [&, &store = store] {
+        collecting = std::async(std::launch::async, [&] { return store.gc(false, std::chrono::seconds(0)); });
+        collecting.wait_for(std::chrono::seconds(2));
+      },
+      "objects/", skip);
+  const auto report = store.verify();
+  REQUIRE(faulty->triggered() == 1);
+  CHECK(collecting.get().removed.size() == 3);
+  CHECK_FALSE(store.contains(unnamed.digest));
+  CHECK(report.unsupported.empty());
+  if (damaged) {
+    REQUIRE(report.problems.size() == 1);
+    CHECK_THAT(report.problems.front(), Catch::Contains(kept.digest.str()) && Catch::Contains("tensor.npy"));
+  } else {
+    INFO((report.problems.empty() ? std::string() : report.problems.front()));
+    CHECK(report.problems.empty());
+  }
+}
+
+TEST_CASE("Storage: verify reports no missing artifact for a name removed and collected while it ran",
+          "[storage][gc]") {
+  auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium());
+  Store store = Store::open({.create = true, .medium = faulty});
+  const auto gone = store.save(test::random_tensor(DType::float64, {16}, 4), {.name = "gone"});
+  store.save(test::random_tensor(DType::float64, {16}, 5), {.name = "kept"});
+  // After verify has read the names, before it looks for their artifacts:
+  // `amphora rm gone` and a gc, from another process.
+  faulty->on("before:head", [&, &store = store] {
+    store.remove("gone");
+    store.gc(false, std::chrono::seconds(0));
+  }, "remotes.json");
+  const auto report = store.verify();
+  REQUIRE(faulty->triggered() == 1);
+  CHECK_FALSE(store.contains(gone.digest));
+  INFO((report.problems.empty() ? std::string() : report.problems.front()));
+  CHECK(report.ok());
+}
+
+TEST_CASE("Storage: a medium throwing a foreign exception under a held object lease does not end the process",
+          "[storage][leases][processes]") {
+  // A medium of the user's own may throw std::runtime_error or bad_alloc.
+  // Renewal runs on the leases' own thread and release in a destructor: an
+  // exception leaving either would terminate the process, so the scenario
+  // runs in a child and the parent reads how it ended.
+  for (auto action : {testing::FaultMedium::Action::foreign, testing::FaultMedium::Action::no_memory}) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium());
+      auto leases = ObjectLeases::create(*faulty, quick_leases());
+      auto held = leases->acquire("step-f", LeaseMode::exclusive, false);
+      if (!held) ::_exit(2);
+      faulty->arm("before:put", action, "leases/step-f", 0, false);  // every renewal
+      std::this_thread::sleep_for(std::chrono::milliseconds(350));    // three or more rounds at ttl/3
+      if (faulty->triggered() < 1) ::_exit(3);
+      const int renewals = faulty->triggered();
+      faulty->arm("before:head", action, "leases/step-f", 0, false);  // the release's look
+      held.reset();
+      if (faulty->triggered() != renewals + 1) ::_exit(4);
+      ::_exit(0);
+    }
+    INFO("action " << static_cast<int>(action) << " (2: not acquired, 3: no renewal reached the fault, "
+                   << "4: the release did not, 134: terminated)");
+    CHECK(reap(pid) == 0);
   }
 }
 

@@ -179,8 +179,11 @@ struct ObjectLeases::Impl {
             h->tag = info->tag;
           else
             h->lost = true;  // replaced: another holder took it over
-        } catch (const Error&) {
-          // The medium failed this time; the next round tries again before the expiry.
+        } catch (...) {
+          // The medium failed this time; the next round tries again before the
+          // expiry. Whatever it threw: a medium of the user's own need not
+          // throw amphora::Error, and an exception leaving this thread would
+          // end the process.
         }
       }
       lock.lock();
@@ -207,8 +210,8 @@ struct ObjectLeases::Impl {
     try {
       // Only our own version goes: a lease taken over belongs to its new holder.
       if (auto info = medium.head(h->key); info && info->tag == tag) medium.remove(h->key);
-    } catch (const Error&) {
-      // Left to expire.
+    } catch (...) {
+      // Left to expire. Whatever the medium threw: this runs in a destructor.
     }
   }
 };

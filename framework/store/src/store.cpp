@@ -1106,6 +1106,23 @@ VerifyReport Store::verify(std::optional<std::string_view> ref, const Progress& 
 VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Progress& progress) const {
   auto& artifacts = *impl_->artifacts;
   VerifyReport report;
+  // A gc may be collecting while the whole store is verified: what it takes
+  // away mid-check looks like damage (files gone, a parent's child gone).
+  // Before reporting damage, take the lease savers hold (shared with them,
+  // exclusive of gc): a gc running now finishes first, and none starts until
+  // verify ends. Then an artifact that is gone was collected, not damaged.
+  // Taken only once damage is seen, so a clean verify never holds up a gc.
+  std::unique_ptr<Lease> settled;
+  auto collected = [&](const Digest& d) {
+    if (ref) return false;  // REF's artifact and what it reaches are asked for by name
+    if (!settled) settled = artifacts.publish_lease();
+    try {
+      artifacts.files(d);  // its folder, manifest or not: a stray folder is damage
+      return false;
+    } catch (const NotFound&) {
+      return true;
+    }
+  };
   std::vector<Digest> digests;
   if (ref) {
     digests.push_back(resolve(*ref));
@@ -1121,6 +1138,11 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       // remote (FORMAT.md §13.4): not damage while that remote is configured.
       const auto on = info.record.find("remote_cache");
       if (on != info.record.end() && on->is_string() && remote_names.contains(on->get<std::string>())) continue;
+      // Removed (rm) and then collected (gc) since the names were read?
+      if (collected(info.digest)) {
+        const auto now = version_numbers(info.name);
+        if (std::find(now.begin(), now.end(), info.version) == now.end()) continue;
+      }
       report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
                                 " points to missing artifact " + info.digest.str());
     }
@@ -1129,6 +1151,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   struct Item {
     Digest digest;
     std::optional<Manifest> manifest;
+    bool collected = false;  // by a gc since its manifest was read
   };
   std::vector<Item> items;
   std::uint64_t total = 0;
@@ -1151,6 +1174,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
           if (!ref) continue;  // collected by a concurrent gc since listed
           throw;
         }
+        if (collected(d)) continue;  // its manifest went first
         report.problems.push_back(label + ": directory has no manifest.json (a damaged or stray artifact directory)");
         ++report.artifacts;
         bad.insert(d);
@@ -1192,6 +1216,12 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       report.problems.push_back(label + ": " + e.what());
     }
     if (report.problems.size() != before) {
+      if (collected(item.digest)) {
+        report.problems.resize(before);
+        --report.artifacts;
+        item.collected = true;
+        continue;
+      }
       bad.insert(item.digest);
       continue;
     }
@@ -1228,7 +1258,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   // chain of children below each artifact, each artifact measured once.
   std::map<Digest, const Manifest*> manifests;
   for (const auto& item : items)
-    if (item.manifest) manifests.emplace(item.digest, &*item.manifest);
+    if (item.manifest && !item.collected) manifests.emplace(item.digest, &*item.manifest);
   std::map<Digest, int> height;
   for (const auto& [root, root_manifest] : manifests) {
     if (height.count(root)) continue;
@@ -1303,12 +1333,19 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   std::map<Digest, std::vector<std::pair<Digest, const std::string*>>> parents;
   std::vector<Digest> upward(bad.begin(), bad.end());
   std::set<Digest> missing;
-  for (const auto& item : items)
-    if (item.manifest)
-      for (const auto& child : item.manifest->children) {
-        parents[child.digest].emplace_back(item.digest, &child.role);
-        if (!artifacts.has(child.digest) && missing.insert(child.digest).second) upward.push_back(child.digest);
-      }
+  for (auto& item : items) {
+    if (!item.manifest || item.collected) continue;
+    std::vector<Digest> gone;
+    for (const auto& child : item.manifest->children)
+      if (!artifacts.has(child.digest)) gone.push_back(child.digest);
+    if (!gone.empty() && collected(item.digest)) {
+      item.collected = true;  // the parent went with its child
+      continue;
+    }
+    for (const auto& child : item.manifest->children) parents[child.digest].emplace_back(item.digest, &child.role);
+    for (const auto& child : gone)
+      if (missing.insert(child).second) upward.push_back(child);
+  }
   std::set<std::pair<Digest, std::string>> reported;
   for (std::size_t next = 0; next < upward.size(); ++next) {
     const Digest child = upward[next];

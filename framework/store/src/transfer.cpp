@@ -568,52 +568,65 @@ void Store::remove_remote(std::string_view name) {
   });
 }
 
+namespace {
+
+// The remote `name` names among `all` (one reading of remotes.json), or the
+// only one when `name` is empty.
+const RemoteSpec& chosen_remote(const std::vector<RemoteSpec>& all, std::string_view name, const std::string& location) {
+  if (name.empty()) {
+    if (all.empty()) throw NotFound("store " + location + " has no remote; add one with `amphora remote add NAME URL`");
+    if (all.size() > 1) {
+      std::string names;
+      for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
+      throw InvalidArgument("store " + location + " has " + std::to_string(all.size()) + " remotes (" + names +
+                            "): say which with --remote NAME");
+    }
+    return all.front();
+  }
+  for (const auto& r : all)
+    if (r.name == name) return r;
+  throw NotFound("store " + location + " has no remote named '" + std::string(name) + "'");
+}
+
+Store open_remote(const Store& self, const RemoteSpec& spec, bool create, std::size_t jobs) {
+  Store::OpenOptions options;
+  options.create = create;
+  options.read_through = false;  // a remote's own remotes are not followed
+  options.registry = detail::StoreAccess::registry(self);
+  if (spec.url.starts_with("s3://")) {
+    S3Options s3;
+    s3.endpoint = spec.endpoint;
+    s3.region = spec.region;
+    s3.max_in_flight = std::max<std::size_t>(1, jobs);
+    options.medium = open_s3_medium(spec.url, s3);
+  } else {
+    options.uri = spec.url;
+  }
+  try {
+    return Store::open(std::move(options));
+  } catch (const NotFound& e) {
+    throw NotFound("remote '" + spec.name + "' (" + spec.url + ") holds no store yet: push to it first (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
 Store Store::remote_store(std::string_view name, bool create, std::size_t jobs) const {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
     const auto all = remotes();
-    const RemoteSpec* spec = nullptr;
-    if (name.empty()) {
-      if (all.empty())
-        throw NotFound("store " + location() + " has no remote; add one with `amphora remote add NAME URL`");
-      if (all.size() > 1) {
-        std::string names;
-        for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
-        throw InvalidArgument("store " + location() + " has " + std::to_string(all.size()) +
-                              " remotes (" + names + "): say which with --remote NAME");
-      }
-      spec = &all.front();
-    } else {
-      for (const auto& r : all)
-        if (r.name == name) spec = &r;
-      if (!spec) throw NotFound("store " + location() + " has no remote named '" + std::string(name) + "'");
-    }
-    OpenOptions options;
-    options.create = create;
-    options.read_through = false;  // a remote's own remotes are not followed
-    options.registry = detail::StoreAccess::registry(*this);
-    if (spec->url.starts_with("s3://")) {
-      S3Options s3;
-      s3.endpoint = spec->endpoint;
-      s3.region = spec->region;
-      s3.max_in_flight = std::max<std::size_t>(1, jobs);
-      options.medium = open_s3_medium(spec->url, s3);
-    } else {
-      options.uri = spec->url;
-    }
-    try {
-      return Store::open(std::move(options));
-    } catch (const NotFound& e) {
-      throw NotFound("remote '" + spec->name + "' (" + spec->url + ") holds no store yet: push to it first (" +
-                     e.what() + ")");
-    }
+    return open_remote(*this, chosen_remote(all, name, location()), create, jobs);
   });
 }
 
 TransferReport Store::push(const std::vector<std::string>& refs, const TransferOptions& options) {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
-    Store remote = remote_store(options.remote, true, options.jobs);
+    // One reading of the remotes both opens the remote and names it in the
+    // report: another process may add or remove remotes meanwhile.
+    const auto all = remotes();
+    const RemoteSpec& spec = chosen_remote(all, options.remote, location());
+    Store remote = open_remote(*this, spec, true, options.jobs);
     TransferReport report;
-    report.remote = options.remote.empty() ? remotes().front().name : options.remote;
+    report.remote = spec.name;
     report.location = remote.location();
 
     // What to send, and the names to record afterwards.
@@ -655,9 +668,13 @@ TransferReport Store::push(const std::vector<std::string>& refs, const TransferO
 TransferReport Store::pull(const std::vector<std::string>& refs, const TransferOptions& options) {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
     if (refs.empty()) throw InvalidArgument("pull needs at least one ref: NAME, NAME@N or a digest");
-    Store remote = remote_store(options.remote, false, options.jobs);
+    // One reading of the remotes both opens the remote and names it in the
+    // report: another process may add or remove remotes meanwhile.
+    const auto all = remotes();
+    const RemoteSpec& spec = chosen_remote(all, options.remote, location());
+    Store remote = open_remote(*this, spec, false, options.jobs);
     TransferReport report;
-    report.remote = options.remote.empty() ? remotes().front().name : options.remote;
+    report.remote = spec.name;
     report.location = remote.location();
     std::vector<std::pair<VersionInfo, bool>> names;
     for (const auto& ref : refs) {
