@@ -987,3 +987,34 @@ TEST_CASE("Storage: stores open by URI through registered schemes", "[storage][u
   CHECK_THROWS_WITH(Store::open({.medium = testing::make_memory_medium("empty")}),
                     Catch::Contains("not an Amphora store"));
 }
+
+TEST_CASE("Pipeline: a cache hit whose output a gc collects before it is named reruns the step", "[storage][gc][pipeline]") {
+  // `gc --keep-last 1` from another process, between the run finding an
+  // older entry (a parameter set back) and naming its output again: the
+  // entry and its output are gone, so the step computes it once more.
+  auto faulty = std::make_shared<testing::FaultMedium>(testing::make_memory_medium());
+  Store store = Store::open({.create = true, .medium = faulty});
+  int calls = 0;
+  Pipeline p("p");
+  p.step({.name = "one", .params = {{"v", 1}}}, [&calls](const StepContext& c) {
+    ++calls;
+    return c.param<std::int64_t>("v") * 10;
+  });
+  REQUIRE(p.run(store, {.params = {{"one", {{"v", 1}}}}}).ok);
+  REQUIRE(p.run(store, {.params = {{"one", {{"v", 2}}}}}).ok);
+  const Digest first = store.resolve("p.one.out@1");
+  // The lease a run takes to name an output: the gc gets there first.
+  faulty->on("before:lease", [&, &store = store] {
+    CHECK(store.gc(false, std::chrono::seconds(0), 1).removed.size() == 1);
+  }, "gc");
+  const auto run = p.run(store, {.params = {{"one", {{"v", 1}}}}});
+  REQUIRE(faulty->triggered() == 1);
+  INFO(run.steps.front().reason);
+  CHECK(run.ok);
+  CHECK(run.steps.front().status == "ran");
+  CHECK_THAT(run.steps.front().reason, Catch::Contains("cache entry unusable"));
+  CHECK(calls == 3);
+  CHECK(store.load<std::int64_t>("p.one.out") == 10);
+  CHECK(store.resolve("p.one.out") == first);
+  CHECK(store.verify().ok());
+}

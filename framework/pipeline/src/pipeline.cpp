@@ -1078,16 +1078,15 @@ class Run {
   }
 
   // A hit, unless recording it fails on what the entry holds (provenance
-  // too large for a name record, FORMAT.md §1.7): then false, with
-  // `problem` saying why, and the step runs, replacing the entry.
+  // too large for a name record, FORMAT.md §1.7) or an output is gone (a gc
+  // in another process took the entry's outputs after the lookup found
+  // them): then false, with `problem` saying why, and the step runs,
+  // replacing the entry.
   bool served(std::size_t i, const std::vector<Digest>& digests, const detail::CacheEntry& entry, std::string reason,
               std::string& problem, const std::vector<Manifest>* remote_manifests) {
     auto& report = reports_[i];
     const std::string reason_before = report.reason;
-    try {
-      cached(i, digests, entry, std::move(reason), remote_manifests);
-      return true;
-    } catch (const InvalidArgument& e) {
+    auto unusable = [&](const Error& e) {
       problem = std::string("cache entry unusable: ") + e.what();
       report.status.clear();
       report.cache.clear();
@@ -1095,6 +1094,14 @@ class Run {
       report.outputs.clear();
       digests_[i].clear();
       return false;
+    };
+    try {
+      cached(i, digests, entry, std::move(reason), remote_manifests);
+      return true;
+    } catch (const InvalidArgument& e) {
+      return unusable(e);
+    } catch (const NotFound& e) {
+      return unusable(e);
     }
   }
 

@@ -313,8 +313,8 @@ void register_code_fingerprints(std::span<const std::pair<const char*, const cha
 
 }  // namespace detail
 
-/// A DAG of steps. Build it once (not thread-safe while building), then run
-/// it any number of times; run() is thread-safe.
+/// A DAG of steps. Build it once (not thread-safe while building), then run it any number of
+/// times; run() is thread-safe, and concurrent runs may call one step function at once.
 class Pipeline {
  public:
   /// Throws InvalidArgument unless `name` is 1-64 letters, digits, '_' or '-'.
