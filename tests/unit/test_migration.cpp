@@ -6,6 +6,7 @@
 // builds of a program would see it.
 
 #include "support.hpp"
+#include "fault_medium.hpp"
 
 #include <amphora/describe.hpp>
 #include <amphora/everyday.hpp>
@@ -330,6 +331,29 @@ TEST_CASE("Store::migrate rewrites an old artifact at the current version", "[mi
     CHECK(named.version == 1);
     CHECK_THROWS_AS(store.migrate(old_digest.str(), "bad name/.."), InvalidArgument);
   }
+}
+
+TEST_CASE("Store::migrate leaves a version saved while it ran the latest", "[migration]") {
+  test::TempDir dir;
+  {
+    auto writer = test::make_store(dir.path());
+    writer.save(mv1::Setting{"warmup", 5}, {.name = "setting"});
+  }
+  auto faulty = std::make_shared<testing::FaultMedium>(open_local_medium(dir.path(), false));
+  auto store = Store::open({.registry = registry_of_version3(), .medium = faulty});
+  const auto old_digest = store.resolve("setting");
+  // Another writer saves `setting` just as migrate is about to record its
+  // copy (when it takes the lease that numbering versions holds).
+  const mv3::Setting theirs{"cooldown", 0.5, "linear"};
+  faulty->on("before:lease", [&] { store.save(theirs, {.name = "setting"}); }, "names");
+  CHECK_THAT(message_of<InvalidArgument>([&] { (void)store.migrate("setting"); }),
+             Catch::Matchers::Contains("'setting' got a new version while setting was migrated"));
+  REQUIRE(faulty->triggered() == 1);
+  CHECK(store.version_numbers("setting") == std::vector<std::uint64_t>{1, 2});
+  CHECK(store.load<mv3::Setting>("setting") == theirs);
+  CHECK(store.resolve("setting@1") == old_digest);
+  // Run again, it migrates nothing: the latest is current.
+  CHECK_FALSE(store.migrate("setting").rewritten);
 }
 
 TEST_CASE("Store::migrate rewrites a composite whose child is outdated", "[migration]") {

@@ -232,7 +232,7 @@ std::uint64_t ArtifactArea::bytes(const Digest& digest) const {
 
 // ---------------------------------------------------------------- names
 
-std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) const {
+std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record, std::optional<std::uint64_t> only_after) const {
   const std::string name(name_view);
   auto numbering = medium_->lease("names", LeaseMode::shared, true);  // no version is removed while one is chosen
   // Put only if absent: exactly one writer wins each version.
@@ -261,6 +261,14 @@ std::uint64_t NameIndex::add(std::string_view name_view, nlohmann::json record) 
   // held, so the highest this process issued is a floor, and with a look for
   // a tombstone it spares listing every version; another writer's number in
   // the way sends the choice to the listing.
+  if (only_after) {
+    bool tombstoned = false;
+    const auto existing = versions(name, &tombstoned);
+    if ((existing.empty() ? 0 : existing.back()) != *only_after) return 0;
+    // A writer that lists after this and claims first takes the number: the claim then fails.
+    const std::uint64_t version = after(std::max(*only_after, tombstoned ? tombstone(name) : 0));
+    return claim(version) ? version : 0;
+  }
   std::uint64_t known = 0;
   {
     std::lock_guard lock(newest_mutex_);

@@ -121,7 +121,9 @@ class NameIndex {
   /// Appends the next version of `name` (never one issued before, even if
   /// removed), storing `record` with "version" added; unique with any
   /// number of concurrent writers. Throws InvalidArgument over kMaxRecordBytes.
-  std::uint64_t add(std::string_view name, nlohmann::json record) const;
+  /// With `only_after`, only while the name's highest version is that one (0:
+  /// none): 0 is returned, and nothing added, once another writer's came first.
+  std::uint64_t add(std::string_view name, nlohmann::json record, std::optional<std::uint64_t> only_after = {}) const;
   std::vector<ListedName> list() const;
   /// Ascending; empty if the name has no version. With `tombstoned`, sets
   /// it when the name's folder holds a tombstone. Throws CorruptData when

@@ -3,6 +3,8 @@
 
 #include <amphora/store.hpp>
 
+#include "store_access.hpp"
+
 #include <functional>
 #include <map>
 #include <set>
@@ -102,21 +104,24 @@ MigrateResult Store::migrate_with(std::string_view ref, std::string_view name,
                             "': its rewritten copy would become the latest; give --name NAME (" + target +
                             " itself to do that on purpose)");
   }
-  const Digest latest_before = version_numbers(target).empty() ? Digest() : resolve(target);
+  const auto numbers_before = version_numbers(target);
+  const std::uint64_t latest_before = numbers_before.empty() ? 0 : numbers_before.back();
   const Digest rewritten = rewrite(result.from);
   // A tree that only looked outdated (what the registry cannot judge was
   // current) saves to the digest it had, and gets no version.
   if (rewritten == result.from) return result;
-  if ((version_numbers(target).empty() ? Digest() : resolve(target)) != latest_before)
-    throw InvalidArgument("'" + target + "' got a new version while " + std::string(ref) +
-                          " was migrated; run migrate again");
+  const std::string overtaken =
+      "'" + target + "' got a new version while " + std::string(ref) + " was migrated; run migrate again";
 
   nlohmann::json upgraded = nlohmann::json::array();
   for (const auto& u : result.upgrades)
     upgraded.push_back({{"materializer", u.materializer}, {"from", u.from}, {"to", u.to}, {"artifacts", u.artifacts}});
   nlohmann::json provenance = {
       {"migrated_from", {{"digest", result.from.str()}, {"ref", std::string(ref)}, {"upgraded", upgraded}}}};
-  const auto named = name_artifact(rewritten, target, provenance);
+  // Recorded only as the version right after the one seen before rewriting:
+  // a save of `target` meanwhile must stay its latest.
+  const auto named = detail::StoreAccess::name_artifact(*this, rewritten, target, provenance, nullptr, latest_before);
+  if (named.version == 0) throw InvalidArgument(overtaken);
   result.to = rewritten;
   result.rewritten = true;
   result.name = named.name;

@@ -817,7 +817,8 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
 }
 
 SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest, std::string_view name,
-                                              const nlohmann::json& provenance, const Manifest* known) {
+                                              const nlohmann::json& provenance, const Manifest* known,
+                                              std::optional<std::uint64_t> only_after) {
   auto& impl_ = store.impl_;
   return translated(false, [&] {
     validate_name(name);
@@ -834,7 +835,7 @@ SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest
     SaveResult result;
     result.digest = digest;
     result.name = options.name;
-    result.version = impl_->names->add(name, std::move(record));
+    result.version = impl_->names->add(name, std::move(record), only_after);
     return result;
   });
 }

@@ -16,8 +16,11 @@ struct StoreAccess {
   static const ArtifactArea& artifacts(const Store& store);
   /// Store::name_artifact, with the artifact's manifest given when the
   /// caller has it (read and checked against the digest): no read of it.
+  /// With `only_after`, as NameIndex::add: version 0 in the result when
+  /// another version of `name` came first.
   static SaveResult name_artifact(Store& store, const Digest& digest, std::string_view name,
-                                  const nlohmann::json& provenance, const Manifest* known);
+                                  const nlohmann::json& provenance, const Manifest* known,
+                                  std::optional<std::uint64_t> only_after = {});
   /// The registry the store was opened with, for a store opened beside it.
   static std::shared_ptr<Registry> registry(const Store& store);
   /// What Store::damage without hashing reports first for `digest` (made by
