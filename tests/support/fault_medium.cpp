@@ -60,6 +60,7 @@ FaultMedium::FaultMedium(std::shared_ptr<Medium> inner, bool generic_staging)
     : inner_(std::move(inner)), generic_staging_(generic_staging) {}
 
 void FaultMedium::arm(std::string point, Action action, std::string key_prefix, int skip, bool once) {
+  if (action == Action::run) throw std::invalid_argument("FaultMedium::arm: Action::run is armed with on()");
   std::lock_guard lock(mutex_);
   arms_.push_back({std::move(point), action, std::move(key_prefix), skip, once});
 }

@@ -721,9 +721,9 @@ TEST_CASE("Storage: verify running beside a gc reports nothing the gc collected"
       }
     REQUIRE(flipped);
   }
-  // The gc runs beside the verify, as another process would: once verify
-  // has seen damage it holds off a gc until it ends, so the gc is waited
-  // for a while here and finishes after the verify if it must.
+  // The gc runs beside the verify, as another process would: while verify
+  // looks again at what seemed damaged it holds off a gc, so the gc is
+  // waited for a while here and finishes after that look if it must.
   std::future<GcReport> collecting;
   faulty->on(
       point,
@@ -782,6 +782,7 @@ TEST_CASE("Storage: a medium throwing a foreign exception under a held object le
       faulty->arm("before:put", action, "leases/step-f", 0, false);  // every renewal
       std::this_thread::sleep_for(std::chrono::milliseconds(350));    // three or more rounds at ttl/3
       if (faulty->triggered() < 1) ::_exit(3);
+      faulty->disarm();  // no renewal counts below
       const int renewals = faulty->triggered();
       faulty->arm("before:head", action, "leases/step-f", 0, false);  // the release's look
       held.reset();

@@ -1109,20 +1109,23 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
   VerifyReport report;
   // A gc may be collecting while the whole store is verified: what it takes
   // away mid-check looks like damage (files gone, a parent's child gone).
-  // Before reporting damage, take the lease savers hold (shared with them,
-  // exclusive of gc): a gc running now finishes first, and none starts until
-  // verify ends. Then an artifact that is gone was collected, not damaged.
-  // Taken only once damage is seen, so a clean verify never holds up a gc.
-  std::unique_ptr<Lease> settled;
-  auto collected = [&](const Digest& d) {
-    if (ref) return false;  // REF's artifact and what it reaches are asked for by name
-    if (!settled) settled = artifacts.publish_lease();
+  // Before reporting damage, look again holding the lease savers hold
+  // (shared with them, exclusive of gc), so a gc running now has finished:
+  // an artifact whose folder is gone then was collected, not damaged. Only
+  // where damage was seen, and only for that look, so a gc waits little.
+  auto gone_after_any_gc = [&](const Digest& d) {
+    auto settled = artifacts.publish_lease();
     try {
       artifacts.files(d);  // its folder, manifest or not: a stray folder is damage
       return false;
     } catch (const NotFound&) {
       return true;
     }
+  };
+  std::set<Digest> named;  // what no gc collects: gone, it is damage
+  auto collected = [&](const Digest& d) {
+    // REF and what it reaches are asked for by name.
+    return !ref && !named.contains(d) && gone_after_any_gc(d);
   };
   std::vector<Digest> digests;
   if (ref) {
@@ -1133,6 +1136,7 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
     digests = artifacts.list({}, &report.problems);
     std::set<std::string> remote_names;
     for (const auto& r : remotes()) remote_names.insert(r.name);
+    for (const auto& info : scan.versions) named.insert(info.digest);
     for (const auto& info : scan.versions) {
       if (artifacts.has(info.digest)) continue;
       // A remote cache hit names its outputs here while they stay on the
@@ -1140,9 +1144,12 @@ VerifyReport Store::verify_checked(std::optional<std::string_view> ref, const Pr
       const auto on = info.record.find("remote_cache");
       if (on != info.record.end() && on->is_string() && remote_names.contains(on->get<std::string>())) continue;
       // Removed (rm) and then collected (gc) since the names were read?
-      if (collected(info.digest)) {
-        const auto now = version_numbers(info.name);
-        if (std::find(now.begin(), now.end(), info.version) == now.end()) continue;
+      if (gone_after_any_gc(info.digest)) {
+        try {
+          (void)impl_->names->read(info.name, info.version);
+        } catch (const NotFound&) {
+          continue;
+        }
       }
       report.problems.push_back("name " + info.name + "@" + std::to_string(info.version) +
                                 " points to missing artifact " + info.digest.str());
