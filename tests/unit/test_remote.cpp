@@ -278,3 +278,40 @@ TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote
   b.add_remote({"r", file_url(dir / "remote"), "", ""});
   CHECK(b.open_artifact(fourth.digest).digest() == fourth.digest);
 }
+
+TEST_CASE("Remotes: a store with several remotes reads through to none and says how to fetch", "[remote]") {
+  test::TempDir dir;
+  Store a = test::make_store(dir / "a");
+  Store b = test::make_store(dir / "b");
+  a.add_remote({"r", file_url(dir / "remote"), "", ""});
+  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  b.add_remote({"s", file_url(dir / "second"), "", ""});
+  const auto there = a.save(std::string("only on r"), {.name = "note"});
+  a.push();
+
+  // Which remote holds it would be a guess: a NotFound (not "say which
+  // remote", which no load can), naming the remotes and the way to fetch.
+  for (const std::string& ref : {std::string("note"), there.digest.str(), std::string("absent")}) {
+    INFO(ref);
+    CHECK_THROWS_AS(b.open_artifact(ref), NotFound);
+    CHECK_THROWS_WITH(b.open_artifact(ref), Catch::Contains("in store") &&
+                                                Catch::Contains("the store has 2 remotes (r, s) and reads through to none") &&
+                                                Catch::Contains("amphora pull --remote NAME REF") &&
+                                                !Catch::Contains("nor on its remote"));
+    CHECK_THROWS_AS(b.load<std::string>(ref), NotFound);
+    CHECK_THROWS_WITH(b.load_erased(ref), Catch::Contains("reads through to none"));
+  }
+  CHECK_FALSE(b.contains(there.digest));
+  // Opened not to read through, the store says nothing of remotes.
+  Store local_only = Store::open(dir / "b", {.read_through = false});
+  CHECK_THROWS_WITH(local_only.open_artifact("note"), !Catch::Contains("remotes"));
+
+  // Pulled by name it is here; with one remote left, reads go through again.
+  (void)b.pull({"note"}, {.remote = "r"});
+  CHECK(b.load<std::string>("note") == "only on r");
+  const auto later = a.save(std::string("later"), {.name = "later"});
+  a.push();
+  b.remove_remote("s");
+  CHECK(b.open_artifact(later.digest).digest() == later.digest);
+  CHECK(b.load<std::string>("later") == "later");
+}

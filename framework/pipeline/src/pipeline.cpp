@@ -607,7 +607,8 @@ class Run {
         // A fresh remote becomes a store when this run first writes to it;
         // one that is none yet has nothing to read.
         try {
-          remote_.emplace(store_.remote_store(remote_name_, options_.remote_cache == RemoteCache::read_write));
+          remote_.emplace(
+              detail::StoreAccess::remote(store_, remotes.front(), options_.remote_cache == RemoteCache::read_write));
         } catch (const NotFound& e) {
           if (options_.remote_cache == RemoteCache::read_write)  // no credentials, say
             throw NotFound(std::string(e.what()) + "; the run uses remote '" + remote_name_ +

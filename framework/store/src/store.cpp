@@ -163,6 +163,18 @@ auto translated(bool reading, F&& body) -> decltype(body()) {
                                   std::forward<F>(body));
 }
 
+// Rethrows the NotFound being handled (of a ref this store lacks and no
+// remote was asked for), saying why when the store reads through but has
+// several remotes: which they are and how to fetch from one.
+[[noreturn]] void rethrow_missing(const Store& store, bool read_through, const NotFound& here) {
+  const auto all = read_through ? store.remotes() : std::vector<RemoteSpec>{};
+  if (all.size() < 2) throw;
+  std::string names;
+  for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
+  throw NotFound(std::string(here.what()) + "; the store has " + std::to_string(all.size()) + " remotes (" + names +
+                 ") and reads through to none: pull it from one (amphora pull --remote NAME REF)");
+}
+
 }  // namespace
 
 struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store::Impl> {
@@ -930,7 +942,7 @@ ArtifactReader Store::open_artifact(std::string_view ref) const {
       return impl_->open(ref);
     } catch (const NotFound& here) {
       auto remote = read_through_remote();
-      if (!remote) throw;
+      if (!remote) rethrow_missing(*this, impl_->read_through, here);
       std::string wanted(ref);
       try {
         wanted = impl_->resolve(ref).str();  // a name here for an artifact there (a remote cache hit)
@@ -951,7 +963,7 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
     try {
       return impl_->open(ref);
     } catch (const NotFound& here) {
-      if (!read_through_remote()) throw;
+      if (!read_through_remote()) rethrow_missing(*this, impl_->read_through, here);
       // Whole, verified and kept: the next load is local. A NAME@N of the
       // remote's numbering need not exist here: the digest it pulled does.
       // A name this store has for an artifact only the remote holds (a
@@ -971,15 +983,17 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
 std::optional<Store> Store::read_through_remote() const {
   if (!impl_->read_through) return std::nullopt;
   const auto all = remotes();
-  if (all.empty()) return std::nullopt;
-  std::string key;
-  for (const auto& r : all) key += r.name + '\n' + r.url + '\n' + r.endpoint + '\n' + r.region + '\n';
+  // With several remotes, which one holds what is missing here would be a
+  // guess: none is read through (a NotFound then says to pull by name).
+  if (all.size() != 1) return std::nullopt;
+  const RemoteSpec& spec = all.front();
+  std::string key = spec.name + '\n' + spec.url + '\n' + spec.endpoint + '\n' + spec.region;
   {
     std::lock_guard lock(impl_->remote_mutex);
     if (impl_->remote && impl_->remote_key == key) return *impl_->remote;
   }
   try {
-    auto remote = std::make_shared<const Store>(remote_store());
+    auto remote = std::make_shared<const Store>(detail::StoreAccess::remote(*this, spec, false));
     std::lock_guard lock(impl_->remote_mutex);
     impl_->remote = remote;
     impl_->remote_key = std::move(key);

@@ -21,6 +21,10 @@ struct StoreAccess {
   static SaveResult name_artifact(Store& store, const Digest& digest, std::string_view name,
                                   const nlohmann::json& provenance, const Manifest* known,
                                   std::optional<std::uint64_t> only_after = {});
+  /// The remote `spec` (from one reading of the store's remotes) as a store
+  /// sharing `store`'s registry: Store::remote_store for a remote in hand,
+  /// so a caller never opens another remote than the one it looked at.
+  static Store remote(const Store& store, const RemoteSpec& spec, bool create, std::size_t jobs = 8);
   /// The registry the store was opened with, for a store opened beside it.
   static std::shared_ptr<Registry> registry(const Store& store);
   /// What Store::damage without hashing reports first for `digest` (made by

@@ -611,6 +611,10 @@ Store open_remote(const Store& self, const RemoteSpec& spec, bool create, std::s
 
 }  // namespace
 
+Store detail::StoreAccess::remote(const Store& store, const RemoteSpec& spec, bool create, std::size_t jobs) {
+  return detail::translate_errors(detail::Blame::stored_data, [&] { return open_remote(store, spec, create, jobs); });
+}
+
 Store Store::remote_store(std::string_view name, bool create, std::size_t jobs) const {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
     const auto all = remotes();
