@@ -472,6 +472,18 @@ TEST_CASE("Errors carry the right class", "[hardening][errors]") {
     fs::create_directories(dir / "empty");
     CHECK_THROWS_WITH(Store::open(dir / "empty"), Catch::Contains("not an Amphora store") && Catch::Contains(".create = true"));
   }
+  SECTION("a file where a store should be is an invalid argument, created or not, and left alone") {
+    test::write_text(dir / "file", "mine");
+    for (bool create : {false, true}) {
+      CHECK_THROWS_AS(Store::open(dir / "file", {.create = create}), InvalidArgument);
+      CHECK_THROWS_WITH(Store::open(dir / "file", {.create = create}),
+                        Catch::Contains("is a regular file, not a directory") && !Catch::Contains("create one"));
+      CHECK_THROWS_AS(Store::open(dir / "file" / "store", {.create = create}), InvalidArgument);
+      CHECK_THROWS_WITH(Store::open(dir / "file" / "store", {.create = create}),
+                        Catch::Contains("a component of the path is not a directory") && !Catch::Contains("create one"));
+    }
+    CHECK(test::read_text(dir / "file") == "mine");
+  }
   SECTION("a layout version at or above 2^63 is newer, not invalid") {
     fs::create_directories(dir / "s");
     test::write_text(dir / "s/amphora-store.json", R"({"format":"amphora-store","layout_version":9223372036854775808})");

@@ -1035,7 +1035,15 @@ std::shared_ptr<Medium> open_local_medium(const fs::path& dir, bool create, bool
   }
   if (!root) {
     if (errno == ENOENT) throw NotFound("store directory " + dir.string() + " does not exist");
-    if (errno == ENOTDIR) throw NotFound(dir.string() + " is not a directory");
+    if (errno == ENOTDIR) {
+      // Neither missing (so no "create one") nor creatable: the path names a
+      // file, or leads through one.
+      struct stat st {};
+      if (::stat(dir.c_str(), &st) == 0)
+        throw InvalidArgument(dir.string() + " is " + detail::describe_file_type(st.st_mode) +
+                              ", not a directory: a store is a directory");
+      throw InvalidArgument(dir.string() + " cannot be a store directory: a component of the path is not a directory");
+    }
     detail::throw_errno("cannot open store directory", dir);
   }
   // The medium's own folders must be real: a link there could aim gc's
