@@ -356,15 +356,17 @@ struct amphora::materializer<Columns> {
   }
 };
 
-struct SetsEncodings {};
+struct SetsEncodings {
+  bool encoded = true;
+};
 template <>
 struct amphora::materializer<SetsEncodings> {
   static constexpr std::string_view name = "test.sets_encodings";
   static constexpr int version = 1;
-  static void save(const SetsEncodings&, ArtifactWriter& out) {
+  static void save(const SetsEncodings& value, ArtifactWriter& out) {
     out.meta()["encodings"] = 1;
     std::vector<std::int32_t> v = {1, 2};
-    out.write_array<std::int32_t>("v.npy", v, {.squeeze = true});
+    out.write_array<std::int32_t>("v.npy", v, {.squeeze = value.encoded});
   }
   static SetsEncodings load(const ArtifactReader&) { return {}; }
 };
@@ -391,6 +393,9 @@ TEST_CASE("Arrays written with an encoding read back as written, their recipes i
   CHECK(in.file_size("ids.npy") == 128 + 5000);
   CHECK(store.verify(saved.digest.str()).ok());
   CHECK_THROWS_WITH(store.save(SetsEncodings{}), Catch::Contains("set metadata key 'encodings'"));
+  // Refused without encoded arrays too: a reader would take the key as the
+  // recipes of v.npy.
+  CHECK_THROWS_WITH(store.save(SetsEncodings{.encoded = false}), Catch::Contains("set metadata key 'encodings'"));
 }
 
 TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not", "[encoding][tensor]") {
@@ -427,6 +432,15 @@ TEST_CASE("Tensors saved with encodings load back bit for bit, compressed or not
       for (bool eager : {false, true}) CHECK(store.load<Tensor>(saved.digest, {.eager = eager}).bit_equal(t));
       CHECK(load_tensor_rows(in, 10, 20).bit_equal(t.rows(10, 20)));
       CHECK(store.verify(saved.digest.str()).ok());
+      // Decoded into memory of its own: writable, and a change stays there.
+      for (bool eager : {false, true}) {
+        Tensor loaded = store.load<Tensor>(saved.digest, {.eager = eager});
+        REQUIRE(loaded.buffer()->writable());
+        loaded.mutable_data()[0] ^= std::byte{1};
+        CHECK_FALSE(loaded.bit_equal(t));
+      }
+      CHECK(store.load<Tensor>(saved.digest).bit_equal(t));
+      CHECK(load_tensor_rows(in, 10, 20).buffer()->writable());
       // Statistics describe the values, whatever their encoding.
       auto plain = store.open_artifact(store.save(t, {.options = TensorOptions{.compression = Compression::none}}).digest);
       CHECK(in.meta()["stats"] == plain.meta()["stats"]);

@@ -179,6 +179,22 @@ TEST_CASE("gc keeps the children of named artifacts, transitively", "[composite]
   (void)pair;
 }
 
+TEST_CASE("gc --keep-last that refuses drops no version", "[composite][gc]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  for (int v = 1; v <= 3; ++v) (void)store.save(std::string("version ") + std::to_string(v), {.name = "notes"});
+  const auto chain = store.save(Chain{3}, {.name = "chain"});
+  // The named composite's manifest no longer hashes to its digest: which
+  // children it keeps alive is unknown, so gc refuses.
+  test::flip_byte(test::object_dir(dir / "store", chain.digest) / "manifest.json", 5);
+  for (bool dry_run : {true, false}) {
+    CHECK_THROWS_AS(store.gc(dry_run, std::chrono::seconds(0), 1), CorruptData);
+    CHECK_THROWS_WITH(store.gc(dry_run, std::chrono::seconds(0), 1), Catch::Contains("gc refused"));
+    CHECK(store.version_numbers("notes") == std::vector<std::uint64_t>{1, 2, 3});
+    CHECK(store.load<std::string>("notes@1") == "version 1");
+  }
+}
+
 TEST_CASE("A saved-again child is young again, so gc spares it until its parent is named", "[composite][gc]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");

@@ -13,10 +13,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace amphora;
@@ -174,8 +177,45 @@ TEST_CASE("A run records every failure, whatever the step threw", "[errors][pipe
   q.step({.name = "fine"}, [] { return 7; });
   auto r = q.run(store, {.on_step = [](const StepReport&) { throw std::runtime_error("callback broke"); }});
   CHECK_FALSE(r.ok);
-  CHECK_THAT(r.error, Catch::Contains("callback broke"));
+  CHECK_THAT(r.error, Catch::Contains("the on_step callback failed: callback broke"));
   CHECK(list_runs(store).back()["status"] == "failed");
+}
+
+TEST_CASE("An on_wait callback that throws fails the run, not the step it waited for", "[errors][pipeline][threads]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "store");
+  std::atomic<bool> waited{false};
+  std::atomic<int> computed{0};
+  // Two pipelines alike: the same step, so the same cache key and lease.
+  auto make = [&] {
+    Pipeline p("wait");
+    p.step({.name = "slow"}, [&] {
+      ++computed;
+      // Holds the key's lease until the other run has started waiting for it.
+      for (int i = 0; i < 3000 && !waited; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return 7;
+    });
+    return p;
+  };
+  const Pipeline first = make(), second = make();
+  RunReport first_report;
+  std::thread holder([&] { first_report = first.run(store); });
+  while (computed == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string waited_for;  // written before `waited` is set, read after the join
+  const RunReport r = second.run(store, {.on_wait = [&](std::string_view step) {
+                                          waited_for = step;
+                                          waited = true;
+                                          throw std::runtime_error("wait broke");
+                                        }});
+  holder.join();
+  REQUIRE(waited);
+  CHECK(waited_for == "slow");
+  CHECK(first_report.ok);
+  CHECK(computed == 1);  // the waiting run found the other's result
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.error, Catch::Contains("the on_wait callback failed: wait broke"));
+  CHECK(r.step("slow").status == "cached");
+  CHECK(store.load<int>("wait.slow.out") == 7);
 }
 
 TEST_CASE("A run on a machine that cannot start threads runs on the ones it has", "[errors][pipeline][processes]") {

@@ -110,6 +110,33 @@ struct amphora::materializer<mv3::Trimmed> : amphora::json_materializer<mv3::Tri
   static constexpr auto migrations = amphora::migration_chain_from<nlohmann::json, 2>(mv3::constant_schedule);
 };
 
+namespace mfragile {
+// A type whose upgrade from version 1 throws what the stored document asks.
+struct V1 {
+  std::string raise;
+};
+void to_json(nlohmann::json& j, const V1& v) { j = {{"raise", v.raise}}; }
+void from_json(const nlohmann::json& j, V1& v) { j.at("raise").get_to(v.raise); }
+struct V2 {
+  std::string raise;
+};
+void to_json(nlohmann::json& j, const V2& v) { j = {{"raise", v.raise}, {"upgraded", true}}; }
+void from_json(const nlohmann::json& j, V2& v) { j.at("raise").get_to(v.raise); }
+inline void raise_what_is_asked(nlohmann::json& v1) {
+  const auto what = v1.at("raise").get<std::string>();
+  if (what == "bad_alloc") throw std::bad_alloc();
+  if (what == "int") throw 42;
+  v1["upgraded"] = true;
+}
+}  // namespace mfragile
+AMPHORA_JSON_MATERIALIZER(mfragile::V1, "migrate.fragile", 1);
+template <>
+struct amphora::materializer<mfragile::V2> : amphora::json_materializer<mfragile::V2> {
+  static constexpr std::string_view name = "migrate.fragile";
+  static constexpr int version = 2;
+  static constexpr auto migrations = amphora::migration_chain<nlohmann::json>(mfragile::raise_what_is_asked);
+};
+
 namespace mv3 {
 struct Holder {
   std::string owner;
@@ -256,6 +283,16 @@ TEST_CASE("a JSON materializer reads every older version through its migrations"
   SECTION("a step meeting what its version cannot hold is damage, named with both versions") {
     const auto bare = store.save(mv1::Bare{"bare"}).digest;
     CHECK_THAT(message_of<CorruptData>([&] { (void)store.load<mv3::Setting>(bare); }), Catch::Matchers::Contains("('migrate.setting') could not be upgraded from format version 1 to 3"));
+  }
+  SECTION("a step out of memory is OutOfResources; one throwing a non-standard exception is damage") {
+    const auto fine = store.save(mfragile::V1{"nothing"}).digest;
+    const auto hungry = store.save(mfragile::V1{"bad_alloc"}).digest;
+    const auto odd = store.save(mfragile::V1{"int"}).digest;
+    CHECK(store.load<mfragile::V2>(fine).raise == "nothing");
+    CHECK_THAT(message_of<OutOfResources>([&] { (void)store.load<mfragile::V2>(hungry); }),
+               Catch::Matchers::Contains("('migrate.fragile') could not be upgraded from format version 1: out of memory"));
+    CHECK_THAT(message_of<CorruptData>([&] { (void)store.load<mfragile::V2>(odd); }),
+               Catch::Matchers::Contains("from format version 1 to 2: a step threw something that is not a std::exception"));
   }
 }
 

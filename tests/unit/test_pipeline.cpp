@@ -509,6 +509,25 @@ TEST_CASE("Pipelines refuse bad declarations", "[pipeline]") {
   Pipeline other("other");
   CHECK_THROWS_WITH(other.step({.name = "x"}, [](const std::int64_t& v) { return v; }, one),
                     Catch::Contains("input handle from another pipeline"));
+  // A copy shares the steps declared before it, and their handles; steps
+  // each adds later are its own, even where the two lists line up node for
+  // node with steps of the same type.
+  Pipeline copy = p;
+  auto in_p = p.step({.name = "in_p"}, [] { return std::int64_t{10}; });
+  auto in_copy = copy.step({.name = "in_copy"}, [] { return std::int64_t{20}; });
+  CHECK_THROWS_WITH(copy.step({.name = "y"}, [](const std::int64_t& v) { return v; }, in_p),
+                    Catch::Contains("input handle from another pipeline"));
+  CHECK_THROWS_WITH(p.step({.name = "y"}, [](const std::int64_t& v) { return v; }, in_copy),
+                    Catch::Contains("input handle from another pipeline"));
+  CHECK_NOTHROW(copy.step({.name = "y"}, [](const std::int64_t& v) { return v; }, one));
+  CHECK_NOTHROW(copy.step({.name = "z"}, [](const std::int64_t& v) { return v; }, in_copy));
+  Pipeline copy_of_copy("later");
+  copy_of_copy = copy;
+  CHECK_NOTHROW(copy_of_copy.step({.name = "w", .inputs = {"a", "b"}},
+                                  [](const std::int64_t& a, const std::int64_t& b) { return a + b; },
+                                  one, in_copy));
+  CHECK_THROWS_WITH(copy_of_copy.step({.name = "v"}, [](const std::int64_t& v) { return v; }, in_p),
+                    Catch::Contains("input handle from another pipeline"));
   // The name each output is saved under is checked when the step is declared,
   // not after it has run.
   const std::string long_part(64, 's');

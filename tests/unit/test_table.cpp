@@ -162,6 +162,11 @@ TEST_CASE("Tables and columns refuse what they cannot hold", "[table][bad-input]
   CHECK_THROWS_WITH(Column::timestamps(Tensor::zeros(DType::int32, {1})), Catch::Contains("int64 nanoseconds"));
   CHECK_THROWS_WITH(sample(3).column("id").string(0), Catch::Contains("string(row) of a int64 column"));
   CHECK_THROWS_WITH(sample(3).column("missing"), Catch::Contains("no column 'missing' (columns: id, price"));
+  const Table t = sample(3);
+  CHECK(&t.column(std::size_t{1}) == &t.column("price"));
+  CHECK_THROWS_AS(t.column(t.num_columns()), InvalidArgument);  // an amphora::Error, not std::out_of_range
+  CHECK_THROWS_WITH(t.column(std::size_t{99}), Catch::Contains("column index 99 is out of range (" +
+                                                              std::to_string(t.num_columns()) + " columns)"));
   CHECK_THROWS_AS(parse_column_type("decimal"), InvalidArgument);
 }
 

@@ -6,11 +6,14 @@
 
 #include <amphora/npy_format.hpp>
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include <cmath>
 #include <cstring>
 #include <sys/stat.h>
+#include <iterator>
 #include <map>
+#include <ranges>
 
 using namespace amphora;
 
@@ -115,6 +118,20 @@ TEST_CASE("Helpers round-trip records, arrays, strings and JSON", "[toolkit]") {
   std::size_t n = 0;
   for (std::string_view p : paths) n += p.size();
   CHECK(n == paths.total_bytes());
+  // Its iterator is a random-access one for the standard algorithms.
+  static_assert(std::random_access_iterator<StringsView::iterator>);
+  CHECK(std::ranges::distance(paths.begin(), paths.end()) == 1000);
+  CHECK(paths.begin()[1] == "images/1.jpg");
+  CHECK(*(paths.end() - 995) == paths[5]);
+  CHECK(*std::prev(paths.end()) == paths[999]);
+  CHECK(*std::next(paths.begin(), 7) == paths[7]);
+  CHECK((paths.begin() + 3 < paths.begin() + 4 && 4 + paths.begin() > paths.begin()));
+  std::vector<std::string> backwards(std::make_reverse_iterator(paths.end()), std::make_reverse_iterator(paths.begin()));
+  REQUIRE(backwards.size() == 1000);
+  CHECK(backwards.front() == paths[999]);
+  CHECK(backwards.back() == paths[0]);
+  static_assert(std::ranges::random_access_range<const StringsView>);
+  CHECK(std::count(paths.begin(), paths.end(), std::string_view("images/1.jpg")) == 1);
   // The JSON document is stored canonically.
   auto info = in.map("info.json");
   CHECK(std::string(reinterpret_cast<const char*>(info->data()), info->size()) ==

@@ -33,12 +33,12 @@ struct Mapping {
 }  // namespace
 
 std::shared_ptr<Buffer> Buffer::allocate(std::size_t size) {
-  if (size == 0) return std::make_shared<Buffer>(kEmpty, 0, true, nullptr);
+  if (size == 0) return std::make_shared<Buffer>(Key{}, kEmpty, 0, true, nullptr);
   if (size < kMmapThreshold) {
     std::shared_ptr<std::byte[]> block(new (std::nothrow) std::byte[size]());
     if (!block) throw OutOfResources("out of memory: cannot allocate " + std::to_string(size) + " bytes");
     std::byte* data = block.get();
-    return std::make_shared<Buffer>(data, size, true, std::shared_ptr<const void>(block, data));
+    return std::make_shared<Buffer>(Key{}, data, size, true, std::shared_ptr<const void>(block, data));
   }
   // Anonymous mappings come zeroed and, with huge pages, fault 2 MiB at a time.
   void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -52,8 +52,12 @@ std::shared_ptr<Buffer> Buffer::allocate(std::size_t size) {
   // everywhere after a run that freed gigabytes, 18 ms without).
   if (size >= kHugePageThreshold) ::madvise(address, size, MADV_HUGEPAGE);
   auto mapping = std::make_shared<Mapping>(address, size);
-  return std::make_shared<Buffer>(static_cast<std::byte*>(address), size, true, std::move(mapping));
+  return std::make_shared<Buffer>(Key{}, static_cast<std::byte*>(address), size, true, std::move(mapping));
 }
+
+struct detail::BufferAccess {
+  static Buffer::Key key() { return Buffer::Key{}; }
+};
 
 std::shared_ptr<Buffer> detail::allocate_for_overwrite(std::size_t size) {
   if (size < kMmapThreshold || size >= kHugePageThreshold) return Buffer::allocate(size);
@@ -61,7 +65,8 @@ std::shared_ptr<Buffer> detail::allocate_for_overwrite(std::size_t size) {
   void* block = std::aligned_alloc(kAlign, (size + kAlign - 1) / kAlign * kAlign);
   if (!block) throw OutOfResources("out of memory: cannot allocate " + std::to_string(size) + " bytes");
   std::shared_ptr<std::byte> owner(static_cast<std::byte*>(block), [](std::byte* b) { std::free(b); });
-  return std::make_shared<Buffer>(owner.get(), size, true, std::shared_ptr<const void>(owner, owner.get()));
+  return std::make_shared<Buffer>(BufferAccess::key(), owner.get(), size, true,
+                                  std::shared_ptr<const void>(owner, owner.get()));
 }
 
 std::shared_ptr<const Buffer> Buffer::map_file(const std::filesystem::path& path) {
@@ -150,11 +155,12 @@ std::shared_ptr<const Buffer> map_fd(int fd, const std::filesystem::path& path) 
   if (!S_ISREG(st.st_mode))
     throw InvalidArgument(path.string() + " is " + describe_file_type(st.st_mode) + ", not a regular file");
   auto size = static_cast<std::size_t>(st.st_size);
-  if (size == 0) return std::make_shared<const Buffer>(kEmpty, 0, false, nullptr);
+  if (size == 0) return std::make_shared<const Buffer>(BufferAccess::key(), kEmpty, 0, false, nullptr);
   void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (address == MAP_FAILED) throw_errno("cannot map", path);
   auto mapping = std::make_shared<Mapping>(address, size);
-  return std::make_shared<const Buffer>(static_cast<std::byte*>(address), size, false, std::move(mapping));
+  return std::make_shared<const Buffer>(BufferAccess::key(), static_cast<std::byte*>(address), size, false,
+                                        std::move(mapping));
 }
 
 }  // namespace detail
@@ -166,16 +172,23 @@ std::shared_ptr<const Buffer> Buffer::slice(std::shared_ptr<const Buffer> parent
                           ") exceeds a buffer of " + std::to_string(parent->size()) + " bytes");
   auto* data = const_cast<std::byte*>(parent->data()) + offset;
   bool writable = parent->writable();
-  return std::make_shared<const Buffer>(data, length, writable, std::shared_ptr<const void>(parent, parent.get()));
+  return std::make_shared<const Buffer>(Key{}, data, length, writable, std::shared_ptr<const void>(parent, parent.get()));
 }
 
 std::shared_ptr<const Buffer> Buffer::wrap(const void* data, std::size_t size, std::shared_ptr<const void> owner) {
-  return std::make_shared<const Buffer>(static_cast<std::byte*>(const_cast<void*>(data)), size, false,
+  return std::make_shared<const Buffer>(Key{}, static_cast<std::byte*>(const_cast<void*>(data)), size, false,
                                         std::move(owner));
 }
 
+std::shared_ptr<Buffer> Buffer::adopt(std::vector<std::byte> bytes) {
+  if (bytes.empty()) return allocate(0);
+  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  return std::make_shared<Buffer>(Key{}, owner->data(), owner->size(), true,
+                                  std::shared_ptr<const void>(owner, owner->data()));
+}
+
 std::byte* Buffer::mutable_data() {
-  if (!writable_) throw InvalidArgument("buffer is read-only (it maps a stored file)");
+  if (!writable_) throw InvalidArgument("buffer is read-only (a mapped file or wrapped memory)");
   return data_;
 }
 

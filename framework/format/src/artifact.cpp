@@ -209,12 +209,12 @@ Manifest detail::ArtifactAccess::finish(ArtifactWriter& writer, std::string_view
   m.children = impl_->children;
   std::sort(m.children.begin(), m.children.end(), [](const ChildEntry& a, const ChildEntry& b) { return a.role < b.role; });
   if (!impl_->meta.is_object()) throw InvalidArgument("materializer " + std::string(materializer) + " set non-object metadata");
-  if (!impl_->encodings.empty()) {
-    if (impl_->meta.contains(detail::kEncodingsKey))
-      throw InvalidArgument("materializer " + std::string(materializer) + " set metadata key '" +
-                            std::string(detail::kEncodingsKey) + "', which holds the recipes of encoded arrays");
-    impl_->meta[detail::kEncodingsKey] = impl_->encodings;
-  }
+  // Refused whether or not this artifact has encoded arrays: readers take
+  // the key as recipes for every array file, whoever wrote it.
+  if (impl_->meta.contains(detail::kEncodingsKey))
+    throw InvalidArgument("materializer " + std::string(materializer) + " set metadata key '" +
+                          std::string(detail::kEncodingsKey) + "', which holds the recipes of encoded arrays");
+  if (!impl_->encodings.empty()) impl_->meta[detail::kEncodingsKey] = impl_->encodings;
   validate_storable_json(impl_->meta, "materializer " + std::string(materializer) + " metadata");
   m.meta = impl_->meta;
   std::string canonical = m.canonical();

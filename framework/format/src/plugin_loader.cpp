@@ -111,8 +111,9 @@ PluginInfo Registry::load_plugin(const fs::path& library) {
 namespace {
 
 // Every `*.so` of each directory of `search_path`, each directory's in name
-// order; empty entries and directories that do not exist are skipped.
-std::vector<fs::path> plugin_libraries(std::string_view search_path) {
+// order; empty entries and directories that do not exist are skipped, and
+// with `skip_unlistable` those that cannot be listed too (else IoError).
+std::vector<fs::path> plugin_libraries(std::string_view search_path, bool skip_unlistable = false) {
   std::vector<fs::path> all;
   for (std::size_t start = 0; start <= search_path.size();) {
     std::size_t colon = search_path.find(':', start);
@@ -124,6 +125,7 @@ std::vector<fs::path> plugin_libraries(std::string_view search_path) {
     std::vector<fs::path> libraries;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (it->path().extension() == ".so") libraries.push_back(it->path());
+    if (ec && skip_unlistable) continue;
     if (ec) throw IoError("plugin directory " + dir.string() + " cannot be listed: " + ec.message());
     std::sort(libraries.begin(), libraries.end());
     all.insert(all.end(), libraries.begin(), libraries.end());
@@ -141,7 +143,7 @@ std::vector<PluginInfo> Registry::load_plugins(std::string_view search_path) {
 
 std::vector<fs::path> plugins_providing(std::string_view materializer, std::string_view search_path) {
   std::vector<fs::path> found;
-  for (const auto& library : plugin_libraries(search_path)) {
+  for (const auto& library : plugin_libraries(search_path, true)) {
     Registry scratch;
     try {
       const PluginInfo info = scratch.load_plugin(library);

@@ -256,15 +256,33 @@ class History {
 
 // ---------------------------------------------------------------- building
 
-Pipeline::Pipeline(std::string name) : name_(std::move(name)) {
+namespace {
+std::uint64_t new_pipeline_id() {
   static std::atomic<std::uint64_t> pipelines{0};
-  id_ = ++pipelines;
+  return ++pipelines;
+}
+}  // namespace
+
+Pipeline::Pipeline(std::string name) : name_(std::move(name)), id_(new_pipeline_id()) {
   require_step_name(name_, "pipeline name");
+}
+
+Pipeline::Pipeline(const Pipeline& other)
+    : name_(other.name_), id_(new_pipeline_id()), copied_from_(other.copied_from_), nodes_(other.nodes_) {
+  copied_from_.emplace_back(other.id_, other.nodes_.size());
+}
+
+Pipeline& Pipeline::operator=(const Pipeline& other) {
+  if (this != &other) *this = Pipeline(other);
+  return *this;
 }
 
 void Pipeline::check_handle(const std::string& step, std::uint64_t pipeline, std::size_t node, std::size_t slot,
                             const std::type_index& type) const {
-  if (pipeline != id_ || node >= nodes_.size() || slot >= nodes_[node].outputs.size())
+  const bool ours = pipeline == id_ || std::any_of(copied_from_.begin(), copied_from_.end(), [&](const auto& c) {
+                      return c.first == pipeline && node < c.second;
+                    });
+  if (!ours || node >= nodes_.size() || slot >= nodes_[node].outputs.size())
     throw InvalidArgument("step '" + step + "' of pipeline '" + name_ +
                           "' is given an input handle from another pipeline; pass the handles this pipeline's "
                           "step() and input() returned");
@@ -526,7 +544,7 @@ class Run {
         if (reports_[i].status == "failed" && report_.error.empty())
           report_.error = "step '" + reports_[i].name + "' failed: " + reports_[i].error;
       }
-    if (report_.error.empty() && !callback_error_.empty()) report_.error = "the on_step callback failed: " + callback_error_;
+    if (report_.error.empty() && !callback_error_.empty()) report_.error = callback_error_;
     if (!stopped.empty()) report_.error = "the run stopped: " + stopped;
     report_.ok = report_.error.empty();
     record_["status"] = report_.ok ? "succeeded" : "failed";
@@ -717,18 +735,25 @@ class Run {
   void finish(std::size_t i, std::chrono::steady_clock::time_point started) {
     reports_[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     release_inputs(i);
-    if (options_.on_step) {
-      std::lock_guard lock(callback_mutex_);
-      // On a worker thread: what the caller's callback throws ends up in
-      // the report, not in std::terminate.
-      try {
-        options_.on_step(reports_[i]);
-      } catch (const std::exception& e) {
-        if (callback_error_.empty()) callback_error_ = valid_utf8(e.what());
-      } catch (...) {
-        if (callback_error_.empty()) callback_error_ = "an exception that is not a std::exception";
-      }
+    if (options_.on_step) call_back("on_step", [&] { options_.on_step(reports_[i]); });
+  }
+
+  // Runs the caller's callback `which`, one call at a time. On a worker
+  // thread: what it throws fails the run (its report's error), neither the
+  // step nor the process.
+  template <class F>
+  void call_back(std::string_view which, F&& callback) {
+    std::lock_guard lock(callback_mutex_);
+    std::string failure;
+    try {
+      callback();
+      return;
+    } catch (const std::exception& e) {
+      failure = valid_utf8(e.what());
+    } catch (...) {
+      failure = "an exception that is not a std::exception";
     }
+    if (callback_error_.empty()) callback_error_ = "the " + std::string(which) + " callback failed: " + failure;
   }
 
   std::string output_name(const detail::StepNode& node, std::size_t slot) const {
@@ -990,10 +1015,7 @@ class Run {
     auto take = [&](const detail::ActionCache& where) {
       auto lease = where.lease(report.key, false);
       if (!lease) {
-        if (options_.on_wait && !told) {
-          std::lock_guard lock(callback_mutex_);
-          options_.on_wait(node.spec.name);
-        }
+        if (options_.on_wait && !told) call_back("on_wait", [&] { options_.on_wait(node.spec.name); });
         told = true;
         lease = where.lease(report.key, true);
       }
@@ -1190,7 +1212,7 @@ class Run {
   std::vector<std::mutex> value_mutex_;
   std::vector<std::size_t> consumers_;
   std::mutex callback_mutex_;
-  std::string callback_error_;  // the first on_step failure, under callback_mutex_
+  std::string callback_error_;  // the first callback's failure, under callback_mutex_
 };
 
 }  // namespace

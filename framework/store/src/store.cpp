@@ -1399,14 +1399,7 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
           }
         const std::size_t newer = name_end - i - 1;
         if (newer >= keep_last) {
-          if (!dry_run) {
-            try {
-              impl_->names->remove(scan.versions[i].name, scan.versions[i].version);
-            } catch (const NotFound&) {
-              // removed meanwhile
-            }
-          }
-          report.dropped_versions.push_back(scan.versions[i]);
+          report.dropped_versions.push_back(scan.versions[i]);  // removed once the kept ones are known sound
         } else {
           kept.push_back(scan.versions[i]);
         }
@@ -1449,6 +1442,16 @@ GcReport Store::gc(bool dry_run, std::chrono::seconds grace, std::uint64_t keep_
     std::vector<Digest> named;
     for (const auto& info : scan.versions) named.push_back(info.digest);
     keep_reachable(std::move(named), true);
+    // Only now, with nothing left to refuse for, do the old versions go: a
+    // refusal leaves the store as it found it.
+    if (!dry_run)
+      for (const auto& v : report.dropped_versions) {
+        try {
+          impl_->names->remove(v.name, v.version);
+        } catch (const NotFound&) {
+          // removed meanwhile
+        }
+      }
     // Cache entries are roots too; after keep_last dropped versions, an
     // entry with an output no kept name reaches is dropped instead.
     std::vector<Digest> cached;

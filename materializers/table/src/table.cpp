@@ -229,6 +229,13 @@ Table Table::make(std::vector<std::pair<std::string, Column>> columns) {
   return t;
 }
 
+const Column& Table::column(std::size_t i) const {
+  if (i >= columns_.size())
+    throw InvalidArgument("column index " + std::to_string(i) + " is out of range (" + std::to_string(columns_.size()) +
+                          " columns)");
+  return columns_[i];
+}
+
 const Column& Table::column(std::string_view name) const {
   auto it = std::find(names_.begin(), names_.end(), name);
   if (it == names_.end()) {

@@ -756,8 +756,7 @@ Tensor decode_tensor(const ArtifactReader& in, const Layout& l, const Tensor& st
   if (l.value_dtype == DType::bool_)
     if (auto bad = detail::find_invalid_bool(bytes))
       throw CorruptData(in.label() + ": decoded bool element " + std::to_string(*bad) + " is not 0 or 1");
-  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  return Tensor::Make(l.value_dtype, l.value_shape, Buffer::wrap(owner->data(), owner->size(), owner));
+  return Tensor::Make(l.value_dtype, l.value_shape, Buffer::adopt(std::move(bytes)));
 }
 
 }  // namespace
@@ -965,8 +964,7 @@ Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64
   if (l.value_dtype == DType::bool_)
     if (auto bad = detail::find_invalid_bool(bytes))
       throw CorruptData(in.label() + ": decoded bool element " + std::to_string(first + *bad) + " is not 0 or 1");
-  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  return Tensor::Make(l.value_dtype, std::move(rows_shape), Buffer::wrap(owner->data(), owner->size(), owner));
+  return Tensor::Make(l.value_dtype, std::move(rows_shape), Buffer::adopt(std::move(bytes)));
 }
 
 }  // namespace amphora

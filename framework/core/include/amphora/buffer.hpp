@@ -11,10 +11,15 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 AMPHORA_API_BEGIN
 
 namespace amphora {
+
+namespace detail {
+struct BufferAccess;
+}
 
 using ConstBytes = std::span<const std::byte>;
 using MutableBytes = std::span<std::byte>;
@@ -23,6 +28,13 @@ using MutableBytes = std::span<std::byte>;
 /// construction except through mutable_data() on writable buffers; safe to
 /// share between threads for reading.
 class Buffer {
+  // Only Buffer's factories (and the framework's, through BufferAccess) make
+  // a Buffer: a caller could otherwise call any memory writable.
+  friend struct detail::BufferAccess;
+  struct Key {
+    explicit Key() = default;
+  };
+
  public:
   /// Zero-filled writable memory. Large blocks come from anonymous mmap with
   /// transparent huge pages requested, so filling them is not bound by 4 KiB
@@ -48,17 +60,23 @@ class Buffer {
   static std::shared_ptr<const Buffer> slice(std::shared_ptr<const Buffer> parent, std::size_t offset,
                                              std::size_t length);
 
-  /// Wraps caller-owned memory; `owner` is held for the buffer's lifetime.
+  /// Takes `bytes` over as writable memory, without copying them.
+  static std::shared_ptr<Buffer> adopt(std::vector<std::byte> bytes);
+
+  /// Wraps caller-owned memory, read-only (mutable_data throws); `owner` is
+  /// held for the buffer's lifetime.
   static std::shared_ptr<const Buffer> wrap(const void* data, std::size_t size, std::shared_ptr<const void> owner);
 
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
   ConstBytes bytes() const { return {data_, size_}; }
   bool writable() const { return writable_; }
-  /// Writable pointer; throws InvalidArgument on read-only (mapped) buffers.
+  /// Writable pointer; throws InvalidArgument on read-only buffers (mapped
+  /// files, wrapped memory, and slices of either).
   std::byte* mutable_data();
 
-  Buffer(std::byte* data, std::size_t size, bool writable, std::shared_ptr<const void> owner)
+  /// For the factories alone (Key is theirs): public only for make_shared.
+  Buffer(Key, std::byte* data, std::size_t size, bool writable, std::shared_ptr<const void> owner)
       : data_(data), size_(size), writable_(writable), owner_(std::move(owner)) {}
 
  private:

@@ -21,7 +21,7 @@ struct Sha256Value {
 
   /// Lower-case hex, 64 characters.
   std::string hex() const;
-  /// Parses exactly 64 hex characters; throws InvalidArgument otherwise.
+  /// Parses exactly 64 lower-case hex characters; throws InvalidArgument otherwise.
   static Sha256Value from_hex(std::string_view hex);
 
   friend bool operator==(const Sha256Value&, const Sha256Value&) = default;
@@ -31,6 +31,7 @@ struct Sha256Value {
 /// Incremental SHA-256 (OpenSSL libcrypto). Not thread-safe; use one per thread.
 class Sha256 {
  public:
+  /// Throws OutOfResources when libcrypto cannot make a hashing context.
   Sha256();
   ~Sha256();
   Sha256(Sha256&&) noexcept;
@@ -38,6 +39,7 @@ class Sha256 {
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
 
+  /// Adds `size` bytes; throws Error if libcrypto fails.
   void update(const void* data, std::size_t size);
   void update(std::span<const std::byte> data) { update(data.data(), data.size()); }
   /// Returns the digest and resets the hasher for reuse.
@@ -56,10 +58,11 @@ class Sha256 {
 /// format open to other algorithms later.
 class Digest {
  public:
+  /// The all-zero digest: a placeholder that names no artifact.
   Digest() = default;
   explicit Digest(Sha256Value value) : value_(value) {}
 
-  /// Parses `sha256:<64 hex>`; throws InvalidArgument naming the text otherwise.
+  /// Parses `sha256:<64 lower-case hex>`; throws InvalidArgument naming the text otherwise.
   static Digest parse(std::string_view text);
   /// True when `text` is a full `sha256:<64 hex>` digest string.
   static bool is_digest(std::string_view text);

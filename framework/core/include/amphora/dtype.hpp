@@ -14,6 +14,8 @@ AMPHORA_API_BEGIN
 
 namespace amphora {
 
+/// An array's element type. Stored by name (dtype_name), never by number;
+/// bool_ is one byte, 0 or 1. Only the enumerators are valid values.
 enum class DType : std::uint8_t {
   bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
   float16, bfloat16, float32, float64, complex64, complex128,

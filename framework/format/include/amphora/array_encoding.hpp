@@ -55,10 +55,11 @@ struct EncodedArray {
   nlohmann::json recipe;
 };
 
-/// Encodes the `data` of `dtype` (count = size / element size). Throws
+/// Encodes the `data` of `dtype` (count = size / element size); a delta of
+/// values that decrease is stored exactly too (differences wrap). Throws
 /// InvalidArgument naming the problem when a transform does not apply: delta
-/// or squeeze of a non-integer dtype, delta of values that decrease (naming
-/// the first index where they do), data not a whole number of elements.
+/// or squeeze of a non-integer dtype, decimal of anything but float64,
+/// decimal with delta, data not a whole number of elements.
 EncodedArray encode_array(DType dtype, ConstBytes data, const ArrayEncoding& encoding);
 
 /// The dtype encode_array stores `data`'s differences in under delta +

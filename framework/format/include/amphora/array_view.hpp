@@ -8,6 +8,7 @@
 #include <amphora/dtype.hpp>
 #include <amphora/error.hpp>
 
+#include <compare>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -96,6 +97,8 @@ class StringsView {
     return out;
   }
 
+  /// Random access over the strings, yielding string_views into the bytes
+  /// (valid while the view's buffers live). Unchecked, as operator[] is.
   class iterator {
    public:
     using iterator_category = std::random_access_iterator_tag;
@@ -106,10 +109,19 @@ class StringsView {
     iterator() = default;
     iterator(const StringsView* view, std::size_t i) : view_(view), i_(i) {}
     std::string_view operator*() const { return (*view_)[i_]; }
+    std::string_view operator[](difference_type n) const { return *(*this + n); }
     iterator& operator++() { ++i_; return *this; }
     iterator operator++(int) { auto old = *this; ++i_; return old; }
+    iterator& operator--() { --i_; return *this; }
+    iterator operator--(int) { auto old = *this; --i_; return old; }
+    iterator& operator+=(difference_type n) { i_ = static_cast<std::size_t>(static_cast<difference_type>(i_) + n); return *this; }
+    iterator& operator-=(difference_type n) { return *this += -n; }
+    friend iterator operator+(iterator it, difference_type n) { return it += n; }
+    friend iterator operator+(difference_type n, iterator it) { return it += n; }
+    friend iterator operator-(iterator it, difference_type n) { return it -= n; }
     difference_type operator-(const iterator& o) const { return static_cast<difference_type>(i_) - static_cast<difference_type>(o.i_); }
     bool operator==(const iterator& o) const { return i_ == o.i_; }
+    std::strong_ordering operator<=>(const iterator& o) const { return i_ <=> o.i_; }
 
    private:
     const StringsView* view_ = nullptr;

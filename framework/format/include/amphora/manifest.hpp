@@ -83,8 +83,9 @@ struct Manifest {
 std::uint64_t piece_count(std::uint64_t size, std::uint64_t piece_size);
 
 /// Why `path` is not a safe relative path inside an artifact, or "" when it
-/// is one: non-empty, '/'-separated, no '.', '..', empty or hidden
-/// components, no backslash or control characters, not absolute.
+/// is one: non-empty, at most 1024 characters, '/'-separated, no '.', '..',
+/// empty or hidden components, no backslash or control characters, not
+/// absolute, and not "manifest.json" (the artifact's own).
 std::string artifact_path_problem(std::string_view path);
 /// Throws CorruptData (naming `where`) unless `path` is a safe artifact path.
 void validate_artifact_path(std::string_view path, std::string_view where);

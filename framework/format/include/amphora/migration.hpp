@@ -24,6 +24,7 @@
 #include <amphora/error.hpp>
 
 #include <exception>
+#include <new>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -109,8 +110,9 @@ concept HasMigrations =
 /// Brings `stored`, decoded from `in` as the format version `in` was written
 /// with, up to materializer<T>'s current version through its `migrations`.
 /// Throws Unsupported naming the artifact and both versions when the chain
-/// does not reach back to the stored version, CorruptData when a step throws
-/// anything but an amphora::Error (what it read was not what that version wrote).
+/// does not reach back to the stored version, OutOfResources when a step
+/// runs out of memory, CorruptData when it throws anything else but an
+/// amphora::Error (what it read was not what that version wrote).
 template <class T, class Stored>
 void upgrade(const ArtifactReader& in, Stored& stored) {
   static_assert(HasMigrations<T>,
@@ -127,10 +129,16 @@ void upgrade(const ArtifactReader& in, Stored& stored) {
     materializer<T>::migrations.upgrade(stored, in.format_version(), what);
   } catch (const Error&) {
     throw;
+  } catch (const std::bad_alloc&) {
+    throw OutOfResources(what + " could not be upgraded from format version " + std::to_string(in.format_version()) +
+                         ": out of memory");
   } catch (const std::exception& e) {
     // A step meeting what its version should not hold: the bytes, not the build.
     throw CorruptData(what + " could not be upgraded from format version " + std::to_string(in.format_version()) +
                       " to " + std::to_string(Chain::last) + ": " + e.what());
+  } catch (...) {
+    throw CorruptData(what + " could not be upgraded from format version " + std::to_string(in.format_version()) +
+                      " to " + std::to_string(Chain::last) + ": a step threw something that is not a std::exception");
   }
 }
 

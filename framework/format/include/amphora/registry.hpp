@@ -148,8 +148,9 @@ class Registry {
   PluginInfo load_plugin(const std::filesystem::path& library);
   /// Loads every `*.so` of each directory in `search_path` (directories
   /// separated by ':'; empty entries and directories that do not exist are
-  /// skipped), each directory's in name order. Throws as load_plugin at the
-  /// first that fails; those loaded before it stay loaded.
+  /// skipped), each directory's in name order. Throws IoError naming a
+  /// directory that cannot be listed, and as load_plugin at the first library
+  /// that fails; those loaded before it stay loaded.
   std::vector<PluginInfo> load_plugins(std::string_view search_path);
   /// load_plugins($AMPHORA_PLUGIN_PATH); nothing when it is unset.
   std::vector<PluginInfo> load_env_plugins();
@@ -175,8 +176,8 @@ class Registry {
 /// The plugin libraries in the directories of `search_path` (as
 /// Registry::load_plugins reads it) that register materializer
 /// `materializer`, found by loading each into a registry of its own; those
-/// that fail to load are passed over. For messages that say which plugin an
-/// artifact needs.
+/// that fail to load, and directories that cannot be listed, are passed
+/// over. For messages that say which plugin an artifact needs.
 std::vector<std::filesystem::path> plugins_providing(std::string_view materializer, std::string_view search_path);
 
 /// Makes `contribute` (named by its `library`, e.g. "amphora.builtins")

@@ -100,8 +100,8 @@ class StepContext {
 
 /// A typed handle to one output of a step, or to a value read from the
 /// store (Pipeline::input), for passing to later steps. Cheap to copy; only
-/// meaningful with the Pipeline that made it (or a copy of it): another
-/// pipeline refuses it.
+/// meaningful with the Pipeline that made it, or a copy of that pipeline made
+/// after it: any other pipeline refuses it.
 template <class T>
 class Output {
  public:
@@ -201,6 +201,7 @@ enum class RemoteCache {
   read_write,  ///< also push what a step computes, then its entry; take step leases there
 };
 
+/// How one Pipeline::run runs; every member has a default.
 struct RunOptions {
   /// Steps run at once at most; 0 = one per core.
   std::size_t jobs = 0;
@@ -218,9 +219,12 @@ struct RunOptions {
   /// looked up there; a hit is used by its output digests alone, and what a
   /// step on this machine then reads is pulled as it reads it.
   RemoteCache remote_cache = RemoteCache::read_write;
-  /// Called, one call at a time, as each step starts waiting for another
-  /// process computing the same key, and as each step ends.
+  /// Called as each step ends, one call at a time (with on_wait too), on a
+  /// worker thread. What it throws fails the run (RunReport::error names
+  /// it); the steps go on.
   std::function<void(const StepReport&)> on_step{};
+  /// Called once as a step starts waiting for another process computing
+  /// the same key; as on_step for threads and exceptions.
   std::function<void(std::string_view step)> on_wait{};
 };
 
@@ -319,6 +323,12 @@ class Pipeline {
  public:
   /// Throws InvalidArgument unless `name` is 1-64 letters, digits, '_' or '-'.
   explicit Pipeline(std::string name);
+  /// A copy has the steps declared so far; each then grows on its own. The
+  /// handles made before the copy serve both, later ones only their maker.
+  Pipeline(const Pipeline& other);
+  Pipeline& operator=(const Pipeline& other);
+  Pipeline(Pipeline&&) noexcept = default;
+  Pipeline& operator=(Pipeline&&) noexcept = default;
   const std::string& name() const { return name_; }
 
   /// A value read from the store: `ref` is resolved to a digest when a run
@@ -435,7 +445,10 @@ class Pipeline {
                     const std::type_index& type) const;
   static std::vector<std::string> output_names(const StepSpec& spec, std::size_t count);
   std::string name_;
-  std::uint64_t id_;  // shared by copies, whose nodes are the same
+  std::uint64_t id_;  // this pipeline's own; a copy gets a new one
+  // The pipelines this one copies, each with the nodes it had then: their
+  // handles to those nodes are this pipeline's too, later ones are not.
+  std::vector<std::pair<std::uint64_t, std::size_t>> copied_from_;
   std::vector<detail::StepNode> nodes_;
 };
 

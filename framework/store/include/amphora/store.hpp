@@ -29,6 +29,8 @@ namespace detail {
 struct AMPHORA_INTERNAL StoreAccess;
 }  // namespace detail
 
+/// What a save, import or name_artifact did: the artifact's digest and, when
+/// named, the name version recorded.
 struct SaveResult {
   Digest digest;
   std::string name;           ///< empty when saved unnamed
@@ -44,9 +46,10 @@ struct VersionInfo {
   nlohmann::json record;  ///< the stored name record (digest, materializer, created_at, ...)
 };
 
+/// What Store::verify examined and found.
 struct VerifyReport {
-  std::size_t artifacts = 0;
-  std::uint64_t bytes = 0;
+  std::size_t artifacts = 0;  ///< artifact folders examined, manifest-less leftovers included
+  std::uint64_t bytes = 0;    ///< payload bytes re-hashed
   std::vector<std::string> problems;     ///< damage, one line each, naming the artifact and file
   std::vector<std::string> unsupported;  ///< artifacts this build cannot check (newer formats)
   std::size_t structure_unchecked = 0;   ///< artifacts of unregistered materializers: hashes checked only
@@ -61,14 +64,15 @@ struct NameScan {
   std::vector<std::string> problems;  ///< one line per record or name entry that could not be read
 };
 
+/// What Store::gc removed, or on a dry run would remove.
 struct GcReport {
   std::vector<Digest> removed;  ///< artifacts removed (or that would be, on a dry run)
   std::vector<VersionInfo> dropped_versions;  ///< name versions beyond keep_last, removed (or that would be)
   std::size_t dropped_cache_entries = 0;      ///< cache entries whose outputs no kept name reaches any more
-  std::uint64_t bytes_freed = 0;
-  std::size_t kept = 0;         ///< artifacts kept: reachable from a name, or young (below)
+  std::uint64_t bytes_freed = 0;  ///< bytes of the files of `removed`
+  std::size_t kept = 0;         ///< artifacts kept: reachable from a name or cache entry, or young (below)
   std::size_t young = 0;        ///< unnamed artifacts kept because younger than the grace period
-  StagingSweep staging;
+  StagingSweep staging;         ///< the sweep of staging areas whose writer is gone
 };
 
 /// What Store::migrate found and did.
@@ -115,6 +119,7 @@ struct TransferStatus {
   std::size_t artifacts_total = 0;
 };
 
+/// How one push or pull runs; every member has a default.
 struct TransferOptions {
   /// The remote's name; empty: the store's only remote.
   std::string remote{};
@@ -182,7 +187,9 @@ class Store {
 
   /// Where the store is, for messages: its directory, or its medium's location.
   const std::filesystem::path& path() const;
+  /// The same as text: a directory, or a medium's URL (s3://BUCKET/PREFIX).
   std::string location() const;
+  /// The registry loads and saves go through; shared by copies of the store.
   Registry& registry() const;
 
   /// Materializes `value` with materializer<T>; a type without one does not
@@ -215,6 +222,8 @@ class Store {
     return load_from<T>(open_loadable(digest.str()).with_options(options));
   }
 
+  /// save() through a type-erased entry: `value` points to an `entry.type`.
+  /// Throws as save() does.
   SaveResult save_erased(const MaterializerEntry& entry, const void* value, const SaveOptions& options);
 
   /// Records the stored artifact `digest` as the next version of `name`,
@@ -260,8 +269,10 @@ class Store {
   /// Unsupported for an extension no format handles, and as the format's
   /// reader and save() do.
   SaveResult import_file(const std::filesystem::path& file, const SaveOptions& options = {});
-  /// Loads `ref`; when `expected_materializer` is not empty, the artifact
-  /// must have been written by it.
+  /// Loads `ref` with the materializer its manifest names. Throws
+  /// Unsupported when that is not registered (saying which plugin on
+  /// $AMPHORA_PLUGIN_PATH provides it), TypeMismatch when
+  /// `expected_materializer` is given and differs, and as load() does.
   std::shared_ptr<void> load_erased(std::string_view ref, std::string_view expected_materializer = {}) const;
   std::shared_ptr<void> load_erased(const Digest& digest, std::string_view expected_materializer = {}) const;
 
@@ -376,7 +387,7 @@ class Store {
   /// parent that names them, and an unnamed save is not collected the moment
   /// it returns. Refuses (CorruptData, saying where) while a name record or
   /// the manifest of a named artifact cannot be read: what it reaches would
-  /// otherwise be collected.
+  /// otherwise be collected. A refusal changes nothing (no version dropped).
   ///
   /// Outputs of action-cache entries are kept like named artifacts. With
   /// `keep_last` N > 0, only the newest N versions of each name are kept

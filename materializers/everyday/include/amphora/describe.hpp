@@ -8,10 +8,12 @@
 // finds it by argument-dependent lookup). Members stored exactly as JSON
 // (numbers, bools, short UTF-8 strings, small JSON values, optionals of
 // those) go inline into the manifest's "fields" object, where `amphora show`
-// displays them; every other member (tensors, vectors, maps, declared
-// structs, a NaN, a long or non-UTF-8 string) becomes a child artifact named
-// after the member. A std::vector of a declared struct is a record list,
-// stored column by column (amphora/record_list.hpp).
+// displays them; numbers and vectors or std::arrays of numbers that JSON
+// does not hold (a NaN, a vector) go, up to 64 KiB, into the struct's own
+// MEMBER.npy; every other member (tensors, larger arrays, maps, declared
+// structs, a long or non-UTF-8 string) becomes a child artifact named after
+// the member. A std::vector of a declared struct is a record list, stored
+// column by column (amphora/record_list.hpp).
 
 #include <amphora/export.hpp>
 #include <amphora/everyday.hpp>

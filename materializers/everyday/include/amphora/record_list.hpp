@@ -6,7 +6,7 @@
 // column kind (a table, a sparse matrix, a std::variant, a type with a
 // materializer of its own, ...) is stored as an amphora.list instead, one
 // struct artifact per element: the choice is made here, at compile time,
-// and loads take whichever layout the artifact has.
+// and a load expects that layout (the other is a TypeMismatch).
 //
 //   member type                     column files (PATH is the member's name,
 //                                   "outer/inner" for a nested struct's)
@@ -464,9 +464,10 @@ template <Described T>
   requires Columnar<T>
 class RecordList {
  public:
-  /// Opens `in`. Throws CorruptData when a column is missing, the wrong
-  /// dtype or length, or its offsets are invalid; Unsupported when the
-  /// records were written by a newer format version of T.
+  /// Opens `in`; a member whose column is missing keeps its default (see
+  /// above). Throws TypeMismatch when a column is stored as another type,
+  /// CorruptData when one has the wrong length or invalid offsets, and
+  /// Unsupported when the records were written by a newer version of T.
   static RecordList open(const ArtifactReader& in) {
     RecordList list;
     list.size_ = detail::check_record_list(in, description_of<T>().name, description_of<T>().version);

@@ -113,7 +113,8 @@ class Table {
   std::size_t rows() const { return rows_; }
   std::size_t num_columns() const { return columns_.size(); }
   const std::vector<std::string>& names() const { return names_; }
-  const Column& column(std::size_t i) const { return columns_.at(i); }
+  /// The column at `i`; throws InvalidArgument when `i` is out of range.
+  const Column& column(std::size_t i) const;
   /// The column named `name`; throws NotFound naming it and the columns there are.
   const Column& column(std::string_view name) const;
 

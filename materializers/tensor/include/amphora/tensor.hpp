@@ -167,7 +167,7 @@ struct materializer<Tensor> {
   static Tensor load(const ArtifactReader& in);
   /// Checks that the payload is a well-formed tensor matching its metadata
   /// without building the tensor: metadata, header, sizes, the chunk index and
-  /// every LZ4 frame (decoded one chunk at a time), and that bool elements
+  /// every compressed chunk (decoded one at a time), and that bool elements
   /// are 0 or 1. Digests are not checked here. Throws CorruptData or
   /// Unsupported naming the artifact.
   static void validate(const ArtifactReader& in);
@@ -179,8 +179,9 @@ struct materializer<Tensor> {
 /// Reads rows [begin, end) along the first axis of a stored tensor, touching
 /// only the compressed chunks that hold them (and, on a remote, fetching only
 /// the chunk index and those chunks, or the rows' bytes of an uncompressed
-/// tensor). An uncompressed tensor in a local store shares its mapping. An
-/// encoded one (ArrayEncoding) is read whole. Throws InvalidArgument for an
+/// tensor). The rows come in fresh, writable memory. An encoded tensor
+/// (ArrayEncoding) reads only the rows too, unless a delta needs everything
+/// before them: then it is decoded whole. Throws InvalidArgument for an
 /// out-of-range interval, Unsupported if `in` is not a tensor artifact.
 Tensor load_tensor_rows(const ArtifactReader& in, std::int64_t begin, std::int64_t end);
 
