@@ -17,6 +17,8 @@
 #include <set>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace amphora;
@@ -180,6 +182,46 @@ TEST_CASE("Plugins are found on a search path and on $AMPHORA_PLUGIN_PATH") {
     auto registry = Registry::with_defaults();
     CHECK_THROWS_WITH(registry->load_plugins(kBrokenDir.string()), Catch::Contains(kBrokenDir.string()));
   }
+}
+
+TEST_CASE("A plugin directory that cannot be listed is named by load_plugins, passed over by plugins_providing") {
+  if (::geteuid() != 0) {
+    WARN("skipped: making a directory unlistable to a user needs root to switch to that user");
+    return;
+  }
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms::all);
+  const fs::path locked = dir / "locked";
+  fs::create_directory(locked);
+  fs::permissions(locked, fs::perms::none);
+  const std::string path = locked.string() + ":" + kGoodDir.string();
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(9);
+    int status = 0;
+    try {
+      Registry registry;
+      registry.load_plugins(path);
+      status = 1;  // listed what it cannot list
+    } catch (const IoError& e) {
+      if (std::string(e.what()).find(locked.string() + " cannot be listed") == std::string::npos) status = 2;
+    } catch (...) {
+      status = 3;
+    }
+    try {
+      const auto found = plugins_providing("test.point", path);
+      if (found.size() != 1 || found.front().parent_path() != fs::canonical(kGoodDir)) status = status ? status : 4;
+    } catch (...) {
+      status = 5;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  fs::permissions(locked, fs::perms::owner_all);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("What is not a regular file is refused by path, at once, never opened") {

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 
 using namespace amphora;
@@ -181,6 +182,27 @@ TEST_CASE("A run records every failure, whatever the step threw", "[errors][pipe
   CHECK(list_runs(store).back()["status"] == "failed");
 }
 
+TEST_CASE("Only Buffer's factories make a Buffer; adopted memory is writable and kept alive", "[errors][buffer]") {
+  // No caller can call arbitrary memory writable through a constructor.
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<Buffer, std::byte*, std::size_t, bool, std::shared_ptr<const void>>);
+  std::vector<std::int32_t> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i * 7);
+  const auto* before = values.data();
+  auto buffer = Buffer::adopt(std::move(values));
+  CHECK(buffer->writable());
+  CHECK(buffer->size() == 1000 * sizeof(std::int32_t));
+  CHECK(reinterpret_cast<const std::int32_t*>(buffer->data()) == before);  // taken over, not copied
+  reinterpret_cast<std::int32_t*>(buffer->mutable_data())[999] = -1;
+  auto slice = Buffer::slice(buffer, 996 * sizeof(std::int32_t), 4 * sizeof(std::int32_t));
+  buffer.reset();  // the slice keeps the vector alive
+  CHECK(reinterpret_cast<const std::int32_t*>(slice->data())[0] == 996 * 7);
+  CHECK(reinterpret_cast<const std::int32_t*>(slice->data())[3] == -1);
+  CHECK(Buffer::adopt(std::vector<double>{})->size() == 0);
+  const int owner = 5;
+  auto wrapped = std::const_pointer_cast<Buffer>(Buffer::wrap(&owner, sizeof owner, nullptr));
+  CHECK_THROWS_WITH(wrapped->mutable_data(), Catch::Contains("read-only"));
+}
+
 TEST_CASE("An on_wait callback that throws fails the run, not the step it waited for", "[errors][pipeline][threads]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");
@@ -199,19 +221,34 @@ TEST_CASE("An on_wait callback that throws fails the run, not the step it waited
   };
   const Pipeline first = make(), second = make();
   RunReport first_report;
-  std::thread holder([&] { first_report = first.run(store); });
-  while (computed == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string first_failure;
+  std::thread holder([&] {
+    try {
+      first_report = first.run(store);
+    } catch (const std::exception& e) {
+      first_failure = e.what();
+    }
+  });
+  for (int i = 0; i < 30000 && computed == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::string waited_for;  // written before `waited` is set, read after the join
-  const RunReport r = second.run(store, {.on_wait = [&](std::string_view step) {
-                                          waited_for = step;
-                                          waited = true;
-                                          throw std::runtime_error("wait broke");
-                                        }});
+  RunReport r;
+  std::string second_failure;
+  try {
+    r = second.run(store, {.on_wait = [&](std::string_view step) {
+                             waited_for = step;
+                             waited = true;
+                             throw std::runtime_error("wait broke");
+                           }});
+  } catch (const std::exception& e) {
+    second_failure = e.what();
+  }
+  waited = true;  // frees the first run's step, whatever happened
   holder.join();
-  REQUIRE(waited);
-  CHECK(waited_for == "slow");
-  CHECK(first_report.ok);
-  CHECK(computed == 1);  // the waiting run found the other's result
+  REQUIRE(first_failure.empty());
+  REQUIRE(second_failure.empty());
+  REQUIRE(computed == 1);
+  REQUIRE(waited_for == "slow");
+  CHECK(first_report.ok);  // and the waiting run found its result: computed once
   CHECK_FALSE(r.ok);
   CHECK_THAT(r.error, Catch::Contains("the on_wait callback failed: wait broke"));
   CHECK(r.step("slow").status == "cached");

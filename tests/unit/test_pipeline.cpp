@@ -528,6 +528,18 @@ TEST_CASE("Pipelines refuse bad declarations", "[pipeline]") {
                                   one, in_copy));
   CHECK_THROWS_WITH(copy_of_copy.step({.name = "v"}, [](const std::int64_t& v) { return v; }, in_p),
                     Catch::Contains("input handle from another pipeline"));
+  // A move takes the steps and their handles; what the moved-from pipeline
+  // declares later is its own.
+  Pipeline source("moving");
+  auto early = source.step({.name = "early"}, [] { return std::int64_t{1}; });
+  Pipeline target = std::move(source);
+  CHECK_NOTHROW(target.step({.name = "uses_early"}, [](const std::int64_t& v) { return v; }, early));
+  auto stray = source.input<std::int64_t>("kept");  // node 0 of the moved-from, as `early` is of target
+  CHECK_THROWS_WITH(target.step({.name = "uses_stray"}, [](const std::int64_t& v) { return v; }, stray),
+                    Catch::Contains("input handle from another pipeline"));
+  Pipeline assigned("assigned");
+  assigned = std::move(target);
+  CHECK_NOTHROW(assigned.step({.name = "again"}, [](const std::int64_t& v) { return v; }, early));
   // The name each output is saved under is checked when the step is declared,
   // not after it has run.
   const std::string long_part(64, 's');

@@ -280,3 +280,29 @@ TEST_CASE("Remote cache: gc --keep-last on the remote drops old results and thei
   CHECK(again.step("total").reason == "no cache entry");
   CHECK(again.step("lengths").cache == "team");
 }
+
+TEST_CASE("Remote cache: a remote whose location cannot hold a store is named, read through to none", "[remote]") {
+  test::TempDir dir;
+  Store store = test::make_store(dir / "s");
+  test::write_text(dir / "file", "not a store");
+  const std::string url = file_url(dir / "file");
+  store.add_remote({"bad", url, "", ""});
+  (void)store.save(std::string("x"), {.name = "x"});
+  CHECK_THROWS_AS(store.push(), InvalidArgument);
+  CHECK_THROWS_WITH(store.push(), Catch::Contains("remote 'bad' (" + url + ") cannot hold a store") &&
+                                      Catch::Contains("is a regular file, not a directory"));
+  // Loads of what the store lacks: nothing to read through to.
+  CHECK_THROWS_AS(store.open_artifact("absent"), NotFound);
+  CHECK_THROWS_AS(store.load<std::string>("absent"), NotFound);
+  CHECK(store.load<std::string>("x") == "x");
+  // A run reading the remote cache runs on the local one and says why; one
+  // that would write to it refuses to start, naming the remote.
+  Pipeline p("local");
+  p.step({.name = "one"}, [] { return std::int64_t{1}; });
+  const auto report = p.run(store, {.remote_cache = RemoteCache::read});
+  CHECK(report.ok);
+  CHECK_THAT(report.record["remote_cache"].dump(), Catch::Contains("off: remote 'bad'") && Catch::Contains("cannot hold a store"));
+  CHECK_THROWS_AS(p.run(store), InvalidArgument);
+  CHECK_THROWS_WITH(p.run(store), Catch::Contains("remote 'bad'") && Catch::Contains("--no-remote-cache"));
+  CHECK(test::read_text(dir / "file") == "not a store");
+}

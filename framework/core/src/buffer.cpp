@@ -180,13 +180,6 @@ std::shared_ptr<const Buffer> Buffer::wrap(const void* data, std::size_t size, s
                                         std::move(owner));
 }
 
-std::shared_ptr<Buffer> Buffer::adopt(std::vector<std::byte> bytes) {
-  if (bytes.empty()) return allocate(0);
-  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  return std::make_shared<Buffer>(Key{}, owner->data(), owner->size(), true,
-                                  std::shared_ptr<const void>(owner, owner->data()));
-}
-
 std::byte* Buffer::mutable_data() {
   if (!writable_) throw InvalidArgument("buffer is read-only (a mapped file or wrapped memory)");
   return data_;

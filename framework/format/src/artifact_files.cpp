@@ -276,8 +276,7 @@ ArrayView ArtifactReader::read_encoded(std::string_view path, const nlohmann::js
     throw CorruptData(where + ": " + e.what());
   }
   if (dtype == DType::bool_) check_bools(bytes, where);
-  auto owner = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  return ArrayView(dtype, std::move(shape), Buffer::wrap(owner->data(), owner->size(), owner));
+  return ArrayView(dtype, std::move(shape), Buffer::adopt(std::move(bytes)));
 }
 
 ArrayView ArtifactReader::read_array(std::string_view path, DType dtype, int ndim) const {
@@ -406,8 +405,7 @@ std::vector<ArrayView> ArtifactReader::read_array_ranges(std::string_view path, 
       if (dtype_from_name(part.at("dtype").get<std::string>()) != dtype)
         throw CorruptData(where + " is encoded as " + part.at("dtype").get<std::string>() + ", expected " +
                           std::string(dtype_name(dtype)));
-      auto owner = std::make_shared<std::vector<std::byte>>(std::move(decoded));
-      bytes = Buffer::wrap(owner->data(), owner->size(), owner);
+      bytes = Buffer::adopt(std::move(decoded));
     }
     if (dtype == DType::bool_) check_bools(bytes->bytes(), where);
     parts.emplace_back(dtype, std::vector<std::int64_t>{static_cast<std::int64_t>(end - begin)}, std::move(bytes));
@@ -425,9 +423,8 @@ StringsView ArtifactReader::read_strings_range(std::string_view path, std::uint6
   std::vector<std::int64_t> rebased(o.begin(), o.end());
   for (auto& v : rebased) v -= o.front();
   auto bytes = read(bytes_path, static_cast<std::uint64_t>(o.front()), static_cast<std::size_t>(rebased.back()));
-  auto owner = std::make_shared<std::vector<std::int64_t>>(std::move(rebased));
-  ArrayView view(DType::int64, {static_cast<std::int64_t>(owner->size())},
-                 Buffer::wrap(owner->data(), owner->size() * sizeof(std::int64_t), owner));
+  const auto entries = static_cast<std::int64_t>(rebased.size());
+  ArrayView view(DType::int64, {entries}, Buffer::adopt(std::move(rebased)));
   return StringsView(std::move(view), std::move(bytes));
 }
 
@@ -485,11 +482,9 @@ StringsView ArtifactReader::read_strings_at(std::string_view path, std::uint64_t
     }
     first = last + 1;
   }
-  auto offsets_owner = std::make_shared<std::vector<std::int64_t>>(std::move(offsets));
-  auto bytes_owner = std::make_shared<std::vector<char>>(std::move(merged));
-  ArrayView view(DType::int64, {static_cast<std::int64_t>(offsets_owner->size())},
-                 Buffer::wrap(offsets_owner->data(), offsets_owner->size() * sizeof(std::int64_t), offsets_owner));
-  return StringsView(std::move(view), Buffer::wrap(bytes_owner->data(), bytes_owner->size(), bytes_owner));
+  const auto entries = static_cast<std::int64_t>(offsets.size());
+  ArrayView view(DType::int64, {entries}, Buffer::adopt(std::move(offsets)));
+  return StringsView(std::move(view), Buffer::adopt(std::move(merged)));
 }
 
 StringsView ArtifactReader::read_strings(std::string_view path) const {

@@ -277,6 +277,29 @@ Pipeline& Pipeline::operator=(const Pipeline& other) {
   return *this;
 }
 
+// The moved-from pipeline, if used again, is another: its later handles
+// must not reach the steps moved away.
+Pipeline::Pipeline(Pipeline&& other) noexcept
+    : name_(std::move(other.name_)),
+      id_(std::exchange(other.id_, new_pipeline_id())),
+      copied_from_(std::move(other.copied_from_)),
+      nodes_(std::move(other.nodes_)) {
+  other.copied_from_.clear();
+  other.nodes_.clear();
+}
+
+Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
+  if (this != &other) {
+    name_ = std::move(other.name_);
+    id_ = std::exchange(other.id_, new_pipeline_id());
+    copied_from_ = std::move(other.copied_from_);
+    nodes_ = std::move(other.nodes_);
+    other.copied_from_.clear();
+    other.nodes_.clear();
+  }
+  return *this;
+}
+
 void Pipeline::check_handle(const std::string& step, std::uint64_t pipeline, std::size_t node, std::size_t slot,
                             const std::type_index& type) const {
   const bool ours = pipeline == id_ || std::any_of(copied_from_.begin(), copied_from_.end(), [&](const auto& c) {
@@ -632,6 +655,11 @@ class Run {
             throw NotFound(std::string(e.what()) + "; the run uses remote '" + remote_name_ +
                            "' as its cache: give --no-remote-cache (RemoteCache::off) to run on the local cache alone");
           remote_note_ = "off: remote '" + remote_name_ + "' holds no store yet";
+        } catch (const InvalidArgument& e) {  // its location cannot hold a store
+          if (options_.remote_cache == RemoteCache::read_write)
+            throw InvalidArgument(std::string(e.what()) +
+                                  "; give --no-remote-cache (RemoteCache::off) to run on the local cache alone");
+          remote_note_ = std::string("off: ") + e.what();
         }
       } else if (remotes.size() > 1) {
         remote_note_ = "off: the store has " + std::to_string(remotes.size()) + " remotes";
@@ -719,7 +747,7 @@ class Run {
     if (!values[slot]) {
       const Digest& digest = digests_[node][slot];
       // An output found on the remote's cache is copied here when first read.
-      if (remote_ && !store_.contains(digest)) store_.pull({digest.str()}, {.remote = remote_name_});
+      if (remote_ && !store_.contains(digest)) detail::StoreAccess::pull(store_, remote_name_, *remote_, {digest.str()}, {});
       values[slot] = nodes_[node].outputs[slot].load(store_, digest);
     }
     return values[slot];
@@ -1084,7 +1112,7 @@ class Run {
     try {
       std::vector<std::string> refs;
       for (const auto& d : digests) refs.push_back(d.str());
-      store_.push(refs, {.remote = remote_name_});
+      detail::StoreAccess::push(store_, remote_name_, *remote_, refs, {});
       for (std::size_t s = 0; s < digests.size(); ++s) {
         const auto name = output_name(node, s);
         const auto latest = detail::StoreAccess::names(*remote_).newest(name);

@@ -163,16 +163,21 @@ auto translated(bool reading, F&& body) -> decltype(body()) {
                                   std::forward<F>(body));
 }
 
+// One reading of a store's remotes, for a ref the store lacks, and the
+// remote it reads through to, if any.
+struct ReadThrough {
+  std::vector<RemoteSpec> remotes;  // empty when the store does not read through
+  std::optional<Store> remote;      // when it has exactly one, holding a store
+};
+
 // Rethrows the NotFound being handled (of a ref this store lacks and no
 // remote was asked for), saying why when the store reads through but has
-// several remotes: which they are and how to fetch from one.
-[[noreturn]] void rethrow_missing(const Store& store, bool read_through, const NotFound& here) {
-  const auto all = read_through ? store.remotes() : std::vector<RemoteSpec>{};
+// several remotes (`all`, the reading that found no remote to ask): which
+// they are and how to fetch from one.
+[[noreturn]] void rethrow_missing(const std::vector<RemoteSpec>& all, const NotFound& here) {
   if (all.size() < 2) throw;
-  std::string names;
-  for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
-  throw NotFound(std::string(here.what()) + "; the store has " + std::to_string(all.size()) + " remotes (" + names +
-                 ") and reads through to none: pull it from one (amphora pull --remote NAME REF)");
+  throw NotFound(std::string(here.what()) + "; the store has " + std::to_string(all.size()) + " remotes (" +
+                 detail::remote_names(all) + ") and reads through to none: pull it from one (amphora pull --remote NAME REF)");
 }
 
 }  // namespace
@@ -191,6 +196,35 @@ struct Store::Impl : detail::ArtifactContext, std::enable_shared_from_this<Store
   std::mutex remote_mutex;
   std::string remote_key;
   std::shared_ptr<const Store> remote;
+
+  // With several remotes, which one holds what is missing here would be a
+  // guess: none is read through (rethrow_missing says so). One that holds
+  // no store yet, or whose location cannot hold one, has nothing to read.
+  ReadThrough read_through_from(const Store& self) {
+    ReadThrough out;
+    if (!read_through) return out;
+    out.remotes = self.remotes();
+    if (out.remotes.size() != 1) return out;
+    const RemoteSpec& spec = out.remotes.front();
+    std::string key = spec.name + '\n' + spec.url + '\n' + spec.endpoint + '\n' + spec.region;
+    {
+      std::lock_guard lock(remote_mutex);
+      if (remote && remote_key == key) {
+        out.remote = *remote;
+        return out;
+      }
+    }
+    try {
+      auto opened = std::make_shared<const Store>(detail::StoreAccess::remote(self, spec, false));
+      std::lock_guard lock(remote_mutex);
+      remote = opened;
+      remote_key = std::move(key);
+      out.remote = *opened;
+    } catch (const NotFound&) {
+    } catch (const InvalidArgument&) {
+    }
+    return out;
+  }
 
   // Only published artifacts count: a directory without a manifest (a
   // leftover verify reports) must not make a prefix ambiguous.
@@ -941,15 +975,15 @@ ArtifactReader Store::open_artifact(std::string_view ref) const {
     try {
       return impl_->open(ref);
     } catch (const NotFound& here) {
-      auto remote = read_through_remote();
-      if (!remote) rethrow_missing(*this, impl_->read_through, here);
+      auto through = impl_->read_through_from(*this);
+      if (!through.remote) rethrow_missing(through.remotes, here);
       std::string wanted(ref);
       try {
         wanted = impl_->resolve(ref).str();  // a name here for an artifact there (a remote cache hit)
       } catch (const Error&) {
       }
       try {
-        return remote->open_artifact(wanted);
+        return through.remote->open_artifact(wanted);
       } catch (const NotFound& there) {
         throw NotFound(std::string(here.what()) + "; nor on its remote: " + there.what());
       }
@@ -963,7 +997,8 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
     try {
       return impl_->open(ref);
     } catch (const NotFound& here) {
-      if (!read_through_remote()) rethrow_missing(*this, impl_->read_through, here);
+      auto through = impl_->read_through_from(*this);
+      if (!through.remote) rethrow_missing(through.remotes, here);
       // Whole, verified and kept: the next load is local. A NAME@N of the
       // remote's numbering need not exist here: the digest it pulled does.
       // A name this store has for an artifact only the remote holds (a
@@ -974,33 +1009,10 @@ ArtifactReader Store::open_loadable(std::string_view ref) const {
       } catch (const Error&) {
       }
       Store self(impl_);
-      const auto pulled = self.pull({wanted});
+      const auto pulled = detail::StoreAccess::pull(self, through.remotes.front().name, *through.remote, {wanted}, {});
       return impl_->open(pulled.roots.front(), "artifact " + pulled.roots.front().short_str());
     }
   });
-}
-
-std::optional<Store> Store::read_through_remote() const {
-  if (!impl_->read_through) return std::nullopt;
-  const auto all = remotes();
-  // With several remotes, which one holds what is missing here would be a
-  // guess: none is read through (a NotFound then says to pull by name).
-  if (all.size() != 1) return std::nullopt;
-  const RemoteSpec& spec = all.front();
-  std::string key = spec.name + '\n' + spec.url + '\n' + spec.endpoint + '\n' + spec.region;
-  {
-    std::lock_guard lock(impl_->remote_mutex);
-    if (impl_->remote && impl_->remote_key == key) return *impl_->remote;
-  }
-  try {
-    auto remote = std::make_shared<const Store>(detail::StoreAccess::remote(*this, spec, false));
-    std::lock_guard lock(impl_->remote_mutex);
-    impl_->remote = remote;
-    impl_->remote_key = std::move(key);
-    return *remote;
-  } catch (const NotFound&) {
-    return std::nullopt;  // nothing pushed there yet: nothing to read through to
-  }
 }
 
 Store::TreeSize Store::tree_size(const Digest& digest, std::uint64_t max_artifacts) const {

@@ -25,6 +25,12 @@ struct StoreAccess {
   /// sharing `store`'s registry: Store::remote_store for a remote in hand,
   /// so a caller never opens another remote than the one it looked at.
   static Store remote(const Store& store, const RemoteSpec& spec, bool create, std::size_t jobs = 8);
+  /// Store::push and Store::pull with the remote in hand (`remote`, opened
+  /// from the spec named `remote_name`): no second reading of the remotes.
+  static TransferReport push(Store& local, const std::string& remote_name, Store& remote,
+                             const std::vector<std::string>& refs, const TransferOptions& options);
+  static TransferReport pull(Store& local, const std::string& remote_name, const Store& remote,
+                             const std::vector<std::string>& refs, const TransferOptions& options);
   /// The registry the store was opened with, for a store opened beside it.
   static std::shared_ptr<Registry> registry(const Store& store);
   /// What Store::damage without hashing reports first for `digest` (made by
@@ -36,5 +42,8 @@ struct StoreAccess {
   static std::optional<std::string> quick_problem(const Store& store, const Digest& digest, std::string_view made_by,
                                                   std::optional<ArtifactReader>* intact = nullptr);
 };
+
+/// "a, b, c": the remotes' names, for messages.
+std::string remote_names(const std::vector<RemoteSpec>& remotes);
 
 }  // namespace amphora::detail

@@ -575,12 +575,9 @@ namespace {
 const RemoteSpec& chosen_remote(const std::vector<RemoteSpec>& all, std::string_view name, const std::string& location) {
   if (name.empty()) {
     if (all.empty()) throw NotFound("store " + location + " has no remote; add one with `amphora remote add NAME URL`");
-    if (all.size() > 1) {
-      std::string names;
-      for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.name;
-      throw InvalidArgument("store " + location + " has " + std::to_string(all.size()) + " remotes (" + names +
-                            "): say which with --remote NAME");
-    }
+    if (all.size() > 1)
+      throw InvalidArgument("store " + location + " has " + std::to_string(all.size()) + " remotes (" +
+                            detail::remote_names(all) + "): say which with --remote NAME");
     return all.front();
   }
   for (const auto& r : all)
@@ -606,10 +603,18 @@ Store open_remote(const Store& self, const RemoteSpec& spec, bool create, std::s
     return Store::open(std::move(options));
   } catch (const NotFound& e) {
     throw NotFound("remote '" + spec.name + "' (" + spec.url + ") holds no store yet: push to it first (" + e.what() + ")");
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("remote '" + spec.name + "' (" + spec.url + ") cannot hold a store: " + e.what());
   }
 }
 
 }  // namespace
+
+std::string detail::remote_names(const std::vector<RemoteSpec>& remotes) {
+  std::string names;
+  for (const auto& r : remotes) names += (names.empty() ? "" : ", ") + r.name;
+  return names;
+}
 
 Store detail::StoreAccess::remote(const Store& store, const RemoteSpec& spec, bool create, std::size_t jobs) {
   return detail::translate_errors(detail::Blame::stored_data, [&] { return open_remote(store, spec, create, jobs); });
@@ -622,91 +627,118 @@ Store Store::remote_store(std::string_view name, bool create, std::size_t jobs) 
   });
 }
 
+namespace {
+
+// A push to `remote`, the remote named `remote_name` (opened by the caller
+// from the reading of the remotes it chose it in).
+TransferReport push_to(const Store& local, const std::string& remote_name, Store& remote,
+                       const std::vector<std::string>& refs, const TransferOptions& options) {
+  TransferReport report;
+  report.remote = remote_name;
+  report.location = remote.location();
+
+  // What to send, and the names to record afterwards.
+  std::vector<std::pair<VersionInfo, bool>> names;  // (version, as latest)
+  if (refs.empty()) {
+    auto scan = local.scan_names();
+    if (!scan.problems.empty()) throw CorruptData(scan.problems.front());
+    std::map<std::string, const VersionInfo*> latest;
+    for (const auto& v : scan.versions) latest[v.name] = &v;
+    for (const auto& v : scan.versions) names.emplace_back(v, latest[v.name] == &v);
+  } else {
+    for (const auto& ref : refs) {
+      const Digest digest = local.resolve(ref);
+      if (auto named = as_named(local, ref)) {
+        auto versions = local.versions(named->name);
+        for (const auto& v : versions)
+          if (named->version ? v.version == *named->version : &v == &versions.back())
+            names.emplace_back(v, !named->version.has_value());
+      }
+      if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end())
+        report.roots.push_back(digest);
+    }
+  }
+  for (const auto& [v, latest] : names)
+    if (std::find(report.roots.begin(), report.roots.end(), v.digest) == report.roots.end()) report.roots.push_back(v.digest);
+
+  // Held from the first look at the remote until the names exist there, as
+  // pull holds the local one: a gc of the remote waits rather than take what
+  // this push found there or put there and has not named yet.
+  auto lease = detail::StoreAccess::artifacts(remote).publish_lease();
+  Copier copier(detail::StoreAccess::artifacts(local), detail::StoreAccess::artifacts(remote), options.jobs,
+                options.progress);
+  copier.copy(report.roots, report);
+  record_names(remote, names, "pushed_from", options.jobs, report, &local);
+  return report;
+}
+
+// A pull from `remote`, the remote named `remote_name`, as push_to.
+TransferReport pull_from(Store& local, const std::string& remote_name, const Store& remote,
+                         const std::vector<std::string>& refs, const TransferOptions& options) {
+  if (refs.empty()) throw InvalidArgument("pull needs at least one ref: NAME, NAME@N or a digest");
+  TransferReport report;
+  report.remote = remote_name;
+  report.location = remote.location();
+  std::vector<std::pair<VersionInfo, bool>> names;
+  for (const auto& ref : refs) {
+    Digest digest;
+    try {
+      // A whole digest needs no look: the walk reads its manifest anyway,
+      // and says so when it is not there.
+      digest = Digest::is_digest(ref) ? Digest::parse(ref) : remote.resolve(ref);
+    } catch (const NotFound& e) {
+      throw NotFound("remote '" + report.remote + "': " + e.what());
+    }
+    if (auto named = as_named(remote, ref)) {
+      auto versions = remote.versions(named->name);
+      for (const auto& v : versions)
+        if (named->version ? v.version == *named->version : &v == &versions.back())
+          names.emplace_back(v, !named->version.has_value());
+    }
+    if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end()) report.roots.push_back(digest);
+  }
+  // Held from the first publish until the names exist: an artifact pulled
+  // early in a long pull is not yet named, and gc must not take it.
+  auto lease = detail::StoreAccess::artifacts(local).publish_lease();
+  Copier copier(detail::StoreAccess::artifacts(remote), detail::StoreAccess::artifacts(local), options.jobs,
+                options.progress);
+  copier.copy(report.roots, report);
+  record_names(local, names, "pulled_from", options.jobs, report, nullptr);
+  return report;
+}
+
+}  // namespace
+
+// One reading of the remotes both opens the remote and names it in the
+// report: another process may add or remove remotes meanwhile.
 TransferReport Store::push(const std::vector<std::string>& refs, const TransferOptions& options) {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
-    // One reading of the remotes both opens the remote and names it in the
-    // report: another process may add or remove remotes meanwhile.
     const auto all = remotes();
     const RemoteSpec& spec = chosen_remote(all, options.remote, location());
     Store remote = open_remote(*this, spec, true, options.jobs);
-    TransferReport report;
-    report.remote = spec.name;
-    report.location = remote.location();
-
-    // What to send, and the names to record afterwards.
-    std::vector<std::pair<VersionInfo, bool>> names;  // (version, as latest)
-    if (refs.empty()) {
-      auto scan = scan_names();
-      if (!scan.problems.empty()) throw CorruptData(scan.problems.front());
-      std::map<std::string, const VersionInfo*> latest;
-      for (const auto& v : scan.versions) latest[v.name] = &v;
-      for (const auto& v : scan.versions) names.emplace_back(v, latest[v.name] == &v);
-    } else {
-      for (const auto& ref : refs) {
-        const Digest digest = resolve(ref);
-        if (auto named = as_named(*this, ref)) {
-          auto versions = this->versions(named->name);
-          for (const auto& v : versions)
-            if (named->version ? v.version == *named->version : &v == &versions.back())
-              names.emplace_back(v, !named->version.has_value());
-        }
-        if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end())
-          report.roots.push_back(digest);
-      }
-    }
-    for (const auto& [v, latest] : names)
-      if (std::find(report.roots.begin(), report.roots.end(), v.digest) == report.roots.end()) report.roots.push_back(v.digest);
-
-    // Held from the first look at the remote until the names exist there, as
-    // pull holds the local one: a gc of the remote waits rather than take what
-    // this push found there or put there and has not named yet.
-    auto lease = detail::StoreAccess::artifacts(remote).publish_lease();
-    Copier copier(detail::StoreAccess::artifacts(*this), detail::StoreAccess::artifacts(remote), options.jobs,
-                  options.progress);
-    copier.copy(report.roots, report);
-    record_names(remote, names, "pushed_from", options.jobs, report, this);
-    return report;
+    return push_to(*this, spec.name, remote, refs, options);
   });
 }
 
 TransferReport Store::pull(const std::vector<std::string>& refs, const TransferOptions& options) {
   return detail::translate_errors(detail::Blame::stored_data, [&] {
     if (refs.empty()) throw InvalidArgument("pull needs at least one ref: NAME, NAME@N or a digest");
-    // One reading of the remotes both opens the remote and names it in the
-    // report: another process may add or remove remotes meanwhile.
     const auto all = remotes();
     const RemoteSpec& spec = chosen_remote(all, options.remote, location());
-    Store remote = open_remote(*this, spec, false, options.jobs);
-    TransferReport report;
-    report.remote = spec.name;
-    report.location = remote.location();
-    std::vector<std::pair<VersionInfo, bool>> names;
-    for (const auto& ref : refs) {
-      Digest digest;
-      try {
-        // A whole digest needs no look: the walk reads its manifest anyway,
-        // and says so when it is not there.
-        digest = Digest::is_digest(ref) ? Digest::parse(ref) : remote.resolve(ref);
-      } catch (const NotFound& e) {
-        throw NotFound("remote '" + report.remote + "': " + e.what());
-      }
-      if (auto named = as_named(remote, ref)) {
-        auto versions = remote.versions(named->name);
-        for (const auto& v : versions)
-          if (named->version ? v.version == *named->version : &v == &versions.back())
-            names.emplace_back(v, !named->version.has_value());
-      }
-      if (std::find(report.roots.begin(), report.roots.end(), digest) == report.roots.end()) report.roots.push_back(digest);
-    }
-    // Held from the first publish until the names exist: an artifact pulled
-    // early in a long pull is not yet named, and gc must not take it.
-    auto lease = detail::StoreAccess::artifacts(*this).publish_lease();
-    Copier copier(detail::StoreAccess::artifacts(remote), detail::StoreAccess::artifacts(*this), options.jobs,
-                  options.progress);
-    copier.copy(report.roots, report);
-    record_names(*this, names, "pulled_from", options.jobs, report, nullptr);
-    return report;
+    return pull_from(*this, spec.name, open_remote(*this, spec, false, options.jobs), refs, options);
   });
+}
+
+TransferReport detail::StoreAccess::push(Store& local, const std::string& remote_name, Store& remote,
+                                         const std::vector<std::string>& refs, const TransferOptions& options) {
+  return detail::translate_errors(detail::Blame::stored_data,
+                                  [&] { return push_to(local, remote_name, remote, refs, options); });
+}
+
+TransferReport detail::StoreAccess::pull(Store& local, const std::string& remote_name, const Store& remote,
+                                         const std::vector<std::string>& refs, const TransferOptions& options) {
+  return detail::translate_errors(detail::Blame::stored_data,
+                                  [&] { return pull_from(local, remote_name, remote, refs, options); });
 }
 
 }  // namespace amphora

@@ -127,9 +127,8 @@ DictionaryColumn read_dictionary_rows(const ArtifactReader& in, const std::strin
   }
   StringsView few = in.read_strings_at(dict, words, used);
   for (auto& c : codes) c = static_cast<std::uint32_t>(std::lower_bound(used.begin(), used.end(), c) - used.begin());
-  auto owner = std::make_shared<std::vector<std::uint32_t>>(std::move(codes));
-  ArrayView renumbered(DType::uint32, {static_cast<std::int64_t>(owner->size())},
-                       Buffer::wrap(owner->data(), owner->size() * sizeof(std::uint32_t), owner));
+  const auto count = static_cast<std::int64_t>(codes.size());
+  ArrayView renumbered(DType::uint32, {count}, Buffer::adopt(std::move(codes)));
   return {std::move(few), std::move(renumbered)};
 }
 

@@ -532,14 +532,9 @@ void fill(Builder& b, typename S::Value v, const Origin& at) {
 // ---------------------------------------------------------------------------
 // Builders to nodes.
 
-template <class T>
-std::shared_ptr<const Buffer> adopt(std::vector<T>&& v) {
-  auto owner = std::make_shared<std::vector<T>>(std::move(v));
-  return Buffer::wrap(owner->data(), owner->size() * sizeof(T), owner);
-}
 
 std::shared_ptr<const Buffer> bitmap_where(const std::vector<std::uint8_t>& states, SlotState wanted) {
-  return adopt(detail::pack_bits(states.size(), [&](std::size_t i) { return states[i] == static_cast<std::uint8_t>(wanted); }));
+  return Buffer::adopt(detail::pack_bits(states.size(), [&](std::size_t i) { return states[i] == static_cast<std::uint8_t>(wanted); }));
 }
 
 RecordNode finish(Builder&& b) {
@@ -559,21 +554,21 @@ RecordNode finish(Builder&& b) {
   if (any_missing) n.missing = bitmap_where(b.states, SlotState::missing);
   switch (n.kind) {
     case RecordKind::null: break;
-    case RecordKind::boolean: n.values = adopt(std::move(b.bools)); break;
-    case RecordKind::integer: case RecordKind::floating: n.values = adopt(std::move(b.words)); break;
+    case RecordKind::boolean: n.values = Buffer::adopt(std::move(b.bools)); break;
+    case RecordKind::integer: case RecordKind::floating: n.values = Buffer::adopt(std::move(b.words)); break;
     case RecordKind::string: case RecordKind::json:
-      n.values = adopt(std::move(b.offsets));
-      n.bytes = adopt(std::vector<char>(b.text.begin(), b.text.end()));
+      n.values = Buffer::adopt(std::move(b.offsets));
+      n.bytes = Buffer::adopt(std::vector<char>(b.text.begin(), b.text.end()));
       break;
     case RecordKind::list:
-      n.values = adopt(std::move(b.offsets));
+      n.values = Buffer::adopt(std::move(b.offsets));
       n.children.push_back(finish(std::move(b.children[0])));
       break;
     case RecordKind::object:
       n.names = std::move(b.names);
       for (auto& c : b.children) n.children.push_back(finish(std::move(c)));
       if (b.order_varies) {
-        n.order_codes = adopt(std::move(b.order_codes));
+        n.order_codes = Buffer::adopt(std::move(b.order_codes));
         n.orders.resize(b.order_index.size());
         for (auto& [order, code] : b.order_index) n.orders[code] = order;
       }

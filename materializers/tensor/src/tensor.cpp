@@ -110,7 +110,8 @@ std::size_t Tensor::row_bytes() const {
 
 std::byte* Tensor::mutable_data() {
   if (!buffer_->writable())
-    throw InvalidArgument("tensor is read-only: it maps a stored payload file; tensor.copy() gives a writable copy");
+    throw InvalidArgument("tensor is read-only (it maps a stored payload file, or wraps memory read-only); "
+                          "tensor.copy() gives a writable copy");
   return const_cast<std::byte*>(buffer_->data());
 }
 
@@ -799,9 +800,8 @@ void materializer<Tensor>::save(const Tensor& t, ArtifactWriter& out) {
   if (filters.delta) encoding.delta = false;
   if (encoding.decimal || encoding.delta || encoding.squeeze || encoding.shuffle) {
     EncodedArray encoded = encode_array(t.dtype(), ConstBytes(t.data(), t.nbytes()), encoding);
-    auto owner = std::make_shared<std::vector<std::byte>>(std::move(encoded.bytes));
-    const auto count = static_cast<std::int64_t>(owner->size() / dtype_size(encoded.stored_dtype));
-    Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::wrap(owner->data(), owner->size(), owner));
+    const auto count = static_cast<std::int64_t>(encoded.bytes.size() / dtype_size(encoded.stored_dtype));
+    Tensor stored = Tensor::Make(encoded.stored_dtype, {count}, Buffer::adopt(std::move(encoded.bytes)));
     detail::TensorStats stats(t, 0);  // of the values, not of their encoding
     meta["encoding"] = std::string(kEncodedPrefix) + write_payload(stored, options, filters, out, {});
     meta["recipe"] = std::move(encoded.recipe);

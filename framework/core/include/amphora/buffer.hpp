@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 AMPHORA_API_BEGIN
@@ -60,8 +61,16 @@ class Buffer {
   static std::shared_ptr<const Buffer> slice(std::shared_ptr<const Buffer> parent, std::size_t offset,
                                              std::size_t length);
 
-  /// Takes `bytes` over as writable memory, without copying them.
-  static std::shared_ptr<Buffer> adopt(std::vector<std::byte> bytes);
+  /// Takes `values` over as writable memory, without copying them.
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  static std::shared_ptr<Buffer> adopt(std::vector<T> values) {
+    if (values.empty()) return allocate(0);
+    auto owner = std::make_shared<std::vector<T>>(std::move(values));
+    auto* data = reinterpret_cast<std::byte*>(owner->data());
+    const std::size_t size = owner->size() * sizeof(T);
+    return std::make_shared<Buffer>(Key{}, data, size, true, std::shared_ptr<const void>(std::move(owner), data));
+  }
 
   /// Wraps caller-owned memory, read-only (mutable_data throws); `owner` is
   /// held for the buffer's lifetime.

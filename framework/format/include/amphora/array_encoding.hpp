@@ -32,9 +32,10 @@ struct ArrayEncoding {
   /// which squeeze then stores in 2 bytes. Refused (InvalidArgument) when no
   /// such k exists; decimal_digits() says beforehand.
   bool decimal = false;
-  /// Integers that never decrease: the first value goes into the recipe and
-  /// each element is stored as its difference from the one before (as an
-  /// unsigned integer of the same width, so no difference overflows).
+  /// Integers, best when mostly increasing: the first value goes into the
+  /// recipe and each element is stored as its difference from the one before
+  /// (as an unsigned integer of the same width, so no difference overflows
+  /// and decreasing values come back exactly too).
   bool delta = false;
   /// Integers: stored in the narrowest integer dtype that holds every value
   /// (unsigned when none is negative).

@@ -97,10 +97,15 @@ class StringsView {
     return out;
   }
 
-  /// Random access over the strings, yielding string_views into the bytes
-  /// (valid while the view's buffers live). Unchecked, as operator[] is.
+  /// Random access over the strings, yielding string_views into the bytes.
+  /// Points at this StringsView object: valid while it lives and is not
+  /// moved; the string_views, while its buffers live. Unchecked, as
+  /// operator[] is. A C++20 random-access iterator; its category says so to
+  /// the classic algorithms too (std::lower_bound stays logarithmic), though
+  /// it yields values, not references.
   class iterator {
    public:
+    using iterator_concept = std::random_access_iterator_tag;
     using iterator_category = std::random_access_iterator_tag;
     using value_type = std::string_view;
     using difference_type = std::ptrdiff_t;

@@ -223,8 +223,9 @@ struct RunOptions {
   /// worker thread. What it throws fails the run (RunReport::error names
   /// it); the steps go on.
   std::function<void(const StepReport&)> on_step{};
-  /// Called once as a step starts waiting for another process computing
-  /// the same key; as on_step for threads and exceptions.
+  /// Called once as a step starts waiting for another run (in this process
+  /// or another) computing the same key; as on_step for threads and
+  /// exceptions.
   std::function<void(std::string_view step)> on_wait{};
 };
 
@@ -327,8 +328,10 @@ class Pipeline {
   /// handles made before the copy serve both, later ones only their maker.
   Pipeline(const Pipeline& other);
   Pipeline& operator=(const Pipeline& other);
-  Pipeline(Pipeline&&) noexcept = default;
-  Pipeline& operator=(Pipeline&&) noexcept = default;
+  /// The steps and handles move. The moved-from pipeline is left empty:
+  /// assign to it before using it again (its handles reach no other).
+  Pipeline(Pipeline&& other) noexcept;
+  Pipeline& operator=(Pipeline&& other) noexcept;
   const std::string& name() const { return name_; }
 
   /// A value read from the store: `ref` is resolved to a digest when a run

@@ -173,9 +173,10 @@ class Store {
 
   /// Opens the store in the directory `dir` (or, when `dir` reads as a URI,
   /// "file:///data/store", the medium it names). Throws NotFound when it is
-  /// missing or not a store and `create` is false, CorruptData when its
-  /// marker or one of its own directories is damaged or a symbolic link,
-  /// Unsupported for a newer layout, IoError when it cannot be created.
+  /// missing or not a store and `create` is false, InvalidArgument when the
+  /// path is a file or leads through one, CorruptData when its marker or
+  /// one of its own directories is damaged or a symbolic link, Unsupported
+  /// for a newer layout, IoError when it cannot be created.
   static Store open(const std::filesystem::path& dir, OpenOptions options);
   /// Opens the store in `options.medium`, or at `options.uri` (exactly one
   /// of them). Throws InvalidArgument for neither or both, Unsupported for
@@ -402,9 +403,6 @@ class Store {
   /// What load<T> reads: the artifact here, or, reading through, pulled
   /// from the remote first (whole, verified) and then read here.
   ArtifactReader open_loadable(std::string_view ref) const;
-  /// The remote reads go through to, or nullopt when the store does not
-  /// read through or has no remote.
-  std::optional<Store> read_through_remote() const;
   MigrateResult migrate_with(std::string_view ref, std::string_view name,
                              const std::function<Digest(const Digest&)>& rewrite);
   explicit Store(std::shared_ptr<Impl> impl);
