@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <sys/stat.h>
 #include <set>
+#include <utility>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -33,6 +34,15 @@ std::set<Digest> reachable(const Store& store, std::vector<Digest> pending) {
     for (const auto& child : store.open_artifact(d).manifest().children) pending.push_back(child.digest);
   }
   return seen;
+}
+
+// Stores a and b under `dir`, each with the remote `name` at dir/remote.
+std::pair<Store, Store> two_stores_sharing(const fs::path& dir, const std::string& name) {
+  Store a = test::make_store(dir / "a");
+  Store b = test::make_store(dir / "b");
+  a.add_remote({name, file_url(dir / "remote"), "", ""});
+  b.add_remote({name, file_url(dir / "remote"), "", ""});
+  return {std::move(a), std::move(b)};
 }
 
 }  // namespace
@@ -105,10 +115,7 @@ TEST_CASE("Remotes: added, listed and removed; malformed ones refused", "[remote
 
 TEST_CASE("Remotes: push and pull copy trees and names, and only what is missing", "[remote]") {
   test::TempDir dir;
-  Store a = test::make_store(dir / "a");
-  Store b = test::make_store(dir / "b");
-  a.add_remote({"shared", file_url(dir / "remote"), "", ""});
-  b.add_remote({"shared", file_url(dir / "remote"), "", ""});
+  auto [a, b] = two_stores_sharing(dir.path(), "shared");
 
   const Tensor big = test::random_tensor(DType::float32, {3 << 20}, 1);  // 12 MiB: several pieces, two chunks
   const Tensor small = test::random_tensor(DType::int64, {17}, 2);
@@ -184,10 +191,7 @@ TEST_CASE("Remotes: a name set back to an older value is pushed as the remote's 
 
 TEST_CASE("Remotes: a damaged copy is never published at the other end", "[remote]") {
   test::TempDir dir;
-  Store a = test::make_store(dir / "a");
-  Store b = test::make_store(dir / "b");
-  a.add_remote({"r", file_url(dir / "remote"), "", ""});
-  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  auto [a, b] = two_stores_sharing(dir.path(), "r");
   const Tensor t = test::random_tensor(DType::float64, {1 << 19}, 5);  // 4 MiB: two pieces
   const auto saved = a.save(t, {.name = "t"});
   const std::string payload = a.open_artifact(saved.digest).manifest().files.front().path;
@@ -222,10 +226,7 @@ TEST_CASE("Remotes: a damaged copy is never published at the other end", "[remot
 
 TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote]") {
   test::TempDir dir;
-  Store a = test::make_store(dir / "a");
-  Store b = test::make_store(dir / "b");
-  a.add_remote({"r", file_url(dir / "remote"), "", ""});
-  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  auto [a, b] = two_stores_sharing(dir.path(), "r");
   const Tensor rows = test::random_tensor(DType::int32, {4096, 64}, 8);
   const auto saved = a.save(rows, {.name = "rows", .options = TensorOptions{.compression = Compression::lz4}});
   const auto other = a.save(std::string("kept there"), {.name = "note"});
@@ -281,10 +282,7 @@ TEST_CASE("Remotes: a store reads through to its remote what it lacks", "[remote
 
 TEST_CASE("Remotes: a store with several remotes reads through to none and says how to fetch", "[remote]") {
   test::TempDir dir;
-  Store a = test::make_store(dir / "a");
-  Store b = test::make_store(dir / "b");
-  a.add_remote({"r", file_url(dir / "remote"), "", ""});
-  b.add_remote({"r", file_url(dir / "remote"), "", ""});
+  auto [a, b] = two_stores_sharing(dir.path(), "r");
   b.add_remote({"s", file_url(dir / "second"), "", ""});
   const auto there = a.save(std::string("only on r"), {.name = "note"});
   a.push();
