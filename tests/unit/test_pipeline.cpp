@@ -494,6 +494,73 @@ TEST_CASE("Steps with several outputs name each", "[pipeline]") {
   CHECK(store.load<std::string>("split.join.out") == "1two");
 }
 
+TEST_CASE("A hit naming one output but not the next names neither, and the step reruns", "[pipeline]") {
+  // Both outputs were given other values since the entry was made, so a
+  // hit names each again; the entry's provenance is padded until the
+  // record of `a` just fits and that of the longer-named output does not.
+  test::TempDir dir;
+  auto store = test::make_store(dir.path());
+  const std::string long_name(64, 'z');
+  int calls = 0;
+  Pipeline p("split");
+  p.step({.name = "split", .outputs = {"a", long_name}}, [&calls] {
+    ++calls;
+    return std::tuple<std::int64_t, std::int64_t>{1, 2};
+  });
+  auto first = p.run(store);
+  REQUIRE(first.ok);
+  const auto entry_file = dir.path() / "cache" / (first.step("split").key.hex() + ".json");
+  const auto entry = nlohmann::json::parse(test::read_text(entry_file));
+  const std::string a = "split.split.a", z = "split.split." + long_name;
+  auto give_other_values = [&] {
+    store.save(std::int64_t{-1}, {.name = a});
+    store.save(std::int64_t{-2}, {.name = z});
+  };
+  // The entry with `items` more lines in its provenance: each is 7 bytes of
+  // a name record (indented by 4) and 6 of the entry (indented by 3).
+  auto pad_entry = [&](std::size_t items) {
+    auto doc = entry;
+    doc["provenance"]["pad"] = nlohmann::json::array();
+    for (std::size_t k = 0; k < items; ++k) doc["provenance"]["pad"].push_back(1);
+    test::write_text(entry_file, doc.dump(1));
+    REQUIRE(fs::file_size(entry_file) < (1u << 20));
+  };
+  constexpr std::size_t kLimit = 1u << 20;
+
+  // Measured: padded past the limit, the run says how large `a`'s record
+  // would have been.
+  std::size_t items = (kLimit - entry.dump(1).size() - 200) / 6;
+  give_other_values();
+  pad_entry(items);
+  auto measuring = p.run(store);
+  REQUIRE(measuring.step("split").status == "ran");
+  const std::string said = measuring.step("split").reason;
+  const std::string marker = "the name record for '" + a + "' would be ";
+  REQUIRE(said.find(marker) != std::string::npos);
+  const std::size_t record_a = std::stoul(said.substr(said.find(marker) + marker.size()));
+  REQUIRE(record_a > kLimit);
+  items -= (record_a - kLimit + 40 + 6) / 7;  // `a`'s record 40-46 bytes under the limit, the other's 80-86 over
+
+  give_other_values();
+  const auto a_before = store.versions(a).size(), z_before = store.versions(z).size();
+  pad_entry(items);
+  calls = 0;
+  auto r = p.run(store);
+  REQUIRE(r.ok);
+  INFO(r.step("split").reason);
+  CHECK(r.step("split").status == "ran");
+  CHECK(calls == 1);
+  CHECK_THAT(r.step("split").reason, Catch::StartsWith("cache entry unusable: ") &&
+                                         Catch::Contains("the name record for '" + z + "' would be"));
+  // One new version each, the run's own: none for the hit given up.
+  CHECK(store.versions(a).size() == a_before + 1);
+  CHECK(store.versions(z).size() == z_before + 1);
+  CHECK(r.step("split").outputs[0].ref == a + "@" + std::to_string(a_before + 1));
+  CHECK(r.step("split").outputs[1].ref == z + "@" + std::to_string(z_before + 1));
+  CHECK(store.load<std::int64_t>(a) == 1);
+  CHECK(store.load<std::int64_t>(z) == 2);
+}
+
 TEST_CASE("Pipelines refuse bad declarations", "[pipeline]") {
   CHECK_THROWS_AS(Pipeline("has.dot"), InvalidArgument);
   Pipeline p("ok");

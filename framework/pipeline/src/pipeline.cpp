@@ -1168,27 +1168,32 @@ class Run {
     digests_[i] = digests;
     // `PIPELINE.STEP.OUTPUT` keeps meaning the latest run's output: a hit on
     // an older result (a parameter set back, say) records it as a new version.
+    // The outputs are named together: one that cannot be (collected, or its
+    // record too large) leaves every name as it was, and the step reruns.
+    std::vector<std::uint64_t> versions(digests.size());
+    std::vector<std::size_t> renamed;
+    std::vector<detail::StoreAccess::Naming> namings;
     for (std::size_t s = 0; s < digests.size(); ++s) {
       auto name = output_name(node, s);
       // A bad latest record (nullopt) gets a new version recorded.
       auto latest = detail::StoreAccess::names(store_).newest(name);
-      std::uint64_t version;
       if (latest && latest->second == digests[s]) {
-        version = latest->first;
-      } else {
-        // Copied only here: a steady rerun records no new version.
-        auto p = entry.provenance;
-        p["output"] = node.outputs[s].name;
-        p["cached_in_run"] = report_.run_id;
-        if (remote_manifests) {
-          p["remote_cache"] = remote_name_;
-          version = detail::StoreAccess::name_artifact(store_, digests[s], name, p, &(*remote_manifests)[s]).version;
-        } else {
-          version = store_.name_artifact(digests[s], name, p).version;
-        }
+        versions[s] = latest->first;
+        continue;
       }
-      report.outputs.push_back({node.outputs[s].name, name + "@" + std::to_string(version), digests[s]});
+      // Copied only here: a steady rerun records no new version.
+      auto p = entry.provenance;
+      p["output"] = node.outputs[s].name;
+      p["cached_in_run"] = report_.run_id;
+      if (remote_manifests) p["remote_cache"] = remote_name_;
+      namings.push_back({digests[s], std::move(name), std::move(p), remote_manifests ? &(*remote_manifests)[s] : nullptr});
+      renamed.push_back(s);
     }
+    const auto named = detail::StoreAccess::name_artifacts(store_, namings);
+    for (std::size_t k = 0; k < renamed.size(); ++k) versions[renamed[k]] = named[k].version;
+    for (std::size_t s = 0; s < digests.size(); ++s)
+      report.outputs.push_back(
+          {node.outputs[s].name, output_name(node, s) + "@" + std::to_string(versions[s]), digests[s]});
   }
 
   std::string reason_for_miss(std::size_t i, const std::string& problem) {

@@ -865,24 +865,43 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
 SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest, std::string_view name,
                                               const nlohmann::json& provenance, const Manifest* known,
                                               std::optional<std::uint64_t> only_after) {
+  return name_all(store, {{digest, std::string(name), provenance, known}}, only_after).front();
+}
+
+std::vector<SaveResult> detail::StoreAccess::name_artifacts(Store& store, const std::vector<Naming>& namings) {
+  return name_all(store, namings, std::nullopt);
+}
+
+std::vector<SaveResult> detail::StoreAccess::name_all(Store& store, const std::vector<Naming>& namings,
+                                                      std::optional<std::uint64_t> only_after) {
   auto& impl_ = store.impl_;
   return translated(false, [&] {
-    validate_name(name);
-    if (!provenance.is_object()) throw InvalidArgument("provenance must be a JSON object");
-    validate_storable_json(provenance, "provenance");
-    SaveOptions options;
-    options.name = std::string(name);
-    options.provenance = provenance;
-    // Held until the name exists, so gc cannot collect the artifact between
+    for (const auto& n : namings) {
+      validate_name(n.name);
+      if (!n.provenance.is_object()) throw InvalidArgument("provenance must be a JSON object");
+      validate_storable_json(n.provenance, "provenance");
+    }
+    // Held until the names exist, so gc cannot collect an artifact between
     // the check and the record.
     auto lease = impl_->artifacts->publish_lease();
-    const auto manifest = known ? *known : store.open_artifact(digest).manifest();
-    auto record = impl_->name_record(manifest.materializer, manifest.materializer_version, options, digest, manifest);
-    SaveResult result;
-    result.digest = digest;
-    result.name = options.name;
-    result.version = impl_->names->add(name, std::move(record), only_after);
-    return result;
+    std::vector<nlohmann::json> records;
+    records.reserve(namings.size());
+    for (const auto& n : namings) {
+      SaveOptions options;
+      options.name = n.name;
+      options.provenance = n.provenance;
+      const auto manifest = n.known ? *n.known : store.open_artifact(n.digest).manifest();
+      records.push_back(
+          impl_->name_record(manifest.materializer, manifest.materializer_version, options, n.digest, manifest));
+    }
+    std::vector<SaveResult> results;
+    for (std::size_t k = 0; k < namings.size(); ++k) {
+      SaveResult& result = results.emplace_back();
+      result.digest = namings[k].digest;
+      result.name = namings[k].name;
+      result.version = impl_->names->add(namings[k].name, std::move(records[k]), only_after);
+    }
+    return results;
   });
 }
 

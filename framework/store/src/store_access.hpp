@@ -21,6 +21,19 @@ struct StoreAccess {
   static SaveResult name_artifact(Store& store, const Digest& digest, std::string_view name,
                                   const nlohmann::json& provenance, const Manifest* known,
                                   std::optional<std::uint64_t> only_after = {});
+  /// One artifact to name, for name_artifacts.
+  struct Naming {
+    Digest digest;
+    std::string name;
+    nlohmann::json provenance;
+    const Manifest* known = nullptr;  ///< as name_artifact's
+  };
+  /// Names several artifacts together (a step's outputs): every artifact is
+  /// found and every record built and measured before the first is written,
+  /// so a missing artifact or an oversized record (NotFound,
+  /// InvalidArgument) names none of them. An I/O failure while writing may
+  /// still leave the earlier ones named. Results in the order given.
+  static std::vector<SaveResult> name_artifacts(Store& store, const std::vector<Naming>& namings);
   /// The remote `spec` (from one reading of the store's remotes) as a store
   /// sharing `store`'s registry: Store::remote_store for a remote in hand,
   /// so a caller never opens another remote than the one it looked at.
@@ -41,6 +54,10 @@ struct StoreAccess {
   /// the kept manifest, built without reading anything.
   static std::optional<std::string> quick_problem(const Store& store, const Digest& digest, std::string_view made_by,
                                                   std::optional<ArtifactReader>* intact = nullptr);
+
+ private:
+  static std::vector<SaveResult> name_all(Store& store, const std::vector<Naming>& namings,
+                                          std::optional<std::uint64_t> only_after);
 };
 
 /// "a, b, c": the remotes' names, for messages.
