@@ -170,6 +170,19 @@ TEST_CASE("Tables and columns refuse what they cannot hold", "[table][bad-input]
   CHECK_THROWS_AS(parse_column_type("decimal"), InvalidArgument);
 }
 
+TEST_CASE("A default-constructed column is an empty int64 column", "[table]") {
+  const Column c;
+  CHECK(c.type() == ColumnType::int64);
+  CHECK(c.size() == 0);
+  CHECK_FALSE(c.nullable());
+  CHECK(c.values().dtype() == DType::int64);
+  CHECK(c.values().shape() == std::vector<std::int64_t>{0});
+  CHECK(c.equals(Column::of(std::vector<std::int64_t>{})));
+  CHECK(c.slice(0, 0).equals(c));
+  std::vector<Column> sized(3);  // as a container sized ahead makes them
+  CHECK(Table::make({{"a", sized[0]}, {"b", sized[1]}}).rows() == 0);
+}
+
 TEST_CASE("A damaged table names the column", "[table][bad-input]") {
   test::TempDir dir;
   Store store = test::make_store(dir / "store");

@@ -35,6 +35,20 @@ TEST_CASE("float16 and bfloat16 convert like IEEE 754", "[tensor][dtype]") {
   CHECK(std::isnan(bfloat16::from_float(std::nanf("")).to_float()));
 }
 
+TEST_CASE("Every dtype has a name and a size; a value that is no DType is refused", "[tensor][dtype]") {
+  for (DType dtype : all_dtypes()) {
+    INFO(dtype_name(dtype));
+    CHECK(dtype_from_name(dtype_name(dtype)) == dtype);
+    CHECK(dtype_size(dtype) >= 1);
+  }
+  CHECK(dtype_size(DType::complex128) == 16);
+  CHECK(dtype_name(DType::bool_) == "bool");
+  const auto stray = static_cast<DType>(all_dtypes().size());
+  CHECK_THROWS_WITH(dtype_name(stray), Catch::Equals("not a DType: " + std::to_string(all_dtypes().size())));
+  CHECK_THROWS_AS(dtype_size(static_cast<DType>(255)), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::zeros(stray, {2}), InvalidArgument);
+}
+
 TEST_CASE("Tensor::Make validates shape against the buffer", "[tensor]") {
   CHECK_THROWS_AS(Tensor::Make(DType::float32, {2, 3}, Buffer::allocate(20)), InvalidArgument);
   CHECK_THROWS_WITH(Tensor::Make(DType::float32, {2, 3}, Buffer::allocate(20)), Catch::Contains("24 bytes"));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -27,10 +28,23 @@ constexpr DTypeInfo kDTypes[] = {
 constexpr DType kAll[] = {DType::bool_,   DType::int8,     DType::int16,   DType::int32,     DType::int64,
                           DType::uint8,   DType::uint16,   DType::uint32,  DType::uint64,    DType::float16,
                           DType::bfloat16, DType::float32, DType::float64, DType::complex64, DType::complex128};
+
+// info_of indexes the table by the enumerator's value.
+static_assert([] {
+  for (std::size_t k = 0; k < std::size(kDTypes); ++k)
+    if (static_cast<std::size_t>(kDTypes[k].dtype) != k) return false;
+  return std::size(kDTypes) == std::size(kAll);
+}());
+
+const DTypeInfo& info_of(DType dtype) {
+  const auto index = static_cast<std::size_t>(dtype);
+  if (index >= std::size(kDTypes)) throw InvalidArgument("not a DType: " + std::to_string(index));
+  return kDTypes[index];
+}
 }  // namespace
 
-std::string_view dtype_name(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
-std::size_t dtype_size(DType dtype) { return kDTypes[static_cast<int>(dtype)].size; }
+std::string_view dtype_name(DType dtype) { return info_of(dtype).name; }
+std::size_t dtype_size(DType dtype) { return info_of(dtype).size; }
 std::span<const DType> all_dtypes() { return kAll; }
 bool is_integer(DType dtype) { return dtype >= DType::int8 && dtype <= DType::uint64; }
 

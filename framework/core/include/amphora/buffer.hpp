@@ -43,7 +43,8 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(std::size_t size);
 
   /// Maps a whole file read-only. Throws NotFound, InvalidArgument when it is
-  /// not a regular file, IoError otherwise. A mapped file must not shrink
+  /// not a regular file, OutOfResources when no descriptor or address space
+  /// is left (EMFILE, ENFILE, ENOMEM), IoError otherwise. A mapped file must not shrink
   /// while mapped (reading past its new end raises SIGBUS): use it for files
   /// nobody rewrites in place, such as stored payloads.
   static std::shared_ptr<const Buffer> map_file(const std::filesystem::path& path);
@@ -53,7 +54,8 @@ class Buffer {
   /// crash this one: a file that shrinks meanwhile is CorruptData. Throws
   /// NotFound if missing, InvalidArgument ("PATH is not a regular file (a
   /// FIFO)") for anything but a regular file, refused at once rather than
-  /// waited on, IoError if it cannot be read.
+  /// waited on, OutOfResources when no descriptor or memory is left, IoError
+  /// if it cannot be read.
   static std::shared_ptr<Buffer> read_file(const std::filesystem::path& path);
 
   /// A view of `length` bytes at `offset` of `parent`, keeping `parent` alive.
@@ -102,7 +104,8 @@ class Buffer {
 class InputFile {
  public:
   /// Throws NotFound if missing, InvalidArgument ("PATH is not a regular
-  /// file (a FIFO)") for anything but a regular file, IoError otherwise.
+  /// file (a FIFO)") for anything but a regular file, OutOfResources when no
+  /// descriptor is left, IoError otherwise.
   static InputFile open(const std::filesystem::path& path);
   InputFile(InputFile&& other) noexcept;
   InputFile& operator=(InputFile&& other) noexcept;

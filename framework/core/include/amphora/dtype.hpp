@@ -37,11 +37,12 @@ struct bfloat16 {
   friend bool operator==(bfloat16, bfloat16) = default;
 };
 
-/// "bool", "int8", ..., "bfloat16", "complex128".
+/// "bool", "int8", ..., "bfloat16", "complex128". Throws InvalidArgument
+/// for a value that is no enumerator (a DType cast from a stray number).
 std::string_view dtype_name(DType dtype);
 /// Inverse of dtype_name; throws Unsupported naming the text for unknown names.
 DType dtype_from_name(std::string_view name);
-/// Bytes per element.
+/// Bytes per element. Throws InvalidArgument as dtype_name does.
 std::size_t dtype_size(DType dtype);
 /// Every dtype, in enum order.
 std::span<const DType> all_dtypes();

@@ -107,6 +107,7 @@ class Registry {
 
   /// Registers an import/export codec for a file extension of T's
   /// materializer, and optionally its streaming import (FileFormat::import).
+  /// Throws Unsupported when T has no materializer registered yet.
   template <class T>
   void add_file_format(std::string extension, std::string description,
                        std::function<T(const std::filesystem::path&)> read,

@@ -351,7 +351,9 @@ class Pipeline {
   /// when fn takes no StepContext). fn returns one value or a std::tuple of
   /// values, each saved by its materializer; the result is an Output (or a
   /// tuple of Outputs) for later steps. Throws InvalidArgument for a bad or
-  /// duplicate name, a handle from another pipeline, or mismatched names.
+  /// duplicate name, a handle from another pipeline, or mismatched names,
+  /// and IoError when the step has no registered source fingerprint and the
+  /// program file that keys it instead cannot be read.
   template <class F, class... In>
   auto step(StepSpec spec, F fn, Output<In>... inputs) {
     constexpr bool with_context = std::is_invocable_v<F&, const In&..., const StepContext&>;

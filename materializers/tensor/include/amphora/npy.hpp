@@ -28,8 +28,10 @@ std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> sh
 /// C-ordered little-endian tensor, converting byte order and Fortran order.
 /// Throws InvalidArgument if `file` is not a regular file (a FIFO is refused
 /// at once, not waited on), NotFound if it is missing, IoError if it cannot
-/// be read, and CorruptData naming the file for truncated or malformed input,
-/// a bool element other than 0 or 1, or a file that shrank while being read.
+/// be read, CorruptData naming the file for truncated or malformed input,
+/// a bool element other than 0 or 1, or a file that shrank while being read,
+/// and Unsupported for a dtype Amphora has no DType for (structured records,
+/// objects, strings) or a .npy format version other than 1.0, 2.0 or 3.0.
 Tensor read_npy(const std::filesystem::path& file);
 /// The same on bytes already in memory: the result shares `file` when its
 /// data is already C-ordered, little-endian and aligned, and is converted

@@ -52,11 +52,11 @@ struct S3Options {
 
 /// Opens the objects under "s3://BUCKET/PREFIX" as a medium (PREFIX may be
 /// empty; keys are PREFIX/KEY). The URL may carry its options as a query,
-/// "?endpoint=URL&region=R&path_style=true", which take precedence over
-/// `options`. Makes no request: a missing bucket or wrong credentials show
-/// at the first use. Throws InvalidArgument for a malformed URL, bucket,
-/// prefix or option, NotFound when no credentials are found (saying where
-/// it looked).
+/// "?endpoint=URL&region=R&path_style=true&profile=P", which take
+/// precedence over `options`. Makes no request: a missing bucket or wrong
+/// credentials show at the first use. Throws InvalidArgument for a
+/// malformed URL, bucket, prefix or option, NotFound when no credentials
+/// are found (saying where it looked).
 std::shared_ptr<Medium> open_s3_medium(std::string_view url, const S3Options& options = {});
 
 /// Throws InvalidArgument unless `url` is "s3://BUCKET[/PREFIX]" (without a
