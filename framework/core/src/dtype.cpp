@@ -32,8 +32,9 @@ constexpr DType kAll[] = {DType::bool_,   DType::int8,     DType::int16,   DType
 // info_of indexes the table by the enumerator's value.
 static_assert([] {
   for (std::size_t k = 0; k < std::size(kDTypes); ++k)
-    if (static_cast<std::size_t>(kDTypes[k].dtype) != k) return false;
-  return std::size(kDTypes) == std::size(kAll);
+    if (static_cast<std::size_t>(kDTypes[k].dtype) != k || k >= std::size(kAll) || kAll[k] != kDTypes[k].dtype)
+      return false;
+  return std::size(kDTypes) == std::size(kAll) && kAll[std::size(kAll) - 1] == DType::complex128;
 }());
 
 const DTypeInfo& info_of(DType dtype) {

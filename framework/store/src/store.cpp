@@ -865,7 +865,11 @@ SaveResult Store::name_artifact(const Digest& digest, std::string_view name, con
 SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest, std::string_view name,
                                               const nlohmann::json& provenance, const Manifest* known,
                                               std::optional<std::uint64_t> only_after) {
-  return name_all(store, {{digest, std::string(name), provenance, known}}, only_after).front();
+  return translated(false, [&] {
+    std::vector<Naming> one;
+    one.push_back({digest, std::string(name), provenance, known});
+    return name_all(store, one, only_after).front();
+  });
 }
 
 std::vector<SaveResult> detail::StoreAccess::name_artifacts(Store& store, const std::vector<Naming>& namings) {
@@ -875,6 +879,7 @@ std::vector<SaveResult> detail::StoreAccess::name_artifacts(Store& store, const 
 std::vector<SaveResult> detail::StoreAccess::name_all(Store& store, const std::vector<Naming>& namings,
                                                       std::optional<std::uint64_t> only_after) {
   auto& impl_ = store.impl_;
+  if (namings.empty()) return {};  // and no lease: a steady cache hit names nothing
   return translated(false, [&] {
     for (const auto& n : namings) {
       validate_name(n.name);

@@ -18,16 +18,7 @@ namespace detail {
 struct ColumnAccess {
   static Column make(ColumnType type, std::size_t rows, Tensor values, std::shared_ptr<const Buffer> bytes,
                      std::shared_ptr<const Buffer> valid) {
-    Column c;
-    c.type_ = type;
-    c.rows_ = rows;
-    c.values_ = std::move(values);
-    c.bytes_ = std::move(bytes);
-    c.valid_ = std::move(valid);
-    if (c.valid_)
-      c.null_count_ = static_cast<std::size_t>(
-          std::count(c.valid_->data(), c.valid_->data() + rows, std::byte{0}));
-    return c;
+    return Column(type, rows, std::move(values), std::move(bytes), std::move(valid));
   }
   static const Tensor& raw_values(const Column& c) { return c.values_; }
   static const std::shared_ptr<const Buffer>& bytes(const Column& c) { return c.bytes_; }
@@ -173,6 +164,22 @@ Column Column::strings(std::span<const std::string> values, std::vector<bool> va
 }
 Column Column::strings(std::span<const std::string_view> values, std::vector<bool> valid) {
   return make_strings(values, std::move(valid));
+}
+
+namespace {
+// Made once: a copy allocates only its shape.
+const Tensor& empty_int64() {
+  static const Tensor empty = Tensor::zeros(DType::int64, {0});
+  return empty;
+}
+}  // namespace
+
+Column::Column() : values_(empty_int64()) {}
+
+Column::Column(ColumnType type, std::size_t rows, Tensor values, std::shared_ptr<const Buffer> bytes,
+               std::shared_ptr<const Buffer> valid)
+    : type_(type), rows_(rows), values_(std::move(values)), bytes_(std::move(bytes)), valid_(std::move(valid)) {
+  if (valid_) null_count_ = static_cast<std::size_t>(std::count(valid_->data(), valid_->data() + rows, std::byte{0}));
 }
 
 const Tensor& Column::values() const {

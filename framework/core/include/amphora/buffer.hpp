@@ -105,7 +105,7 @@ class InputFile {
  public:
   /// Throws NotFound if missing, InvalidArgument ("PATH is not a regular
   /// file (a FIFO)") for anything but a regular file, OutOfResources when no
-  /// descriptor is left, IoError otherwise.
+  /// descriptor or memory is left, IoError otherwise.
   static InputFile open(const std::filesystem::path& path);
   InputFile(InputFile&& other) noexcept;
   InputFile& operator=(InputFile&& other) noexcept;

@@ -107,7 +107,8 @@ class Registry {
 
   /// Registers an import/export codec for a file extension of T's
   /// materializer, and optionally its streaming import (FileFormat::import).
-  /// Throws Unsupported when T has no materializer registered yet.
+  /// Throws Unsupported when T has no materializer registered yet, and as
+  /// add_format() does.
   template <class T>
   void add_file_format(std::string extension, std::string description,
                        std::function<T(const std::filesystem::path&)> read,
@@ -119,6 +120,9 @@ class Registry {
     format.origin = entry->origin;
     add_format(std::move(format));
   }
+  /// Registers a type-erased file format (a plugin library's). Extensions
+  /// compare case-insensitively. Throws InvalidArgument for an extension
+  /// that does not start with a dot or that another format already handles.
   void add_format(FileFormat format);
 
   /// The materializer for saving `type`; throws Unsupported naming the type.

@@ -305,7 +305,9 @@ inline constexpr std::string_view kProgramFingerprintPrefix = "program:";
 /// The fingerprint of the program or shared library whose code holds
 /// `anchor`: "program:sha256:" + the SHA-256 of its GNU build ID, or of its
 /// file when it was linked without one. Computed once per object;
-/// thread-safe. Throws IoError when the file cannot be read.
+/// thread-safe. Throws when the file cannot be read: NotFound (deleted
+/// since it was loaded), OutOfResources (no descriptor or memory left),
+/// IoError otherwise.
 std::string program_fingerprint(const void* anchor);
 
 /// Instantiated where a step is declared (for its function's type), so that
@@ -351,9 +353,10 @@ class Pipeline {
   /// when fn takes no StepContext). fn returns one value or a std::tuple of
   /// values, each saved by its materializer; the result is an Output (or a
   /// tuple of Outputs) for later steps. Throws InvalidArgument for a bad or
-  /// duplicate name, a handle from another pipeline, or mismatched names,
-  /// and IoError when the step has no registered source fingerprint and the
-  /// program file that keys it instead cannot be read.
+  /// duplicate name, a handle from another pipeline, or mismatched names.
+  /// A step with no registered source fingerprint is keyed by the program
+  /// file that holds its code, which is then read once: it throws as
+  /// program_fingerprint() does when that file cannot be read.
   template <class F, class... In>
   auto step(StepSpec spec, F fn, Output<In>... inputs) {
     constexpr bool with_context = std::is_invocable_v<F&, const In&..., const StepContext&>;

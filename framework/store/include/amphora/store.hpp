@@ -278,9 +278,9 @@ class Store {
   std::shared_ptr<void> load_erased(const Digest& digest, std::string_view expected_materializer = {}) const;
 
   /// Resolves `NAME`, `NAME@N`, `sha256:HEX` or a unique hex prefix of at
-  /// least 8 digits. Throws NotFound, InvalidArgument (an empty ref, a bad
-  /// `@N` or digest, an ambiguous prefix) or CorruptData (the name's record
-  /// cannot be read).
+  /// least 8 digits. Throws NotFound, InvalidArgument (an empty ref, an
+  /// invalid name, a bad `@N` or digest, an ambiguous prefix) or CorruptData
+  /// (the name's records cannot be read or listed).
   Digest resolve(std::string_view ref) const;
   /// Opens a published artifact for reading (manifest parsed and validated).
   /// One this store lacks is opened on its remote when it reads through

@@ -51,7 +51,7 @@ ColumnType parse_column_type(std::string_view text);
 class Column {
  public:
   /// An empty int64 column, not nullable (as in a container sized ahead).
-  Column() = default;
+  Column();
   /// Numbers or bools from a 1-d tensor of int8-64, uint8-64, float32,
   /// float64 or bool. `valid`, if not empty, says per row whether it holds a
   /// value (the column is then nullable). Throws InvalidArgument for another
@@ -95,9 +95,11 @@ class Column {
 
  private:
   friend struct detail::ColumnAccess;
+  Column(ColumnType type, std::size_t rows, Tensor values, std::shared_ptr<const Buffer> bytes,
+         std::shared_ptr<const Buffer> valid);
   ColumnType type_ = ColumnType::int64;
   std::size_t rows_ = 0;
-  Tensor values_ = Tensor::zeros(DType::int64, {0});  // fixed width: the values; string: int64 offsets (rows + 1)
+  Tensor values_;                         // fixed width: the values; string: int64 offsets (rows + 1)
   std::shared_ptr<const Buffer> bytes_;   // string: the bytes the offsets point into
   std::shared_ptr<const Buffer> valid_;   // nullable: one byte per row, 0 or 1
   std::size_t null_count_ = 0;

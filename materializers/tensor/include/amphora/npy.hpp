@@ -27,8 +27,8 @@ std::string make_tensor_npy_header(DType dtype, std::span<const std::int64_t> sh
 /// another program truncating the file cannot crash this one) as a writable
 /// C-ordered little-endian tensor, converting byte order and Fortran order.
 /// Throws InvalidArgument if `file` is not a regular file (a FIFO is refused
-/// at once, not waited on), NotFound if it is missing, IoError if it cannot
-/// be read, CorruptData naming the file for truncated or malformed input,
+/// at once, not waited on), NotFound if it is missing, OutOfResources when
+/// no descriptor or memory is left, IoError if it cannot be read, CorruptData naming the file for truncated or malformed input,
 /// a bool element other than 0 or 1, or a file that shrank while being read,
 /// and Unsupported for a dtype Amphora has no DType for (structured records,
 /// objects, strings) or a .npy format version other than 1.0, 2.0 or 3.0.
