@@ -866,18 +866,12 @@ SaveResult detail::StoreAccess::name_artifact(Store& store, const Digest& digest
                                               const nlohmann::json& provenance, const Manifest* known,
                                               std::optional<std::uint64_t> only_after) {
   return translated(false, [&] {
-    std::vector<Naming> one;
-    one.push_back({digest, std::string(name), provenance, known});
-    return name_all(store, one, only_after).front();
+    return name_artifacts(store, {{digest, std::string(name), provenance, known}}, only_after).front();
   });
 }
 
-std::vector<SaveResult> detail::StoreAccess::name_artifacts(Store& store, const std::vector<Naming>& namings) {
-  return name_all(store, namings, std::nullopt);
-}
-
-std::vector<SaveResult> detail::StoreAccess::name_all(Store& store, const std::vector<Naming>& namings,
-                                                      std::optional<std::uint64_t> only_after) {
+std::vector<SaveResult> detail::StoreAccess::name_artifacts(Store& store, const std::vector<Naming>& namings,
+                                                            std::optional<std::uint64_t> only_after) {
   auto& impl_ = store.impl_;
   if (namings.empty()) return {};  // and no lease: a steady cache hit names nothing
   return translated(false, [&] {

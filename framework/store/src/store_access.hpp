@@ -32,8 +32,10 @@ struct StoreAccess {
   /// found and every record built and measured before the first is written,
   /// so a missing artifact or an oversized record (NotFound,
   /// InvalidArgument) names none of them. An I/O failure while writing may
-  /// still leave the earlier ones named. Results in the order given.
-  static std::vector<SaveResult> name_artifacts(Store& store, const std::vector<Naming>& namings);
+  /// still leave the earlier ones named. Results in the order given;
+  /// `only_after` as name_artifact's, for each name.
+  static std::vector<SaveResult> name_artifacts(Store& store, const std::vector<Naming>& namings,
+                                                std::optional<std::uint64_t> only_after = {});
   /// The remote `spec` (from one reading of the store's remotes) as a store
   /// sharing `store`'s registry: Store::remote_store for a remote in hand,
   /// so a caller never opens another remote than the one it looked at.
@@ -54,10 +56,6 @@ struct StoreAccess {
   /// the kept manifest, built without reading anything.
   static std::optional<std::string> quick_problem(const Store& store, const Digest& digest, std::string_view made_by,
                                                   std::optional<ArtifactReader>* intact = nullptr);
-
- private:
-  static std::vector<SaveResult> name_all(Store& store, const std::vector<Naming>& namings,
-                                          std::optional<std::uint64_t> only_after);
 };
 
 /// "a, b, c": the remotes' names, for messages.
