@@ -1,27 +1,36 @@
-// Starts a SHA-256 computation while libcrypto cannot allocate (its memory
-// functions replaced before its first allocation), and says what came out:
-// exit 0 and the message for amphora::OutOfResources, 3 for a raw
-// std::bad_alloc, 4 for anything else, 5 when nothing was thrown, 10 when
-// libcrypto had allocated already and kept its own functions.
+// Runs one piece of work while memory cannot be had, and says what came
+// out: exit 0 and the message for amphora::OutOfResources, 3 for a raw
+// std::bad_alloc, 4 for anything else, 5 when nothing was thrown.
+//   (no argument)  starts a SHA-256 computation while libcrypto cannot
+//                  allocate (its memory functions replaced before its first
+//                  allocation); 10 when libcrypto had allocated already and
+//                  kept its own functions;
+//   fingerprint    declares a pipeline step, which fingerprints this program
+//                  by its file (it is linked without a build ID), while no
+//                  allocation of 1 MiB or more succeeds.
 #include <amphora/digest.hpp>
+#include <amphora/everyday.hpp>
 #include <amphora/error.hpp>
+#include <amphora/pipeline.hpp>
 
 #include <openssl/crypto.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <new>
 
 namespace {
 void* no_malloc(std::size_t, const char*, int) { return nullptr; }
 void* no_realloc(void*, std::size_t, const char*, int) { return nullptr; }
 void plain_free(void* p, const char*, int) { std::free(p); }
-}  // namespace
 
-int main() {
-  if (!CRYPTO_set_mem_functions(no_malloc, no_realloc, plain_free)) return 10;
+bool large_allocations_fail = false;
+
+int outcome(const std::function<void()>& work) {
   try {
-    amphora::Sha256 hash;
+    work();
     return 5;
   } catch (const amphora::OutOfResources& e) {
     std::puts(e.what());
@@ -31,4 +40,26 @@ int main() {
   } catch (...) {
     return 4;
   }
+}
+}  // namespace
+
+// Replaced in pairs, so that every block is freed the way it was allocated.
+void* operator new(std::size_t size) {
+  if (large_allocations_fail && size >= (std::size_t{1} << 20)) throw std::bad_alloc();
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "fingerprint") == 0) {
+    amphora::Pipeline pipeline("oom");
+    return outcome([&] {
+      large_allocations_fail = true;
+      pipeline.step({.name = "one"}, [] { return 1; });
+    });
+  }
+  if (!CRYPTO_set_mem_functions(no_malloc, no_realloc, plain_free)) return 10;
+  return outcome([] { amphora::Sha256 hash; });
 }

@@ -16,12 +16,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <type_traits>
 #include <unistd.h>
+#include <utility>
 
 using namespace amphora;
 namespace fs = std::filesystem;
@@ -69,16 +71,33 @@ std::string thrown_by(F&& call) {
 
 }  // namespace
 
-TEST_CASE("A SHA-256 that cannot get memory is OutOfResources, not a raw std::bad_alloc", "[errors]") {
-  FILE* out = ::popen(AMPHORA_TEST_OUT_OF_MEMORY, "r");
-  REQUIRE(out);
+namespace {
+
+// The out-of-memory helper's exit status and first line, run with `mode`.
+std::pair<int, std::string> out_of_memory_helper(const std::string& mode) {
+  FILE* out = ::popen((std::string(AMPHORA_TEST_OUT_OF_MEMORY) + " " + mode).c_str(), "r");
+  if (!out) return {-1, "popen failed"};
   char line[256] = {};
   (void)!std::fgets(line, sizeof line, out);
-  int status = ::pclose(out);
-  REQUIRE(WIFEXITED(status));
+  const int status = ::pclose(out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, line};
+}
+
+}  // namespace
+
+TEST_CASE("A SHA-256 that cannot get memory is OutOfResources, not a raw std::bad_alloc", "[errors]") {
+  const auto [status, line] = out_of_memory_helper("");
   INFO(line);
-  CHECK(WEXITSTATUS(status) == 0);
-  CHECK_THAT(std::string(line), Catch::Contains("out of memory"));
+  CHECK(status == 0);
+  CHECK_THAT(line, Catch::Contains("out of memory"));
+}
+
+TEST_CASE("Fingerprinting a program without a build ID, out of memory, is OutOfResources naming the file",
+          "[errors][pipeline]") {
+  const auto [status, line] = out_of_memory_helper("fingerprint");
+  INFO(line);
+  CHECK(status == 0);
+  CHECK_THAT(line, Catch::Contains("cannot fingerprint ") && Catch::Contains(": out of memory"));
 }
 
 TEST_CASE("Whatever a storage medium throws leaves the store as an amphora::Error", "[errors][storage]") {

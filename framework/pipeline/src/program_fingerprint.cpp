@@ -6,6 +6,8 @@
 #include <amphora/digest.hpp>
 #include <amphora/pipeline.hpp>
 
+#include "error_boundary.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <link.h>
@@ -68,22 +70,24 @@ int visit(dl_phdr_info* info, std::size_t, void* data) {
 
 // SHA-256 of the file's bytes, for an object linked without a build ID.
 Sha256Value hash_of_file(const std::string& path) {
-  InputFile in = InputFile::open(path);
-  Sha256 hash;
-  std::vector<std::byte> block(std::size_t{1} << 20);
-  while (std::size_t got = in.read(MutableBytes(block.data(), block.size()))) hash.update(block.data(), got);
-  return hash.finish();
+  try {
+    InputFile in = InputFile::open(path);
+    Sha256 hash;
+    std::vector<std::byte> block(std::size_t{1} << 20);
+    while (std::size_t got = in.read(MutableBytes(block.data(), block.size()))) hash.update(block.data(), got);
+    return hash.finish();
+  } catch (...) {
+    rethrow_translated(Blame::medium, "cannot fingerprint " + path);
+  }
 }
 
-}  // namespace
-
-std::string program_fingerprint(const void* anchor) {
+std::string fingerprint_of(const void* anchor) {
   static std::mutex mutex;
   static std::map<std::uintptr_t, std::string> known;  // by load address
   Search search{reinterpret_cast<std::uintptr_t>(anchor), std::nullopt};
   dl_iterate_phdr(visit, &search);
   if (!search.found) {  // not code of any loaded object: the program itself stands in
-    search.address = reinterpret_cast<std::uintptr_t>(&program_fingerprint);
+    search.address = reinterpret_cast<std::uintptr_t>(&fingerprint_of);
     dl_iterate_phdr(visit, &search);
   }
   const std::uintptr_t base = search.found ? search.found->base : 0;
@@ -99,6 +103,12 @@ std::string program_fingerprint(const void* anchor) {
     value = hash_of_file(path);
   }
   return known[base] = std::string(kProgramFingerprintPrefix) + "sha256:" + value.hex();
+}
+
+}  // namespace
+
+std::string program_fingerprint(const void* anchor) {
+  return translate_errors(Blame::medium, [&] { return fingerprint_of(anchor); });
 }
 
 }  // namespace amphora::detail
