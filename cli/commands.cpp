@@ -365,8 +365,8 @@ void check_destination(const fs::path& file, bool force) {
   if (S_ISREG(st.st_mode)) return;
   if (S_ISLNK(st.st_mode)) {
     if (force) return;
-    throw amphora::Error(file.string() + " is a symbolic link; refusing to replace it (pass --force to replace the "
-                                         "link itself; its target is left alone)");
+    throw amphora::InvalidArgument(file.string() + " is a symbolic link; refusing to replace it (pass --force to "
+                                   "replace the link itself; its target is left alone)");
   }
   const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
                      : S_ISFIFO(st.st_mode) ? "a FIFO"
@@ -374,8 +374,8 @@ void check_destination(const fs::path& file, bool force) {
                      : S_ISBLK(st.st_mode)  ? "a block device"
                      : S_ISSOCK(st.st_mode) ? "a socket"
                                             : "not a regular file";
-  throw amphora::Error(file.string() + " exists and is " + kind + "; export replaces only a regular file" +
-                       (force ? " (or, with --force, a symbolic link)" : ""));
+  throw amphora::InvalidArgument(file.string() + " exists and is " + kind + "; export replaces only a regular file" +
+                                 (force ? " (or, with --force, a symbolic link)" : ""));
 }
 
 }  // namespace
@@ -459,7 +459,7 @@ int cmd_export(const Args& a) {
                                          : "it has no single-file form, only a directory") +
                                  "; give a path without that extension");
     if (fs::exists(fs::symlink_status(file)))
-      throw amphora::Error(file.string() + " exists; " + reader.label() + " is exported as a new directory");
+      throw amphora::InvalidArgument(file.string() + " exists; " + reader.label() + " is exported as a new directory");
     auto report = store.verify(reader.digest().str());
     if (!report.ok()) throw amphora::CorruptData(report.problems.front());
     std::map<amphora::Digest, std::uint64_t> counted;

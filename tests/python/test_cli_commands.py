@@ -412,9 +412,9 @@ class CompositeTest(cli_support.StoreTestCase):
             np.testing.assert_array_equal(np.load(item), np.array([1.5, 2.5], dtype=np.float32))
         self.assertEqual([e for e in os.listdir(self.tmp) if "amphora-export" in e], [])
         # An existing destination is never replaced by a directory.
-        again = self.run_cli("export", digest, out)
-        self.assertEqual(again.returncode, EXIT_FAILURE)
-        self.assertIn("exists", again.stderr)
+        again = self.run_cli("export", digest, out, check=EXIT_USAGE)
+        self.assertIn(out + " exists; ", again.stderr)
+        self.assertIn("is exported as a new directory", again.stderr)
 
     def test_a_missing_child_fails_verify_and_export(self):
         digest = self.composite()

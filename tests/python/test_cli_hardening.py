@@ -56,7 +56,7 @@ class ExportDestinationTest(CliTestCase):
             f.write("keep")
         dest = self.path("link.npy")
         os.symlink(target, dest)
-        proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)
+        proc = self.run_cli("export", "a", dest, check=EXIT_USAGE)
         self.assertIn("is a symbolic link", proc.stderr)
         self.assertIn("--force", proc.stderr)
         self.assertTrue(os.path.islink(dest))
@@ -70,7 +70,7 @@ class ExportDestinationTest(CliTestCase):
         dest = self.path("pipe.npy")
         os.mkfifo(dest)
         for extra in ([], ["--force"]):
-            proc = self.run_cli("export", "a", dest, *extra, check=EXIT_FAILURE, timeout=30)
+            proc = self.run_cli("export", "a", dest, *extra, check=EXIT_USAGE, timeout=30)
             self.assertIn("is a FIFO", proc.stderr)
             self.assertTrue(stat.S_ISFIFO(os.lstat(dest).st_mode))
 
@@ -79,14 +79,14 @@ class ExportDestinationTest(CliTestCase):
             self.skipTest("creating a device node needs root")
         dest = self.path("null.npy")
         os.mknod(dest, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-        proc = self.run_cli("export", "a", dest, "--force", check=EXIT_FAILURE)
+        proc = self.run_cli("export", "a", dest, "--force", check=EXIT_USAGE)
         self.assertIn("character device", proc.stderr)
         self.assertTrue(stat.S_ISCHR(os.lstat(dest).st_mode))
 
     def test_directory_is_refused(self):
         dest = self.path("adir.npy")
         os.mkdir(dest)
-        proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)
+        proc = self.run_cli("export", "a", dest, check=EXIT_USAGE)
         self.assertIn("is a directory", proc.stderr)
 
     def test_missing_directory_names_the_file_asked_for(self):
