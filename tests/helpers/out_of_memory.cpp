@@ -6,8 +6,8 @@
 //                  allocation); 10 when libcrypto had allocated already and
 //                  kept its own functions;
 //   fingerprint    declares a pipeline step, which fingerprints this program
-//                  by its file (it is linked without a build ID), while no
-//                  allocation of 1 MiB or more succeeds.
+//                  by its file (it is linked without a build ID), while every
+//                  operator new of 1 MiB or more fails.
 #include <amphora/digest.hpp>
 #include <amphora/everyday.hpp>
 #include <amphora/error.hpp>
@@ -15,6 +15,7 @@
 
 #include <openssl/crypto.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +27,7 @@ void* no_malloc(std::size_t, const char*, int) { return nullptr; }
 void* no_realloc(void*, std::size_t, const char*, int) { return nullptr; }
 void plain_free(void* p, const char*, int) { std::free(p); }
 
-bool large_allocations_fail = false;
+std::atomic<bool> large_allocations_fail{false};
 
 int outcome(const std::function<void()>& work) {
   try {
@@ -41,22 +42,36 @@ int outcome(const std::function<void()>& work) {
     return 4;
   }
 }
-}  // namespace
 
-// Replaced in pairs, so that every block is freed the way it was allocated.
-void* operator new(std::size_t size) {
-  if (large_allocations_fail && size >= (std::size_t{1} << 20)) throw std::bad_alloc();
-  if (void* p = std::malloc(size ? size : 1)) return p;
+void* allocate(std::size_t size) noexcept {
+  if (large_allocations_fail.load(std::memory_order_relaxed) && size >= (std::size_t{1} << 20)) return nullptr;
+  return std::malloc(size ? size : 1);
+}
+void* allocate_or_throw(std::size_t size) {
+  if (void* p = allocate(size)) return p;
   throw std::bad_alloc();
 }
+}  // namespace
+
+// Every form but the aligned ones (left to the runtime in pairs), all
+// through malloc and free: under AddressSanitizer a block must be freed the
+// way it was allocated.
+void* operator new(std::size_t size) { return allocate_or_throw(size); }
+void* operator new[](std::size_t size) { return allocate_or_throw(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "fingerprint") == 0) {
     amphora::Pipeline pipeline("oom");
     return outcome([&] {
-      large_allocations_fail = true;
+      large_allocations_fail.store(true, std::memory_order_relaxed);
       pipeline.step({.name = "one"}, [] { return 1; });
     });
   }

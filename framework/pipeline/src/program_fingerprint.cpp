@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <link.h>
 #include <map>
 #include <mutex>
@@ -77,7 +78,10 @@ Sha256Value hash_of_file(const std::string& path) {
     while (std::size_t got = in.read(MutableBytes(block.data(), block.size()))) hash.update(block.data(), got);
     return hash.finish();
   } catch (...) {
-    rethrow_translated(Blame::medium, "cannot fingerprint " + path);
+    // The message names the program's own file rather than /proc/self/exe.
+    std::error_code not_a_link;
+    const auto named = std::filesystem::read_symlink(path, not_a_link);
+    rethrow_translated(Blame::medium, "cannot fingerprint " + (named.empty() ? path : named.string()));
   }
 }
 
