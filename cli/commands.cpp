@@ -10,11 +10,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -356,12 +359,23 @@ int cmd_import(const Args& a) {
 
 namespace {
 
+// What is at an export destination, or nothing. A path through a file can
+// never be written: an invalid argument, as for import.
+std::optional<struct stat> destination_status(const fs::path& file) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0) return st;
+  if (errno == ENOTDIR)
+    throw amphora::InvalidArgument(file.string() + " cannot be written: a component of the path is not a directory");
+  return std::nullopt;
+}
+
 // The destination may be replaced only if it is a regular file, or, with
 // --force, a symbolic link (the link is replaced; its target is untouched).
 // A FIFO, device, socket or directory is never replaced.
 void check_destination(const fs::path& file, bool force) {
-  struct stat st {};
-  if (::lstat(file.c_str(), &st) != 0) return;
+  const auto status = destination_status(file);
+  if (!status) return;
+  const struct stat& st = *status;
   if (S_ISREG(st.st_mode)) return;
   if (S_ISLNK(st.st_mode)) {
     if (force) return;
@@ -458,8 +472,10 @@ int cmd_export(const Args& a) {
                                  (native ? "it has children, so it is exported as a directory"
                                          : "it has no single-file form, only a directory") +
                                  "; give a path without that extension");
-    if (fs::exists(fs::symlink_status(file)))
-      throw amphora::InvalidArgument(file.string() + " exists; " + reader.label() + " is exported as a new directory");
+    auto refuse_existing = [&] {
+      return amphora::InvalidArgument(file.string() + " exists; " + reader.label() + " is exported as a new directory");
+    };
+    if (destination_status(file)) throw refuse_existing();
     auto report = store.verify(reader.digest().str());
     if (!report.ok()) throw amphora::CorruptData(report.problems.front());
     std::map<amphora::Digest, std::uint64_t> counted;
@@ -480,8 +496,19 @@ int cmd_export(const Args& a) {
       for (int k = 0; k < 3; ++k) ::sigaction(signals[k], &before[k], nullptr);
     };
     try {
+      // Beside FILE, whose directory must exist, as for a single file.
+      if (std::error_code ec; !fs::create_directory(staging, ec) && ec)
+        throw amphora::IoError("cannot export to " + file.string() + ": " + ec.message());
       export_tree(store, reader, staging);
-      fs::rename(staging, file);
+      // Never over what appeared at FILE meanwhile, not even an empty directory.
+      if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) != 0) {
+        if (errno == EEXIST) throw refuse_existing();
+        if (errno != EINVAL && errno != ENOSYS)
+          throw amphora::IoError("cannot export to " + file.string() + ": " + std::strerror(errno));
+        // A file system without RENAME_NOREPLACE: checked, then renamed.
+        if (destination_status(file)) throw refuse_existing();
+        fs::rename(staging, file);
+      }
       restore();
     } catch (...) {
       std::error_code ec;

@@ -416,6 +416,24 @@ class CompositeTest(cli_support.StoreTestCase):
         self.assertIn(out + " exists; ", again.stderr)
         self.assertIn("is exported as a new directory", again.stderr)
 
+    def test_export_of_a_composite_needs_its_directory_and_a_path_through_no_file(self):
+        digest = self.composite()
+        # A missing directory fails as it does for a single file, creating nothing.
+        missing = self.path("no", "such", "out")
+        proc = self.run_cli("export", digest, missing, check=EXIT_FAILURE)
+        self.assertIn(missing, proc.stderr)
+        self.assertIn("No such file or directory", proc.stderr)
+        self.assertFalse(os.path.exists(self.path("no")))
+        # A path through a regular file can never be written: an invalid argument.
+        with open(self.path("notes.txt"), "w") as fh:
+            fh.write("keep")
+        through = self.path("notes.txt", "out")
+        proc = self.run_cli("export", digest, through, check=EXIT_USAGE)
+        self.assertIn(through + " cannot be written: a component of the path is not a directory", proc.stderr)
+        with open(self.path("notes.txt")) as fh:
+            self.assertEqual(fh.read(), "keep")
+        self.assertEqual([e for e in os.listdir(self.tmp) if "amphora-export" in e], [])
+
     def test_a_missing_child_fails_verify_and_export(self):
         digest = self.composite()
         shown = json.loads(self.run_cli("show", digest, "--json", check=EXIT_OK).stdout)

@@ -89,6 +89,17 @@ class ExportDestinationTest(CliTestCase):
         proc = self.run_cli("export", "a", dest, check=EXIT_USAGE)
         self.assertIn("is a directory", proc.stderr)
 
+    def test_a_path_through_a_file_is_an_invalid_argument_for_export_and_import(self):
+        with open(self.path("notes.txt"), "w") as f:
+            f.write("keep")
+        dest = self.path("notes.txt", "out.npy")
+        proc = self.run_cli("export", "a", dest, check=EXIT_USAGE)
+        self.assertIn(dest + " cannot be written: a component of the path is not a directory", proc.stderr)
+        proc = self.run_cli("import", dest, "--name", "b", check=EXIT_USAGE)
+        self.assertIn(dest + " cannot be read: a component of the path is not a directory", proc.stderr)
+        with open(self.path("notes.txt")) as f:
+            self.assertEqual(f.read(), "keep")
+
     def test_missing_directory_names_the_file_asked_for(self):
         dest = self.path("no", "such", "dir", "out.npy")
         proc = self.run_cli("export", "a", dest, check=EXIT_FAILURE)

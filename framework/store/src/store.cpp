@@ -16,6 +16,7 @@
 #include <mutex>
 #include <new>
 #include <system_error>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
@@ -919,9 +920,14 @@ SaveResult Store::import_file(const fs::path& file, const SaveOptions& options) 
 SaveResult Store::import_checked(const fs::path& file, const SaveOptions& options) {
   // Every format reads a regular file: a FIFO would block its reader and a
   // directory or a device is no input. Checked once here, for the formats
-  // plugins add as well as the built-in ones.
-  if (struct stat st {}; ::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw InvalidArgument(file.string() + " is not a regular file (" + detail::describe_file_type(st.st_mode) + ")");
+  // plugins add as well as the built-in ones. A path through a file names
+  // nothing that could ever be read: the argument is wrong, not the disk.
+  if (struct stat st {}; ::stat(file.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw InvalidArgument(file.string() + " is not a regular file (" + detail::describe_file_type(st.st_mode) + ")");
+  } else if (errno == ENOTDIR) {
+    throw InvalidArgument(file.string() + " cannot be read: a component of the path is not a directory");
+  }
   const auto format = registry().format_for(file);
   if (!format) {
     std::string known;
