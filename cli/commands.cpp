@@ -502,9 +502,10 @@ int cmd_export(const Args& a) {
       export_tree(store, reader, staging);
       // Never over what appeared at FILE meanwhile, not even an empty directory.
       if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) != 0) {
-        if (errno == EEXIST) throw refuse_existing();
-        if (errno != EINVAL && errno != ENOSYS)
-          throw amphora::IoError("cannot export to " + file.string() + ": " + std::strerror(errno));
+        const int err = errno;
+        if (err == EEXIST) throw refuse_existing();
+        if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP)
+          throw amphora::IoError("cannot export to " + file.string() + ": " + std::strerror(err));
         // A file system without RENAME_NOREPLACE: checked, then renamed.
         if (destination_status(file)) throw refuse_existing();
         fs::rename(staging, file);

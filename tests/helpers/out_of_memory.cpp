@@ -7,7 +7,7 @@
 //                  kept its own functions;
 //   fingerprint    declares a pipeline step, which fingerprints this program
 //                  by its file (it is linked without a build ID), while every
-//                  operator new of 1 MiB or more fails.
+//                  non-aligned operator new of 1 MiB or more fails.
 #include <amphora/digest.hpp>
 #include <amphora/everyday.hpp>
 #include <amphora/error.hpp>

@@ -69,6 +69,8 @@ int visit(dl_phdr_info* info, std::size_t, void* data) {
   return 1;
 }
 
+constexpr const char* kThisProgram = "/proc/self/exe";
+
 // SHA-256 of the file's bytes, for an object linked without a build ID.
 Sha256Value hash_of_file(const std::string& path) {
   try {
@@ -79,8 +81,9 @@ Sha256Value hash_of_file(const std::string& path) {
     return hash.finish();
   } catch (...) {
     // The message names the program's own file rather than /proc/self/exe.
-    std::error_code not_a_link;
-    const auto named = std::filesystem::read_symlink(path, not_a_link);
+    std::error_code unresolved;
+    const std::filesystem::path named =
+        path == kThisProgram ? std::filesystem::read_symlink(path, unresolved) : std::filesystem::path(path);
     rethrow_translated(Blame::medium, "cannot fingerprint " + (named.empty() ? path : named.string()));
   }
 }
@@ -103,7 +106,7 @@ std::string fingerprint_of(const void* anchor) {
     text.append(search.found->build_id.begin(), search.found->build_id.end());
     value = Sha256::of(text);
   } else {
-    const std::string path = search.found && !search.found->path.empty() ? search.found->path : "/proc/self/exe";
+    const std::string path = search.found && !search.found->path.empty() ? search.found->path : kThisProgram;
     value = hash_of_file(path);
   }
   return known[base] = std::string(kProgramFingerprintPrefix) + "sha256:" + value.hex();

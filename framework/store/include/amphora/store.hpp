@@ -264,11 +264,11 @@ class Store {
   }
 
   /// Saves the file `file` as what the registry's format for its extension
-  /// reads (".npy" a tensor, ".csv" a table, ...), through the format's
-  /// streaming import when it has one (bounded memory), else by reading the
-  /// value whole. `options.progress` then counts input bytes. Throws
-  /// Unsupported for an extension no format handles, and as the format's
-  /// reader and save() do.
+  /// reads (".npy" a tensor, ".csv" a table, ...): streamed when the format
+  /// can (bounded memory; `options.progress` counts input bytes), else read
+  /// whole. Throws InvalidArgument when `file` is no regular file or its path
+  /// runs through one, then Unsupported for an extension no format handles,
+  /// and as the format's reader and save() do.
   SaveResult import_file(const std::filesystem::path& file, const SaveOptions& options = {});
   /// Loads `ref` with the materializer its manifest names. Throws
   /// Unsupported when that is not registered (saying which plugin on
