@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -57,6 +58,85 @@ TEST_CASE("Manifests have one canonical form with sorted keys", "[manifest]") {
   CHECK(back.find("dir/b.bin") != nullptr);
   CHECK(back.find("missing") == nullptr);
   CHECK(back.payload_bytes() == 5000);
+}
+
+namespace {
+// The document a manifest's canonical text is the canonical_json of
+// (FORMAT.md §3.3), built as a reader would see it.
+nlohmann::json manifest_document(const Manifest& m) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : m.files) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const auto& p : f.pieces) pieces.push_back(p.hex());
+    files.push_back({{"path", f.path}, {"piece_size", f.piece_size}, {"sha256", pieces}, {"size", f.size}});
+  }
+  nlohmann::json doc = {{"manifest_version", m.manifest_version},
+                        {"materializer", {{"name", m.materializer}, {"version", m.materializer_version}}},
+                        {"files", files},
+                        {"meta", m.meta}};
+  if (m.manifest_version >= 2) {
+    doc["children"] = nlohmann::json::array();
+    for (const auto& c : m.children) doc["children"].push_back({{"digest", c.digest.str()}, {"role", c.role}});
+  }
+  return doc;
+}
+}  // namespace
+
+TEST_CASE("A manifest's canonical text is canonical_json of its document, whatever it holds", "[manifest][canonical]") {
+  std::mt19937 rng(20261129);
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  // Strings that need escaping or are multi-byte, beside plain ones.
+  const std::vector<std::string> words = {"a", "x.bin", "col \"q\"", "back\\slash", "caf\xc3\xa9", "\xe2\x82\xac/\xf0\x9f\x99\x82",
+                                          "tab\there", "deep/er/path.npy", std::string(300, 'w')};
+  for (int round = 0; round < 60; ++round) {
+    Manifest m;
+    m.materializer = words[pick(words.size())];
+    m.materializer_version = 1 + static_cast<int>(pick(4));
+    m.manifest_version = round % 7 == 0 ? 1 : 2;
+    // Up to 700 files: past 512 the canonical writer splits an array into
+    // blocks for the worker threads.
+    const std::size_t nfiles = round % 10 == 9 ? 700 : pick(8);
+    for (std::size_t i = 0; i < nfiles; ++i) {
+      FileEntry f{words[pick(words.size())] + std::to_string(i), pick(3) * 3000ull, 4096ull << pick(3), {}};
+      for (auto k = piece_count(f.size, f.piece_size); k > 0; --k) f.pieces.push_back(Sha256::of(std::to_string(rng())));
+      m.files.push_back(std::move(f));
+    }
+    std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    if (m.manifest_version >= 2)
+      for (std::size_t i = pick(4); i > 0; --i)
+        m.children.push_back({words[pick(words.size())] + std::to_string(i), Digest(Sha256::of(std::to_string(i)))});
+    std::sort(m.children.begin(), m.children.end(), [](const auto& a, const auto& b) { return a.role < b.role; });
+    m.meta = {{"shape", {pick(100), pick(100)}}, {"name", words[pick(words.size())]}, {"loss", 0.1 * static_cast<double>(pick(1000))},
+              {"nested", {{"z", nullptr}, {"a", {true, false, -static_cast<std::int64_t>(pick(99))}}}}};
+    if (round % 5 == 0) m.meta = nlohmann::json::object();
+    INFO("round " << round);
+    const std::string text = m.canonical();
+    REQUIRE(text == canonical_json(manifest_document(m)));
+    // Reading back needs safe paths; the canonical text does not.
+    const bool readable =
+        std::all_of(m.files.begin(), m.files.end(), [](const auto& f) { return artifact_path_problem(f.path).empty(); }) &&
+        std::all_of(m.children.begin(), m.children.end(), [](const auto& c) { return artifact_path_problem(c.role).empty(); });
+    if (readable) CHECK(Manifest::parse(text, "test").canonical() == text);
+  }
+}
+
+TEST_CASE("A manifest that JSON cannot hold exactly is refused with the key path of what is wrong", "[manifest][canonical]") {
+  Manifest m = sample_manifest();
+  m.files[1].path = "dir/b\xff.bin";
+  CHECK_THROWS_AS(m.canonical(), InvalidArgument);
+  CHECK_THROWS_WITH(m.canonical(), Catch::Equals("manifest at .files[1].path holds a string that is not valid UTF-8"));
+  m = sample_manifest();
+  m.materializer = "bad\xc0\x80";
+  CHECK_THROWS_WITH(m.canonical(), Catch::Equals("manifest at .materializer.name holds a string that is not valid UTF-8"));
+  m = sample_manifest();
+  m.children = {{"ok", Digest(Sha256::of("a"))}, {"r\xed\xa0\x80", Digest(Sha256::of("b"))}};
+  CHECK_THROWS_WITH(m.canonical(), Catch::Equals("manifest at .children[1].role holds a string that is not valid UTF-8"));
+  m = sample_manifest();
+  m.meta["alpha"]["y"] = std::nan("");
+  CHECK_THROWS_WITH(m.canonical(), Catch::Equals("manifest at .meta.alpha.y holds NaN, which JSON cannot represent"));
+  m = sample_manifest();
+  m.meta["list"] = {1, std::string("\xfe")};
+  CHECK_THROWS_WITH(m.canonical(), Catch::Equals("manifest at .meta.list[1] holds a string that is not valid UTF-8"));
 }
 
 TEST_CASE("Manifest parsing rejects malformed and unsafe manifests", "[manifest]") {

@@ -52,7 +52,7 @@ struct JsonPath {
 // stopped. The string is cut to what was written when the appender goes.
 class Appender {
  public:
-  explicit Appender(std::string& s) : s_(s), n_(s.size()) {}
+  explicit Appender(std::string& s) : s_(s), start_(s.size()), n_(s.size()) {}
   ~Appender() { s_.resize(n_); }
   Appender(const Appender&) = delete;
   Appender& operator=(const Appender&) = delete;
@@ -76,11 +76,14 @@ class Appender {
   void put(std::string_view v) { put(v.data(), v.size()); }
 
  private:
-  // Up to the capacity first: a reused string grows without reallocating.
-  [[gnu::noinline]] void grow(std::size_t k) {
-    s_.resize(std::max({2 * s_.size(), s_.capacity(), n_ + k + 4096}));
-  }
+  // By as much again as this appender has written (64 bytes at least), so a
+  // long walk grows geometrically while a short one (a string appended to a
+  // large text, as manifests and records are written) fills only a few bytes
+  // beyond its own: resize zero-fills what it adds, and growing to the
+  // string's capacity made every short append cost the whole text's slack.
+  [[gnu::noinline]] void grow(std::size_t k) { s_.resize(n_ + k + std::max<std::size_t>(64, n_ - start_)); }
   std::string& s_;
+  std::size_t start_;
   std::size_t n_;
 };
 
@@ -471,6 +474,13 @@ void detail::append_canonical_json(std::string& out, const nlohmann::json& value
                                    bool limit_depth) {
   Appender text(out);
   CanonicalWalk(&text, what, limit_depth ? kMaxJsonDepth - 4 : std::numeric_limits<int>::max()).value(value, nullptr, 0);
+}
+
+void detail::append_canonical_member(std::string& out, const nlohmann::json& value, std::string_view what,
+                                    const std::string& key) {
+  Appender text(out);
+  const JsonPath at{nullptr, &key, 0};
+  CanonicalWalk(&text, what, std::numeric_limits<int>::max()).value(value, &at, 1);
 }
 
 // ---------------------------------------------------------------------------

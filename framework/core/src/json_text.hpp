@@ -17,6 +17,11 @@ namespace amphora::detail {
 void append_canonical_json(std::string& out, const nlohmann::json& value, std::string_view what,
                            bool limit_depth = true);
 
+/// append_canonical_json, without a depth limit, of `value` as the member
+/// `key` of an enclosing object: paths in errors start ".key".
+void append_canonical_member(std::string& out, const nlohmann::json& value, std::string_view what,
+                             const std::string& key);
+
 /// Appends `value` as nlohmann's dump(indent) writes it with strict UTF-8
 /// (byte for byte; compact when `indent` < 0), checked as the canonical
 /// writer checks but at any depth, and several times faster: for the

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <string>
 
 namespace amphora {
 
@@ -83,30 +85,65 @@ void validate_artifact_path(std::string_view path, std::string_view where) {
 }
 
 
+// Written field by field, keys in byte order as canonical_json sorts them,
+// rather than through a JSON document: a wide table's manifest has an entry
+// per column file, and building, walking and freeing a document of them (a
+// map node per key, a copy of meta) cost several times the text itself.
+// Version 1 has no "children" key, so a manifest read back re-serializes to
+// the very bytes its digest was taken of. Fails as canonical_json of that
+// document would: InvalidArgument naming the first string that is not
+// UTF-8, or meta's first value JSON cannot hold, with its key path.
 std::string Manifest::canonical() const {
-  nlohmann::json files_json = nlohmann::json::array();
-  for (const auto& f : files) {
-    nlohmann::json pieces = nlohmann::json::array();
-    for (const auto& p : f.pieces) pieces.push_back(p.hex());
-    files_json.push_back({{"path", f.path}, {"piece_size", f.piece_size}, {"sha256", std::move(pieces)}, {"size", f.size}});
-  }
-  nlohmann::json doc = {
-      {"manifest_version", manifest_version},
-      {"materializer", {{"name", materializer}, {"version", materializer_version}}},
-      {"files", std::move(files_json)},
-      {"meta", meta},
+  std::string text;
+  text.reserve(128 + files.size() * 160 + children.size() * 120);
+  auto put_string = [&text](std::string_view s, auto&& path) {
+    if (!is_valid_utf8(s)) throw InvalidArgument("manifest at " + path() + " holds a string that is not valid UTF-8");
+    append_json_string(text, s);
   };
-  // Version 1 has no "children" key, so a manifest read back re-serializes
-  // to the very bytes its digest was taken of.
+  auto put_number = [&text](auto n) {
+    char digits[24];
+    text.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+  };
+  text += '{';
   if (manifest_version >= 2) {
-    nlohmann::json children_json = nlohmann::json::array();
-    for (const auto& c : children) children_json.push_back({{"digest", c.digest.str()}, {"role", c.role}});
-    doc["children"] = std::move(children_json);
+    text += "\"children\":[";
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      text += i ? ",{\"digest\":\"" : "{\"digest\":\"";
+      text += children[i].digest.str();
+      text += "\",\"role\":";
+      put_string(children[i].role, [i] { return ".children[" + std::to_string(i) + "].role"; });
+      text += '}';
+    }
+    text += "],";
   }
+  text += "\"files\":[";
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const FileEntry& f = files[i];
+    text += i ? ",{\"path\":" : "{\"path\":";
+    put_string(f.path, [i] { return ".files[" + std::to_string(i) + "].path"; });
+    text += ",\"piece_size\":";
+    put_number(f.piece_size);
+    text += ",\"sha256\":[";
+    for (std::size_t k = 0; k < f.pieces.size(); ++k) {
+      text += k ? ",\"" : "\"";
+      text += f.pieces[k].hex();
+      text += '"';
+    }
+    text += "],\"size\":";
+    put_number(f.size);
+    text += '}';
+  }
+  text += "],\"manifest_version\":";
+  put_number(manifest_version);
+  text += ",\"materializer\":{\"name\":";
+  put_string(materializer, [] { return std::string(".materializer.name"); });
+  text += ",\"version\":";
+  put_number(materializer_version);
+  text += "},\"meta\":";
   // canonical_json's bytes, without its depth limit: a manifest read back
   // from disk must re-serialize even if it nests as deep as a reader accepts.
-  std::string text;
-  detail::append_canonical_json(text, doc, "manifest", false);
+  detail::append_canonical_member(text, meta, "manifest", "meta");
+  text += '}';
   return text;
 }
 
