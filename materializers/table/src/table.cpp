@@ -218,14 +218,18 @@ bool Column::equals(const Column& other) const {
   return true;
 }
 
+void detail::check_column_name(std::unordered_set<std::string_view>& seen, std::string_view name, std::size_t k) {
+  if (name.empty()) throw InvalidArgument("column " + std::to_string(k) + " has an empty name");
+  if (!is_valid_utf8(name)) throw InvalidArgument("the name of column " + std::to_string(k) + " is not valid UTF-8");
+  if (!seen.insert(name).second) throw InvalidArgument("two columns are named '" + std::string(name) + "'");
+}
+
 Table Table::make(std::vector<std::pair<std::string, Column>> columns) {
   Table t;
-  std::set<std::string, std::less<>> seen;
+  std::unordered_set<std::string_view> seen;
   for (std::size_t k = 0; k < columns.size(); ++k) {
     auto& [name, column] = columns[k];
-    if (name.empty()) throw InvalidArgument("column " + std::to_string(k) + " has an empty name");
-    if (!is_valid_utf8(name)) throw InvalidArgument("the name of column " + std::to_string(k) + " is not valid UTF-8");
-    if (!seen.insert(name).second) throw InvalidArgument("two columns are named '" + name + "'");
+    detail::check_column_name(seen, name, k);
     if (k > 0 && column.size() != t.rows_)
       throw InvalidArgument("column '" + name + "' has " + std::to_string(column.size()) + " rows, column '" +
                             t.names_.front() + "' " + std::to_string(t.rows_));

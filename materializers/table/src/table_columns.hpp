@@ -10,13 +10,20 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <unordered_set>
 
 namespace amphora::detail {
 
 /// The dtype a column of `type` stores its values as (bool as bool_,
 /// timestamps as int64). Throws InvalidArgument for strings.
 DType dtype_of_column(ColumnType type);
+
+/// Throws InvalidArgument, as Table::make does, when column `k`'s `name` is
+/// empty, not valid UTF-8, or already in `seen`; otherwise adds it there.
+/// `seen` views the names, which must outlive it.
+void check_column_name(std::unordered_set<std::string_view>& seen, std::string_view name, std::size_t k);
 
 /// The payload files of column `k` start with this path.
 inline std::string column_path(std::size_t k) { return "columns/" + std::to_string(k); }
